@@ -1,0 +1,606 @@
+//! One flight duty event: the field rules, canonical forms and idempotency key of the
+//! contract, as domain types with private fields. Pure functions, no I/O.
+
+use sha2::{Digest, Sha256};
+
+use super::json::{self, Value};
+
+/// Why an event is invalid: a quarantine `reason` code and a sentence for `detail`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub reason: InvalidReason,
+    pub detail: String,
+}
+
+/// The quarantine reason codes of the contract (`conflict` is decided by the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidReason {
+    MissingField,
+    UnknownField,
+    DuplicateField,
+    WrongType,
+    BadFlightId,
+    BadEventKind,
+    BadInstant,
+    BadRevision,
+    NotObject,
+    NotJson,
+    TooDeep,
+}
+
+impl InvalidReason {
+    pub fn code(self) -> &'static str {
+        match self {
+            InvalidReason::MissingField => "missing_field",
+            InvalidReason::UnknownField => "unknown_field",
+            InvalidReason::DuplicateField => "duplicate_field",
+            InvalidReason::WrongType => "wrong_type",
+            InvalidReason::BadFlightId => "bad_flight_id",
+            InvalidReason::BadEventKind => "bad_event_kind",
+            InvalidReason::BadInstant => "bad_instant",
+            InvalidReason::BadRevision => "bad_revision",
+            InvalidReason::NotObject => "not_object",
+            InvalidReason::NotJson => "not_json",
+            InvalidReason::TooDeep => "too_deep",
+        }
+    }
+}
+
+fn invalid(reason: InvalidReason, detail: impl Into<String>) -> Invalid {
+    Invalid {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// `flight_id`: 1–64 printable ASCII characters other than `|`, trimmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlightId(String);
+
+impl FlightId {
+    pub fn parse(text: &str) -> Result<FlightId, Invalid> {
+        let trimmed = text.trim();
+        let len = trimmed.len();
+        if len == 0 || len > 64 {
+            let why = format!("flight_id must be 1 to 64 characters after trimming, not {len}");
+            return Err(invalid(InvalidReason::BadFlightId, why));
+        }
+        if let Some(c) = trimmed
+            .chars()
+            .find(|&c| !('!'..='~').contains(&c) || c == '|')
+        {
+            let why =
+                format!("flight_id may hold only printable ASCII other than '|', and holds {c:?}");
+            return Err(invalid(InvalidReason::BadFlightId, why));
+        }
+        Ok(FlightId(trimmed.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `event_kind`: `[a-z][a-z0-9_]{0,31}` after trimming and ASCII-lowercasing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventKind(String);
+
+impl EventKind {
+    pub fn parse(text: &str) -> Result<EventKind, Invalid> {
+        let kind = text.trim().to_ascii_lowercase();
+        let bytes = kind.as_bytes();
+        let well_formed = matches!(bytes.first(), Some(b'a'..=b'z'))
+            && bytes.len() <= 32
+            && bytes
+                .iter()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+        if !well_formed {
+            let why = format!(
+                "event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'"
+            );
+            return Err(invalid(InvalidReason::BadEventKind, why));
+        }
+        Ok(EventKind(kind))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `instant_utc`: an RFC 3339 instant with an explicit offset, held in its canonical
+/// UTC form `YYYY-MM-DDTHH:MM:SS[.fraction]Z`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instant(String);
+
+impl Instant {
+    pub fn parse(text: &str) -> Result<Instant, Invalid> {
+        let text = text.trim();
+        parse_rfc3339(text).map(Instant).map_err(|why| {
+            invalid(
+                InvalidReason::BadInstant,
+                format!("instant_utc {text:?} {why}"),
+            )
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Reads the contract's RFC 3339 subset and returns the canonical UTC text, or what
+/// is wrong as the end of a sentence.
+fn parse_rfc3339(text: &str) -> Result<String, String> {
+    const SHAPE: &str = "is not an RFC 3339 instant like 2026-11-29T10:05:00Z";
+    let b = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i32> {
+        let part = b.get(range)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0, |n, d| n * 10 + i32::from(d - b'0')))
+    };
+    let shape_ok = b.len() >= 19
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && matches!(b[10], b'T' | b't')
+        && b[13] == b':'
+        && b[16] == b':';
+    if !shape_ok {
+        return Err(SHAPE.to_owned());
+    }
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        digits(0..4),
+        digits(5..7),
+        digits(8..10),
+        digits(11..13),
+        digits(14..16),
+        digits(17..19),
+    ) else {
+        return Err(SHAPE.to_owned());
+    };
+    let mut pos = 19;
+    let mut nanos = 0i32;
+    if b.get(pos) == Some(&b'.') {
+        let start = pos + 1;
+        let end = start + b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let count = end - start;
+        if count == 0 {
+            return Err(SHAPE.to_owned());
+        }
+        if count > 9 {
+            return Err("has more than 9 fraction digits".to_owned());
+        }
+        let fraction = digits(start..end).expect("checked digits");
+        nanos = fraction * 10i32.pow(9 - count as u32);
+        pos = end;
+    }
+    let offset_seconds = match &b[pos..] {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let (Some(h), Some(m)) = (digits(pos + 1..pos + 3), digits(pos + 4..pos + 6)) else {
+                return Err(SHAPE.to_owned());
+            };
+            let _ = (h1, h2, m1, m2);
+            if h > 23 || m > 59 {
+                return Err("has an offset beyond ±23:59".to_owned());
+            }
+            let seconds = h * 3600 + m * 60;
+            if *sign == b'-' { -seconds } else { seconds }
+        }
+        [] => return Err("has no UTC offset (add Z or ±hh:mm)".to_owned()),
+        _ => return Err(SHAPE.to_owned()),
+    };
+    if second == 60 {
+        return Err("is a leap second, which UTC instants here cannot hold".to_owned());
+    }
+    let local = jiff::civil::DateTime::new(
+        year as i16,
+        month as i8,
+        day as i8,
+        hour as i8,
+        minute as i8,
+        second as i8,
+        nanos,
+    )
+    .map_err(|_| "is not a real date and time".to_owned())?;
+    if year == 0 {
+        return Err("is outside the years 0001 to 9999".to_owned());
+    }
+    let offset = jiff::tz::Offset::from_seconds(offset_seconds).expect("offset within ±23:59");
+    let utc = offset
+        .to_timestamp(local)
+        .map(|ts| jiff::tz::Offset::UTC.to_datetime(ts))
+        .map_err(|_| "is outside the years 0001 to 9999".to_owned())?;
+    if !(1..=9999).contains(&utc.year()) {
+        return Err("is outside the years 0001 to 9999 once converted to UTC".to_owned());
+    }
+    Ok(format_utc(utc))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, the fraction only when not zero and without
+/// trailing zeros. Used for event instants and for the times spoolite writes.
+pub fn format_utc(utc: jiff::civil::DateTime) -> String {
+    let mut out = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        utc.year(),
+        utc.month(),
+        utc.day(),
+        utc.hour(),
+        utc.minute(),
+        utc.second()
+    );
+    let nanos = utc.subsec_nanosecond();
+    if nanos != 0 {
+        let fraction = format!("{nanos:09}");
+        out.push('.');
+        out.push_str(fraction.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+/// The current time in the canonical form, to the millisecond.
+pub fn now_utc() -> String {
+    let now = jiff::Timestamp::now();
+    let millis = now.as_millisecond();
+    let ts = jiff::Timestamp::from_millisecond(millis).expect("now is in range");
+    format_utc(jiff::tz::Offset::UTC.to_datetime(ts))
+}
+
+/// A source revision: an integer from 0 to 2^63−1.
+pub fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Number(text) => {
+            let integer = !text.contains(['.', 'e', 'E']);
+            match text.parse::<i64>() {
+                Ok(n) if integer && n >= 0 => Ok(Some(n)),
+                _ => Err(invalid(
+                    InvalidReason::BadRevision,
+                    format!("{field} must be an integer from 0 to 2^63-1, not {text}"),
+                )),
+            }
+        }
+        other => Err(invalid(
+            InvalidReason::WrongType,
+            format!("{field} must be an integer, not {}", other.type_name()),
+        )),
+    }
+}
+
+/// The SHA-256 of `{flight_id}|{event_kind}|{instant_utc}`, the identity of an event.
+pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(flight_id.as_bytes());
+    hasher.update(b"|");
+    hasher.update(event_kind.as_bytes());
+    hasher.update(b"|");
+    hasher.update(instant_utc.as_bytes());
+    hasher.finalize().into()
+}
+
+/// A valid event in canonical form. `revision` is `None` when the event has none of
+/// its own, so that the file's `source_revision` (which may come after the events in
+/// a `.json` file) can stand in for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    key: [u8; 32],
+    flight_id: FlightId,
+    event_kind: EventKind,
+    instant: Instant,
+    revision: Option<i64>,
+    payload: String,
+}
+
+impl Event {
+    pub fn key(&self) -> &[u8; 32] {
+        &self.key
+    }
+    pub fn key_hex(&self) -> String {
+        hex::encode(self.key)
+    }
+    pub fn flight_id(&self) -> &str {
+        self.flight_id.as_str()
+    }
+    pub fn event_kind(&self) -> &str {
+        self.event_kind.as_str()
+    }
+    pub fn instant_utc(&self) -> &str {
+        self.instant.as_str()
+    }
+    pub fn revision(&self) -> Option<i64> {
+        self.revision
+    }
+    pub fn payload(&self) -> &str {
+        &self.payload
+    }
+
+    /// Builds an event from its three identity fields given as text (`spoolite key`).
+    pub fn identity(flight_id: &str, event_kind: &str, instant: &str) -> Result<Event, Invalid> {
+        let flight_id = FlightId::parse(flight_id)?;
+        let event_kind = EventKind::parse(event_kind)?;
+        let instant = Instant::parse(instant)?;
+        let key = idempotency_key(flight_id.as_str(), event_kind.as_str(), instant.as_str());
+        Ok(Event {
+            key,
+            flight_id,
+            event_kind,
+            instant,
+            revision: None,
+            payload: "{}".into(),
+        })
+    }
+
+    /// Validates one parsed JSON value as an event.
+    pub fn from_parsed(parsed: json::Parsed) -> Result<Event, Invalid> {
+        let Value::Object(members) = parsed.value else {
+            let what = parsed.value.type_name();
+            return Err(invalid(
+                InvalidReason::NotObject,
+                format!("the event is {what}, not an object"),
+            ));
+        };
+        if let Some(path) = parsed.duplicate {
+            return Err(invalid(
+                InvalidReason::DuplicateField,
+                format!("the field {path:?} stands more than once"),
+            ));
+        }
+        const FIELDS: [&str; 5] = [
+            "flight_id",
+            "event_kind",
+            "instant_utc",
+            "source_revision",
+            "payload",
+        ];
+        if let Some((name, _)) = members.iter().find(|(k, _)| !FIELDS.contains(&k.as_str())) {
+            return Err(invalid(
+                InvalidReason::UnknownField,
+                format!("the field {name:?} is not one of {}", FIELDS.join(", ")),
+            ));
+        }
+        let field = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let text = |name: &str| -> Result<&str, Invalid> {
+            match field(name) {
+                None => Err(invalid(
+                    InvalidReason::MissingField,
+                    format!("the field {name:?} is missing"),
+                )),
+                Some(Value::String(s)) => Ok(s),
+                Some(other) => Err(invalid(
+                    InvalidReason::WrongType,
+                    format!("{name} must be a string, not {}", other.type_name()),
+                )),
+            }
+        };
+        let (flight_id, event_kind, instant) = (
+            text("flight_id")?,
+            text("event_kind")?,
+            text("instant_utc")?,
+        );
+        let revision = match field("source_revision") {
+            None => None,
+            Some(value) => parse_revision(value, "source_revision")?,
+        };
+        let payload = match field("payload") {
+            None | Some(Value::Null) => "{}".to_owned(),
+            Some(value @ Value::Object(_)) => {
+                let mut out = String::new();
+                json::write_canonical(value, &mut out);
+                out
+            }
+            Some(other) => {
+                return Err(invalid(
+                    InvalidReason::WrongType,
+                    format!("payload must be an object, not {}", other.type_name()),
+                ));
+            }
+        };
+        let mut event = Event::identity(flight_id, event_kind, instant)?;
+        event.revision = revision;
+        event.payload = payload;
+        Ok(event)
+    }
+
+    /// Parses and validates the text of one event (an NDJSON line). `depth_max` is
+    /// how many levels may nest inside it, the event object being level 1.
+    pub fn parse(text: &str, depth_max: usize) -> Result<Event, Invalid> {
+        match json::parse(text, depth_max) {
+            Ok(parsed) => Event::from_parsed(parsed),
+            Err(json::JsonError::TooDeep) => Err(invalid(
+                InvalidReason::TooDeep,
+                "the event nests deeper than 128 levels".to_owned(),
+            )),
+            Err(error) => Err(invalid(
+                InvalidReason::NotJson,
+                format!("the event is not JSON: {error}"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_instant(input: &str, expected: Result<&str, &str>) {
+        let got = Instant::parse(input).map(|i| i.0).map_err(|e| e.detail);
+        match (got, expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "input {input:?}"),
+            (Err(got), Err(want)) => assert!(got.contains(want), "input {input:?}: {got}"),
+            (got, want) => panic!("input {input:?}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn instants() {
+        check_instant("2026-11-29T10:05:00Z", Ok("2026-11-29T10:05:00Z"));
+        check_instant("2026-11-29t11:05:00+01:00", Ok("2026-11-29T10:05:00Z"));
+        check_instant("2026-11-29T10:05:00.000z", Ok("2026-11-29T10:05:00Z"));
+        check_instant(
+            "2026-11-29T10:05:00.120-00:00",
+            Ok("2026-11-29T10:05:00.12Z"),
+        );
+        check_instant(
+            " 2026-11-29T10:05:00.123456789Z\u{a0}",
+            Ok("2026-11-29T10:05:00.123456789Z"),
+        );
+        check_instant("2026-11-29T00:30:00+01:00", Ok("2026-11-28T23:30:00Z"));
+        check_instant("2024-02-29T00:00:00Z", Ok("2024-02-29T00:00:00Z"));
+        check_instant("2026-11-29T10:05:00", Err("no UTC offset"));
+        check_instant("2026-11-29 10:05:00Z", Err("not an RFC 3339 instant"));
+        check_instant("2026-11-29T10:05:60Z", Err("leap second"));
+        check_instant(
+            "2026-11-29T10:05:00.1234567891Z",
+            Err("more than 9 fraction digits"),
+        );
+        check_instant("2025-02-29T00:00:00Z", Err("not a real date"));
+        check_instant("0001-01-01T00:30:00+01:00", Err("outside the years"));
+        check_instant("9999-12-31T23:30:00-01:00", Err("outside the years"));
+        check_instant("0000-06-01T00:00:00Z", Err("outside the years"));
+        check_instant("2026-11-29T10:05:00+01", Err("not an RFC 3339 instant"));
+        check_instant("2026-11-29T10:05:00+24:00", Err("beyond"));
+        check_instant("2026-11-29T10:05:00.Z", Err("not an RFC 3339 instant"));
+    }
+
+    #[test]
+    fn flight_ids_and_kinds() {
+        assert_eq!(
+            FlightId::parse("  BA0117-20261129\t").unwrap().as_str(),
+            "BA0117-20261129"
+        );
+        assert!(FlightId::parse("BA|117").is_err());
+        assert!(FlightId::parse("BA 117").is_err());
+        assert!(FlightId::parse("").is_err());
+        assert!(FlightId::parse(&"x".repeat(64)).is_ok());
+        assert!(FlightId::parse(&"x".repeat(65)).is_err());
+        assert!(FlightId::parse("BAé").is_err());
+        assert_eq!(
+            EventKind::parse(" Off_Blocks ").unwrap().as_str(),
+            "off_blocks"
+        );
+        assert!(EventKind::parse("1takeoff").is_err());
+        assert!(EventKind::parse("take-off").is_err());
+        assert!(EventKind::parse(&format!("a{}", "b".repeat(31))).is_ok());
+        assert!(EventKind::parse(&format!("a{}", "b".repeat(32))).is_err());
+    }
+
+    fn check_invalid(text: &str, reason: InvalidReason, detail_part: &str) {
+        let error = Event::parse(text, 128).expect_err(text);
+        assert_eq!(error.reason, reason, "{text}: {}", error.detail);
+        assert!(
+            error.detail.contains(detail_part),
+            "{text}: {}",
+            error.detail
+        );
+    }
+
+    #[test]
+    fn invalid_events() {
+        use InvalidReason::*;
+        let base =
+            r#""flight_id":"BA1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z""#;
+        check_invalid(&format!("{{{base},\"extra\":1}}"), UnknownField, "extra");
+        check_invalid(
+            &format!("{{{base},\"flight_id\":\"BA1\"}}"),
+            DuplicateField,
+            "flight_id",
+        );
+        check_invalid(
+            &format!("{{{base},\"payload\":{{\"a\":1,\"a\":2}}}}"),
+            DuplicateField,
+            "payload.a",
+        );
+        check_invalid(
+            r#"{"flight_id":"BA1","event_kind":"takeoff"}"#,
+            MissingField,
+            "instant_utc",
+        );
+        check_invalid(
+            &format!("{{{base},\"source_revision\":\"3\"}}"),
+            WrongType,
+            "source_revision",
+        );
+        check_invalid(
+            &format!("{{{base},\"source_revision\":3.0}}"),
+            BadRevision,
+            "3.0",
+        );
+        check_invalid(
+            &format!("{{{base},\"source_revision\":3e0}}"),
+            BadRevision,
+            "3e0",
+        );
+        check_invalid(
+            &format!("{{{base},\"source_revision\":-1}}"),
+            BadRevision,
+            "-1",
+        );
+        check_invalid(
+            &format!("{{{base},\"source_revision\":9223372036854775808}}"),
+            BadRevision,
+            "2^63",
+        );
+        check_invalid(&format!("{{{base},\"payload\":[1]}}"), WrongType, "payload");
+        check_invalid(
+            r#"{"flight_id":7,"event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"}"#,
+            WrongType,
+            "flight_id",
+        );
+        check_invalid(
+            r#"{"flight_id":null,"event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"}"#,
+            WrongType,
+            "flight_id",
+        );
+        check_invalid(
+            r#"{"flight_id":"B|A","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"}"#,
+            BadFlightId,
+            "'|'",
+        );
+        check_invalid(
+            r#"{"flight_id":"BA1","event_kind":"take off","instant_utc":"2026-11-29T10:05:00Z"}"#,
+            BadEventKind,
+            "take off",
+        );
+        check_invalid(
+            r#"{"flight_id":"BA1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00"}"#,
+            BadInstant,
+            "offset",
+        );
+        check_invalid("[1,2]", NotObject, "an array");
+        check_invalid("{\"flight_id\": ", NotJson, "ends early");
+        check_invalid(
+            &format!(
+                "{{{base},\"payload\":{}1{}}}",
+                "[".repeat(128),
+                "]".repeat(128)
+            ),
+            TooDeep,
+            "128",
+        );
+    }
+
+    #[test]
+    fn valid_event_canonical_forms() {
+        let event = Event::parse(
+            r#"{"flight_id":" BA0117-20261129 ","event_kind":"OFF_BLOCKS","instant_utc":"2026-11-29T11:05:00+01:00",
+                "source_revision":3,"payload":{"tail":"G-XWBA","crew":["C123","C456"]}}"#,
+            128,
+        )
+        .unwrap();
+        assert_eq!(event.flight_id(), "BA0117-20261129");
+        assert_eq!(event.event_kind(), "off_blocks");
+        assert_eq!(event.instant_utc(), "2026-11-29T10:05:00Z");
+        assert_eq!(event.revision(), Some(3));
+        assert_eq!(
+            event.payload(),
+            r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#
+        );
+        // printf 'BA0117-20261129|off_blocks|2026-11-29T10:05:00Z' | sha256sum
+        assert_eq!(
+            event.key_hex(),
+            "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb"
+        );
+    }
+}

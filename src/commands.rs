@@ -1,0 +1,112 @@
+//! The one-shot commands: `ingest`, `status` and `key`. Each returns its exit code.
+
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+use serde_json::json;
+
+use crate::batch::Event;
+use crate::cli::{IngestArgs, KeyArgs, StatusArgs};
+use crate::ingest::{self, Outcome};
+use crate::report;
+use crate::status;
+use crate::store::Store;
+
+/// Exit code when any file was rejected.
+const EXIT_REJECTED: u8 = 1;
+/// Exit code for an operating error (database, permissions, bad arguments).
+const EXIT_ERROR: u8 = 2;
+
+pub fn ingest(args: &IngestArgs) -> ExitCode {
+    let mut store = match Store::open(&args.db.db) {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("spoolite: {error}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let options = ingest::Options {
+        file_bytes_max: args.file_bytes_max.file_bytes_max,
+        dry_run: args.dry_run,
+        stop: &stop,
+    };
+    let mut code = 0;
+    for path in &args.files {
+        let file = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match ingest::ingest_file(&mut store, path, options) {
+            Ok(outcome) => {
+                if matches!(outcome, Outcome::Rejected { .. }) {
+                    code = code.max(EXIT_REJECTED);
+                }
+                if args.json {
+                    let mut line = report::outcome_json(&file, &outcome);
+                    if args.dry_run {
+                        line["dry_run"] = json!(true);
+                    }
+                    println!("{line}");
+                } else {
+                    let dry = if args.dry_run {
+                        " (dry run: nothing written)"
+                    } else {
+                        ""
+                    };
+                    println!("{}{dry}", report::outcome_line(&file, &outcome));
+                }
+                if let Outcome::Processed {
+                    resent_batch_id: Some(id),
+                    ..
+                } = &outcome
+                {
+                    log::warn!(
+                        "{file}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
+                    );
+                }
+            }
+            Err(error) => {
+                eprintln!("spoolite: {}: {error}", path.display());
+                code = EXIT_ERROR;
+            }
+        }
+    }
+    ExitCode::from(code)
+}
+
+pub fn status(args: &StatusArgs) -> ExitCode {
+    match status::gather(&args.spool.spool, &args.db.db) {
+        Ok(status) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&status).expect("status serialises")
+                );
+            } else {
+                print!("{}", status::render(&status));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("spoolite: {error}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+pub fn key(args: &KeyArgs) -> ExitCode {
+    match Event::identity(&args.flight_id, &args.event_kind, &args.instant) {
+        Ok(event) => {
+            println!("flight_id        {}", event.flight_id());
+            println!("event_kind       {}", event.event_kind());
+            println!("instant_utc      {}", event.instant_utc());
+            println!("idempotency_key  {}", event.key_hex());
+            ExitCode::SUCCESS
+        }
+        Err(invalid) => {
+            eprintln!("spoolite: {}: {}", invalid.reason.code(), invalid.detail);
+            ExitCode::from(EXIT_REJECTED)
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! spoolite: ingests flight duty event batches from a spool directory into SQLite,
+//! exactly once. See ARCHITECTURE.md for the map.
+//!
+//! Data flow: `watch` → `daemon` (one step per file) → `spool` (claim, archive,
+//! reject) → `ingest` (digest, inbox check) → `batch` (parse, canonicalise) →
+//! `store` (SQLite).
+
+#![warn(clippy::unwrap_used)]
+
+pub mod batch;
+pub mod cli;
+pub mod commands;
+pub mod daemon;
+pub mod ingest;
+pub mod report;
+pub mod spool;
+pub mod status;
+pub mod store;
+pub mod watch;

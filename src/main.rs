@@ -1,0 +1,65 @@
+//! The `spoolite` binary: parses the command line, sets up logging and signals,
+//! runs the command and maps its result to an exit code.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+use spoolite::cli::{Cli, Command, RunArgs};
+use spoolite::{commands, daemon};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    match &cli.command {
+        Command::Run(args) => run(args),
+        Command::Ingest(args) => commands::ingest(args),
+        Command::Status(args) => commands::status(args),
+        Command::Key(args) => commands::key(args),
+    }
+}
+
+fn run(args: &RunArgs) -> ExitCode {
+    let config = daemon::Config {
+        spool: args.spool.spool.clone(),
+        db: args.db.db.clone(),
+        settle: args.settle,
+        partial_timeout: args.partial_timeout,
+        rescan: args.rescan,
+        file_bytes_max: args.file_bytes_max.file_bytes_max,
+        metrics_file: args.metrics_file.clone(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (doorbell, wake) = crossbeam_channel::bounded(1);
+    if let Err(error) = watch_signals(stop.clone(), doorbell.clone()) {
+        eprintln!("spoolite: install signal handlers: {error}");
+        return ExitCode::from(2);
+    }
+    match daemon::run(config, stop, doorbell, wake) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            log::error!("{error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// SIGTERM and SIGINT set `stop` and ring the doorbell, from a thread of their own.
+fn watch_signals(
+    stop: Arc<AtomicBool>,
+    doorbell: crossbeam_channel::Sender<()>,
+) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            log::info!("signal {signal}: finishing the current file, then stopping");
+            stop.store(true, Ordering::SeqCst);
+            let _ = doorbell.try_send(());
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! How outcomes are told to people and scripts: the one-line text form, the
+//! `--json` line of `ingest`, and the `NAME.reason.json` of a rejected file.
+
+use serde_json::{Map, Value, json};
+
+use crate::ingest::Outcome;
+use crate::store::Counts;
+
+/// Eight hex digits of a digest: enough to find the inbox row, short enough to read.
+pub fn digest_prefix(digest: Option<&str>) -> &str {
+    digest.map_or("-", |d| &d[..d.len().min(8)])
+}
+
+fn counts_text(counts: &Counts) -> String {
+    format!(
+        "events={} inserted={} updated={} unchanged={} stale={} conflicts={} invalid={}",
+        counts.events_total,
+        counts.inserted,
+        counts.updated,
+        counts.unchanged,
+        counts.stale,
+        counts.conflicts,
+        counts.invalid
+    )
+}
+
+/// `processed a.json 1a2b3c4d events=3 inserted=3 …`, or
+/// `rejected b.json - truncated: the file ends …`.
+pub fn outcome_line(file: &str, outcome: &Outcome) -> String {
+    let word = outcome.word();
+    let digest = digest_prefix(outcome.digest());
+    match outcome {
+        Outcome::Processed { counts, .. } => {
+            format!("{word} {file} {digest} {}", counts_text(counts))
+        }
+        Outcome::SkippedDuplicate { .. } => format!("{word} {file} {digest}"),
+        Outcome::Rejected { rejection, .. } => {
+            format!(
+                "{word} {file} {digest} {}: {}",
+                rejection.reason.code(),
+                rejection.detail
+            )
+        }
+    }
+}
+
+/// The `ingest --json` object: `reason`/`detail` only when rejected, counts only
+/// when processed.
+pub fn outcome_json(file: &str, outcome: &Outcome) -> Value {
+    let mut object = Map::new();
+    object.insert("file".into(), json!(file));
+    object.insert("outcome".into(), json!(outcome.word()));
+    object.insert("sha256".into(), json!(outcome.digest()));
+    match outcome {
+        Outcome::Processed { counts, .. } => {
+            if let Value::Object(counts) = json!(counts) {
+                object.extend(counts);
+            }
+        }
+        Outcome::SkippedDuplicate { .. } => {}
+        Outcome::Rejected { rejection, .. } => {
+            object.insert("reason".into(), json!(rejection.reason.code()));
+            object.insert("detail".into(), json!(rejection.detail));
+        }
+    }
+    Value::Object(object)
+}
+
+/// The content of `NAME.reason.json` for a file dropped as `file`.
+pub fn reason_json(file: &str, outcome: &Outcome, rejected_at: &str) -> String {
+    let Outcome::Rejected { digest, rejection } = outcome else {
+        unreachable!("only rejected files get a reason file")
+    };
+    let value = json!({
+        "file": file,
+        "sha256": digest,
+        "reason": rejection.reason.code(),
+        "detail": rejection.detail,
+        "rejected_at": rejected_at,
+    });
+    let mut text = serde_json::to_string_pretty(&value).expect("a JSON value serialises");
+    text.push('\n');
+    text
+}

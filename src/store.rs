@@ -1,0 +1,515 @@
+//! The SQLite database: opening it with explicit pragmas, the schema migrations in
+//! `schema/`, and one `BEGIN IMMEDIATE` transaction per batch that applies the
+//! contract's outcome rules. The only module that talks to SQLite.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::batch::{Event, Header, Invalid};
+
+/// The migrations, in order; `PRAGMA user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[include_str!("../schema/0001_initial.sql")];
+
+/// How long a statement waits on another connection's lock before SQLITE_BUSY.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("open database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "database {path} has schema version {found}, newer than this spoolite knows ({known}); \
+         run a newer spoolite or point --db at another file"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("create database folder {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl StoreError {
+    /// A lock held by another connection: waiting helps.
+    pub fn is_busy(&self) -> bool {
+        let code = match self {
+            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
+            StoreError::NewerSchema { .. } | StoreError::CreateDir { .. } => None,
+        };
+        matches!(
+            code,
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
+/// The outcome counts of one batch, as written to its inbox row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub events_total: u64,
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub stale: u64,
+    pub conflicts: u64,
+    pub invalid: u64,
+}
+
+impl Counts {
+    fn outcomes(&self) -> u64 {
+        self.inserted + self.updated + self.unchanged + self.stale + self.conflicts + self.invalid
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.events_total += other.events_total;
+        self.inserted += other.inserted;
+        self.updated += other.updated;
+        self.unchanged += other.unchanged;
+        self.stale += other.stale;
+        self.conflicts += other.conflicts;
+        self.invalid += other.invalid;
+    }
+}
+
+/// What `status` reads from the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub batches: u64,
+    pub events: u64,
+    pub quarantined: u64,
+    pub last_ingest_at: Option<String>,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `path` and brings its schema up
+    /// to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_error = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::CreateDir {
+                path: parent.to_owned(),
+                source: e,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(open_error)?;
+        configure(&conn).map_err(open_error)?;
+        let mut store = Store { conn };
+        store.migrate(path)?;
+        Ok(store)
+    }
+
+    /// Opens an existing database without writing to it (for `status`).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let open_error = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
+        Ok(Store { conn })
+    }
+
+    fn migrate(&mut self, path: &Path) -> Result<(), StoreError> {
+        let known = MIGRATIONS.len() as i64;
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            if version > known {
+                return Err(StoreError::NewerSchema {
+                    path: path.to_owned(),
+                    found: version,
+                    known,
+                });
+            }
+            if version == known {
+                return Ok(());
+            }
+            tx.execute_batch(MIGRATIONS[version as usize])?;
+            tx.pragma_update(None, "user_version", version + 1)?;
+            tx.commit()?;
+            log::info!(
+                "database {}: schema upgraded to version {}",
+                path.display(),
+                version + 1
+            );
+        }
+    }
+
+    /// Whether a batch with this digest is already committed (a quick look before
+    /// taking the write lock; `Batch::begin` checks again under the lock).
+    pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
+        let found = self
+            .conn
+            .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
+            .query_row([digest], |_| Ok(()))
+            .optional()?;
+        Ok(found.is_some())
+    }
+
+    pub fn totals(&self) -> Result<Totals, StoreError> {
+        let count = |sql: &str| -> Result<u64, StoreError> {
+            Ok(self.conn.query_row(sql, [], |row| row.get::<_, i64>(0))? as u64)
+        };
+        Ok(Totals {
+            batches: count("SELECT count(*) FROM ingest_inbox")?,
+            events: count("SELECT count(*) FROM duty_event")?,
+            quarantined: count("SELECT count(*) FROM quarantine")?,
+            last_ingest_at: self.conn.query_row(
+                "SELECT max(ingested_at) FROM ingest_inbox",
+                [],
+                |row| row.get(0),
+            )?,
+        })
+    }
+
+    /// Starts the transaction for one batch file. Returns `None` when the batch is
+    /// already in the inbox: a duplicate, with nothing to do.
+    pub fn begin(
+        &mut self,
+        digest: &str,
+        file_name: &str,
+        now: &str,
+    ) -> Result<Option<Batch<'_>>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let seen = tx
+            .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
+            .query_row([digest], |_| Ok(()))
+            .optional()?;
+        if seen.is_some() {
+            return Ok(None);
+        }
+        tx.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS staging (
+                 key TEXT NOT NULL, seq INTEGER NOT NULL, flight_id TEXT NOT NULL,
+                 event_kind TEXT NOT NULL, instant_utc TEXT NOT NULL,
+                 source_revision INTEGER, payload TEXT NOT NULL, raw TEXT NOT NULL);
+             DELETE FROM temp.staging;",
+        )?;
+        Ok(Some(Batch {
+            tx,
+            digest: digest.to_owned(),
+            file_name: file_name.to_owned(),
+            now: now.to_owned(),
+            counts: Counts::default(),
+        }))
+    }
+}
+
+/// Sets the pragmas spoolite relies on, each for a reason.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    // Larger pages hold more keys per b-tree node: fewer pages touched per insert.
+    // Takes effect only when the database is created.
+    conn.pragma_update(None, "page_size", 16384)?;
+    // WAL: analysts read while the daemon writes, and a crash rolls back cleanly.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a commit is on disk before the file leaves incoming/.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // An analyst's lock delays a batch instead of failing it at once; the daemon
+    // retries with back-off after this.
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // The inbox references are checked at commit.
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
+    // pages of tens of millions of events, and a bounded share of the memory budget.
+    conn.pragma_update(None, "cache_size", -32768)?;
+    // The staging table of a large batch spills to a temporary file, not memory.
+    conn.pragma_update(None, "temp_store", "FILE")?;
+    // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
+    // a large file behind.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(())
+}
+
+/// The transaction of one batch file: stage its events, quarantine what is invalid,
+/// then `commit` applies the outcome rules and writes the inbox row. Dropping it
+/// without committing rolls everything back.
+pub struct Batch<'c> {
+    tx: rusqlite::Transaction<'c>,
+    digest: String,
+    file_name: String,
+    now: String,
+    counts: Counts,
+}
+
+/// What the stored row (or the file's earlier version of it) holds for a key.
+struct Current {
+    revision: i64,
+    payload: String,
+    stored: bool,
+}
+
+impl Batch<'_> {
+    /// Adds one event, in file order.
+    pub fn stage(&mut self, index: u64, event: &Event, raw: &str) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("INSERT INTO temp.staging VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?
+            .execute(params![
+                event.key_hex(),
+                index as i64,
+                event.flight_id(),
+                event.event_kind(),
+                event.instant_utc(),
+                event.revision(),
+                event.payload(),
+                raw,
+            ])?;
+        self.counts.events_total += 1;
+        Ok(())
+    }
+
+    /// Records an invalid event in quarantine.
+    pub fn invalid(&mut self, index: u64, invalid: &Invalid, raw: &str) -> Result<(), StoreError> {
+        self.quarantine(index, invalid.reason.code(), &invalid.detail, raw)?;
+        self.counts.events_total += 1;
+        self.counts.invalid += 1;
+        Ok(())
+    }
+
+    fn quarantine(
+        &self,
+        index: u64,
+        reason: &str,
+        detail: &str,
+        raw: &str,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO quarantine
+                     (batch_digest, file_name, record_index, reason, detail, raw, quarantined_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                self.digest,
+                self.file_name,
+                index as i64,
+                reason,
+                detail,
+                raw,
+                self.now
+            ])?;
+        Ok(())
+    }
+
+    /// Applies the staged events in key order (file order within a key), writes the
+    /// inbox row and commits, or with `dry_run` rolls all of it back. Returns the
+    /// counts and whether another batch with the same `batch_id` was already
+    /// ingested (a re-sent batch with different bytes).
+    pub fn finish(mut self, header: &Header, dry_run: bool) -> Result<(Counts, bool), StoreError> {
+        let default_revision = header.source_revision.unwrap_or(0);
+        let applied = self.apply_staged(default_revision)?;
+        self.counts.add(&applied);
+        let counts = self.counts;
+        assert_eq!(
+            counts.events_total,
+            counts.outcomes(),
+            "every event has one outcome"
+        );
+        let resent = match &header.batch_id {
+            None => false,
+            Some(id) => self
+                .tx
+                .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_id = ?1")?
+                .query_row([id], |_| Ok(()))
+                .optional()?
+                .is_some(),
+        };
+        self.tx.execute(
+            "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at, events_total,
+                 inserted, updated, unchanged, stale, conflicts, invalid)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                self.digest,
+                header.batch_id,
+                self.file_name,
+                self.now,
+                counts.events_total as i64,
+                counts.inserted as i64,
+                counts.updated as i64,
+                counts.unchanged as i64,
+                counts.stale as i64,
+                counts.conflicts as i64,
+                counts.invalid as i64,
+            ],
+        )?;
+        self.tx.execute("DELETE FROM temp.staging", [])?;
+        if dry_run {
+            self.tx.rollback()?;
+        } else {
+            self.tx.commit()?;
+        }
+        Ok((counts, resent))
+    }
+
+    /// Returns the counts of the staged (valid) events' outcomes.
+    fn apply_staged(&self, default_revision: i64) -> Result<Counts, StoreError> {
+        let mut counts = Counts::default();
+        let mut staged = self.tx.prepare(
+            "SELECT key, seq, flight_id, event_kind, instant_utc, source_revision, payload, raw
+             FROM temp.staging ORDER BY key, seq",
+        )?;
+        let mut rows = staged.query([])?;
+        // The key being applied, its state so far and the last event that won.
+        let mut group: Option<(String, Current, Option<Winner>)> = None;
+        while let Some(row) = rows.next()? {
+            let key: String = row.get(0)?;
+            let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
+            let payload: String = row.get(6)?;
+            if group.as_ref().is_none_or(|(k, _, _)| *k != key) {
+                if let Some((key, current, winner)) = group.take() {
+                    self.write(&key, &current, winner)?;
+                }
+                let current = self.current(&key)?;
+                group = Some((key.clone(), current, None));
+            }
+            let (_, current, winner) = group.as_mut().expect("a group is open");
+            let outcome = if !current.stored && winner.is_none() {
+                Outcome::Inserted
+            } else if revision > current.revision {
+                Outcome::Updated
+            } else if revision < current.revision {
+                Outcome::Stale
+            } else if payload == current.payload {
+                Outcome::Unchanged
+            } else {
+                Outcome::Conflict
+            };
+            match outcome {
+                Outcome::Inserted | Outcome::Updated => {
+                    current.revision = revision;
+                    current.payload.clone_from(&payload);
+                    *winner = Some(Winner {
+                        flight_id: row.get(2)?,
+                        event_kind: row.get(3)?,
+                        instant_utc: row.get(4)?,
+                        revision,
+                        payload,
+                    });
+                }
+                Outcome::Conflict => {
+                    let seq: i64 = row.get(1)?;
+                    let raw: String = row.get(7)?;
+                    let detail = format!(
+                        "source_revision {revision} is already stored with a different payload"
+                    );
+                    self.quarantine(seq as u64, "conflict", &detail, &raw)?;
+                }
+                Outcome::Stale | Outcome::Unchanged => {}
+            }
+            *match outcome {
+                Outcome::Inserted => &mut counts.inserted,
+                Outcome::Updated => &mut counts.updated,
+                Outcome::Unchanged => &mut counts.unchanged,
+                Outcome::Stale => &mut counts.stale,
+                Outcome::Conflict => &mut counts.conflicts,
+            } += 1;
+        }
+        if let Some((key, current, winner)) = group.take() {
+            self.write(&key, &current, winner)?;
+        }
+        Ok(counts)
+    }
+
+    /// The stored revision and payload for `key`, if any.
+    fn current(&self, key: &str) -> Result<Current, StoreError> {
+        let stored = self
+            .tx
+            .prepare_cached(
+                "SELECT source_revision, payload FROM duty_event WHERE idempotency_key = ?1",
+            )?
+            .query_row([key], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        Ok(match stored {
+            Some((revision, payload)) => Current {
+                revision,
+                payload,
+                stored: true,
+            },
+            None => Current {
+                revision: -1,
+                payload: String::new(),
+                stored: false,
+            },
+        })
+    }
+
+    /// Writes the version of `key` that won within this file, if one did. The
+    /// `WHERE` of the upsert is the revision guard: a row is only ever replaced by a
+    /// higher revision.
+    fn write(
+        &self,
+        key: &str,
+        current: &Current,
+        winner: Option<Winner>,
+    ) -> Result<(), StoreError> {
+        let Some(winner) = winner else { return Ok(()) };
+        debug_assert_eq!(current.revision, winner.revision);
+        let changed = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO duty_event (idempotency_key, flight_id, event_kind, instant_utc,
+                     source_revision, payload, batch_digest, first_seen_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+                 ON CONFLICT (idempotency_key) DO UPDATE SET
+                     source_revision = excluded.source_revision,
+                     payload = excluded.payload,
+                     batch_digest = excluded.batch_digest,
+                     updated_at = excluded.updated_at
+                 WHERE excluded.source_revision > duty_event.source_revision",
+            )?
+            .execute(params![
+                key,
+                winner.flight_id,
+                winner.event_kind,
+                winner.instant_utc,
+                winner.revision,
+                winner.payload,
+                self.digest,
+                self.now,
+            ])?;
+        assert_eq!(
+            changed, 1,
+            "the revision guard agrees with the outcome rules"
+        );
+        Ok(())
+    }
+}
+
+struct Winner {
+    flight_id: String,
+    event_kind: String,
+    instant_utc: String,
+    revision: i64,
+    payload: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Inserted,
+    Updated,
+    Unchanged,
+    Stale,
+    Conflict,
+}
