@@ -1,0 +1,6 @@
+//! The one integration-test binary: drives the real `spoolite` binary in temporary
+//! folders and compares whole tables.
+
+mod daemon;
+mod ingest;
+mod support;
