@@ -1,0 +1,242 @@
+//! The measured work, each piece run in a child process of its own so that the peak
+//! RSS reported is that work's alone: the hidden subcommands (`__ingest`, `__floor`)
+//! and the parent's side, which spawns them and reads their peak RSS from `wait4`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use serde::Deserialize;
+use serde_json::json;
+use spoolite::batch::{BatchReader, Format};
+use spoolite::ingest::{self, Outcome};
+use spoolite::store::Store;
+
+use crate::BenchResult;
+
+/// Read buffer of the floor loop, the same as spoolite's.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+/// The inbox row every floor row points at (the schema's foreign key wants one).
+const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The floor's own table, used only when `duty_event` is not a plain table (a view
+/// over another layout, say): the naive layout of schema 1.
+const FLOOR_TABLE_DDL: &str = "
+    CREATE TABLE IF NOT EXISTS bench_floor (
+        idempotency_key TEXT PRIMARY KEY NOT NULL, flight_id TEXT NOT NULL,
+        event_kind TEXT NOT NULL, instant_utc TEXT NOT NULL,
+        source_revision INTEGER NOT NULL, payload TEXT NOT NULL,
+        batch_digest TEXT NOT NULL, first_seen_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+    CREATE INDEX IF NOT EXISTS bench_floor_flight_instant ON bench_floor (flight_id, instant_utc);
+    CREATE INDEX IF NOT EXISTS bench_floor_kind_instant ON bench_floor (event_kind, instant_utc);
+    CREATE INDEX IF NOT EXISTS bench_floor_batch ON bench_floor (batch_digest);";
+
+/// Arguments of the hidden subcommands.
+#[derive(Debug, clap::Args)]
+pub struct ChildArgs {
+    /// The database, created through `Store::open` when missing.
+    #[arg(long)]
+    pub db: PathBuf,
+    /// The batch file.
+    pub file: PathBuf,
+}
+
+/// What a child reports on its stdout, one JSON line.
+#[derive(Debug, Deserialize)]
+pub struct ChildReport {
+    /// `processed`, `skipped_duplicate`, `rejected`, or `floor`.
+    pub outcome: String,
+    pub seconds: f64,
+    #[serde(default)]
+    pub counts: BTreeMap<String, u64>,
+    /// The table the floor wrote to.
+    #[serde(default)]
+    pub table: Option<String>,
+}
+
+impl ChildReport {
+    pub fn count(&self, name: &str) -> u64 {
+        self.counts.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// A finished child: its report, its peak RSS and its wall time.
+#[derive(Debug)]
+pub struct Measured {
+    pub stdout: String,
+    pub peak_rss_bytes: u64,
+    pub wall: Duration,
+}
+
+/// `__ingest`: one file through `spoolite::ingest::ingest_file`, timed around that
+/// call alone.
+pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
+    let mut store = Store::open(&args.db)?;
+    let stop = AtomicBool::new(false);
+    let options = ingest::Options {
+        file_bytes_max: u64::MAX,
+        dry_run: false,
+        stop: &stop,
+    };
+    let started = Instant::now();
+    let outcome = ingest::ingest_file(&mut store, &args.file, options)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut line = json!({"outcome": outcome.word(), "seconds": seconds});
+    match &outcome {
+        Outcome::Processed { counts, .. } => line["counts"] = serde_json::to_value(counts)?,
+        Outcome::Rejected { rejection, .. } => line["detail"] = json!(rejection.detail),
+        Outcome::SkippedDuplicate { .. } => {}
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// `__floor`: the least work that stores the same rows. Parse with spoolite's
+/// reader, compute the key, one plain prepared INSERT per row, one transaction, the
+/// store's schema and pragmas; no outcomes, no staging, no inbox check.
+pub fn floor(args: &ChildArgs) -> BenchResult<()> {
+    drop(Store::open(&args.db)?);
+    let mut conn = open_like_store(&args.db)?;
+    let table = floor_table(&conn)?;
+    let name = args.file.to_string_lossy();
+    let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
+    let started = Instant::now();
+    let file = File::open(&args.file)?;
+    let mut reader = BatchReader::new(format, BufReader::with_capacity(READ_BUFFER_BYTES, file));
+    let now = spoolite::batch::event::now_utc();
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute(
+        "INSERT INTO ingest_inbox (batch_digest, file_name, ingested_at, events_total,
+             inserted, updated, unchanged, stale, conflicts, invalid)
+         VALUES (?1, 'floor', ?2, 0, 0, 0, 0, 0, 0, 0)",
+        params![FLOOR_DIGEST, now],
+    )?;
+    let mut insert = tx.prepare(&format!(
+        "INSERT INTO {table} (idempotency_key, flight_id, event_kind, instant_utc,
+             source_revision, payload, batch_digest, first_seen_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+    ))?;
+    let mut rows = 0u64;
+    while let Some(record) = reader
+        .next_record()
+        .map_err(|e| format!("read {name}: {e:?}"))?
+    {
+        let Ok(event) = record.event else { continue };
+        insert.execute(params![
+            event.key_hex(),
+            event.flight_id(),
+            event.event_kind(),
+            event.instant_utc(),
+            event.revision().unwrap_or(0),
+            event.payload(),
+            FLOOR_DIGEST,
+            now,
+        ])?;
+        rows += 1;
+    }
+    drop(insert);
+    tx.commit()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": table});
+    println!("{line}");
+    Ok(())
+}
+
+/// A connection with the per-connection pragmas of `spoolite::store` (the store
+/// keeps its connection private, so they are repeated here; page size and WAL are
+/// properties of the file, set by `Store::open`).
+fn open_like_store(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(spoolite::store::BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "cache_size", -32768)?;
+    conn.pragma_update(None, "temp_store", "FILE")?;
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(conn)
+}
+
+/// `duty_event` while it is a plain table; otherwise the floor's own table.
+fn floor_table(conn: &Connection) -> rusqlite::Result<&'static str> {
+    let kind: Option<String> = conn
+        .query_row(
+            "SELECT type FROM sqlite_schema WHERE name = 'duty_event'",
+            [],
+            |row| row.get(0),
+        )
+        .ok();
+    if kind.as_deref() == Some("table") {
+        return Ok("duty_event");
+    }
+    conn.execute_batch(FLOOR_TABLE_DDL)?;
+    Ok("bench_floor")
+}
+
+/// Runs this binary's hidden subcommand `which` on `file` and `db` in a child.
+pub fn run_child(which: &str, db: &Path, file: &Path) -> BenchResult<(ChildReport, Measured)> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.arg(which).arg("--db").arg(db).arg(file);
+    let measured = measure(command)?;
+    let report: ChildReport = serde_json::from_str(measured.stdout.trim()).map_err(|e| {
+        format!(
+            "{which} {}: unreadable report {:?}: {e}",
+            file.display(),
+            measured.stdout
+        )
+    })?;
+    Ok((report, measured))
+}
+
+/// Runs `command` to its end with stdout captured; its peak RSS comes from `wait4`,
+/// which reports that one child's resource use.
+pub fn measure(mut command: Command) -> BenchResult<Measured> {
+    command.stdout(Stdio::piped());
+    let started = Instant::now();
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("start {command:?}: {e}"))?;
+    let mut stdout = String::new();
+    let read = match child.stdout.take() {
+        Some(mut pipe) => pipe.read_to_string(&mut stdout).map(drop),
+        None => Ok(()),
+    };
+    let (status, usage) = wait4(child.id())?;
+    let wall = started.elapsed();
+    read?;
+    if !status.success() {
+        return Err(format!("{command:?} failed: {status}").into());
+    }
+    Ok(Measured {
+        stdout,
+        // Linux reports ru_maxrss in KiB.
+        peak_rss_bytes: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+        wall,
+    })
+}
+
+/// Waits for child `pid` and returns its exit status and resource use.
+fn wait4(pid: u32) -> io::Result<(ExitStatus, libc::rusage)> {
+    let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is a plain C struct for which all-zero bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both pointers are to live locals of the right types.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            return Ok((ExitStatus::from_raw(status), usage));
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}

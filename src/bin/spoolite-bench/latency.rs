@@ -1,0 +1,168 @@
+//! Drop-to-visible latency: small files renamed one by one into the incoming/ folder
+//! of a running `spoolite run`, each timed from its rename until a separate
+//! read-only connection sees its inbox row.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+use crate::BenchResult;
+use crate::generate::{self, BatchSpec, Layout};
+
+/// How often the reader looks for the inbox row.
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// The longest wait for one file, or for the daemon to start or stop.
+const WAIT_MAX: Duration = Duration::from_secs(30);
+/// Events of the latency files start here, far from every other file's events.
+const LATENCY_OFFSET: u64 = 500_000_000;
+
+/// What the latency run needs.
+pub struct Plan<'a> {
+    pub spoolite: &'a Path,
+    pub dir: &'a Path,
+    pub seed: u64,
+    pub files: u64,
+    pub events_per_file: u64,
+    pub settle: &'a str,
+}
+
+/// The running daemon; stopped with SIGTERM when dropped, so no error path leaves
+/// it behind.
+struct Daemon {
+    child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+            // SAFETY: kill has no memory-safety preconditions; pid is our own child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + WAIT_MAX;
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the latency measurement; returns one latency per file, in seconds, the
+/// first (warm-up) file left out.
+pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
+    if plan.dir.exists() {
+        std::fs::remove_dir_all(plan.dir)?;
+    }
+    std::fs::create_dir_all(plan.dir)?;
+    let spool = plan.dir.join("spool");
+    let db = plan.dir.join("latency.db");
+    let _daemon = start(plan, &spool, &db)?;
+    let reader = wait_ready(&db)?;
+    let incoming = spool.join("incoming");
+    let mut latencies = Vec::new();
+    for number in 0..=plan.files {
+        let latency = drop_one(plan, &incoming, &reader, number)?;
+        if number > 0 {
+            latencies.push(latency.as_secs_f64());
+        }
+    }
+    Ok(latencies)
+}
+
+fn start(plan: &Plan, spool: &Path, db: &Path) -> BenchResult<Daemon> {
+    let log = File::create(plan.dir.join("daemon.log"))?;
+    let child = Command::new(plan.spoolite)
+        .arg("run")
+        .arg("--spool")
+        .arg(spool)
+        .arg("--db")
+        .arg(db)
+        .args(["--settle", plan.settle, "--rescan", "30s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .map_err(|e| format!("start {} run: {e}", plan.spoolite.display()))?;
+    Ok(Daemon { child })
+}
+
+/// A read-only connection, once the daemon has created the database and its schema.
+fn wait_ready(db: &Path) -> BenchResult<Connection> {
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        if let Ok(conn) = open_reader(db)
+            && conn
+                .query_row("SELECT count(*) FROM ingest_inbox", [], |_| Ok(()))
+                .is_ok()
+        {
+            return Ok(conn);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the daemon did not create {} within {WAIT_MAX:?}",
+                db.display()
+            )
+            .into());
+        }
+        sleep(Duration::from_millis(10));
+    }
+}
+
+fn open_reader(db: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(db, flags)?;
+    conn.busy_timeout(Duration::from_secs(1))?;
+    Ok(conn)
+}
+
+/// Writes file `number` under a temporary name, renames it into incoming/ and
+/// returns the time until its inbox row is visible.
+fn drop_one(
+    plan: &Plan,
+    incoming: &Path,
+    reader: &Connection,
+    number: u64,
+) -> BenchResult<Duration> {
+    let spec = BatchSpec {
+        offset: LATENCY_OFFSET + number * plan.events_per_file,
+        count: plan.events_per_file,
+        revision: 1,
+        crew_changed: false,
+        batch_id: format!("latency-{number:04}"),
+    };
+    let mut bytes = Vec::new();
+    generate::write_batch(&mut bytes, plan.seed, &spec, Layout::Json)?;
+    let digest = hex::encode(Sha256::digest(&bytes));
+    let name = format!("latency-{number:04}.json");
+    let temporary: PathBuf = incoming.join(format!("{name}.tmp"));
+    File::create(&temporary)?.write_all(&bytes)?;
+    std::fs::rename(&temporary, incoming.join(&name))?;
+    let renamed = Instant::now();
+    wait_visible(reader, &digest, &name)?;
+    Ok(renamed.elapsed())
+}
+
+fn wait_visible(reader: &Connection, digest: &str, name: &str) -> BenchResult<()> {
+    let mut query = reader.prepare("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?;
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        if query.query_row([digest], |_| Ok(())).optional()?.is_some() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(
+                format!("{name} was not visible after {WAIT_MAX:?}; see daemon.log").into(),
+            );
+        }
+        sleep(POLL_INTERVAL);
+    }
+}

@@ -1,0 +1,115 @@
+//! spoolite-bench: one command that generates deterministic batch files and measures
+//! spoolite side by side with a minimal insert loop (the floor), SHA-256, the
+//! sqlite-utils upsert and a live daemon, then prints a Markdown table of every
+//! figure with its baseline and target. See BENCHMARKS.md for how to read it.
+
+#![warn(clippy::unwrap_used)]
+
+mod child;
+mod generate;
+mod latency;
+mod machine;
+mod peer;
+mod run;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Every fallible step of the bench returns this.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Measures spoolite's ingest (first ingest, re-drop, updates, growth, memory,
+/// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils.
+#[derive(Debug, Parser)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    child: Option<Hidden>,
+    #[command(flatten)]
+    options: Options,
+}
+
+/// The measured pieces, run by the bench in child processes of itself.
+#[derive(Debug, Subcommand)]
+enum Hidden {
+    #[command(name = "__ingest", hide = true)]
+    Ingest(child::ChildArgs),
+    #[command(name = "__floor", hide = true)]
+    Floor(child::ChildArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Options {
+    /// Events in the main batch file (first ingest, floor, re-drop, updates, growth,
+    /// peer).
+    #[arg(long, default_value_t = 1_000_000, value_name = "COUNT")]
+    pub events: u64,
+    /// Folder for generated files, databases, logs and results.md.
+    #[arg(long, default_value = "target/bench", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Rows already in the database for the growth figure, ingested as files of
+    /// --events each; 0 skips the growth figure.
+    #[arg(long, default_value_t = 10_000_000, value_name = "COUNT")]
+    pub growth_base: u64,
+    /// The largest file of the memory-flatness series (--events/10, --events, this),
+    /// e.g. 5000000; without it the series stops at --events.
+    #[arg(long, value_name = "COUNT")]
+    pub events_max: Option<u64>,
+    /// Files dropped one by one into the running daemon for the latency figure.
+    #[arg(long, default_value_t = 200, value_name = "COUNT")]
+    pub latency_files: u64,
+    /// Events in each latency file.
+    #[arg(long, default_value_t = 100, value_name = "COUNT")]
+    pub latency_events: u64,
+    /// The daemon's --settle during the latency run.
+    #[arg(long, default_value = "0ms", value_name = "DURATION")]
+    pub settle: String,
+    /// The spoolite binary run as the daemon; default: the one beside this binary
+    /// (build both with `cargo build --release`).
+    #[arg(long, value_name = "PATH")]
+    pub spoolite: Option<PathBuf>,
+    /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
+    #[arg(long)]
+    pub skip_peer: bool,
+    /// How often the re-drop and the SHA-256 pass are repeated; the median counts.
+    #[arg(long, default_value_t = 3, value_name = "COUNT")]
+    pub repeat: u32,
+    /// Seed of the generated events.
+    #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
+    pub seed: u64,
+    /// A run for CI that only proves the bench still works: 10k events, growth base
+    /// 20k, 20 latency files, no peer. Overrides those options.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+impl Options {
+    /// The options with `--smoke` applied.
+    fn resolved(mut self) -> Options {
+        if self.smoke {
+            self.events = 10_000;
+            self.growth_base = 20_000;
+            self.events_max = None;
+            self.latency_files = 20;
+            self.skip_peer = true;
+            self.repeat = 1;
+        }
+        self
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.child {
+        Some(Hidden::Ingest(args)) => child::ingest(args).map(|()| ExitCode::SUCCESS),
+        Some(Hidden::Floor(args)) => child::floor(args).map(|()| ExitCode::SUCCESS),
+        None => run::bench(cli.options.resolved()),
+    };
+    result.unwrap_or_else(|error| {
+        eprintln!("spoolite-bench: {error}");
+        ExitCode::from(2)
+    })
+}

@@ -1,0 +1,704 @@
+//! The benchmark run: generates the files, runs each section in order (first
+//! ingest and floor, re-drop, updates, peer, growth, memory, latency), and writes
+//! the table to stdout and OUT/results.md. A section that fails becomes a row that
+//! says why; the others still run.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::child::{self, ChildReport};
+use crate::generate::{self, BatchSpec, Layout};
+use crate::table::{self, Row, Target};
+use crate::{BenchResult, Options, latency, machine, peer};
+
+/// Read buffer of the in-process SHA-256 baseline.
+const SHA_BUFFER_BYTES: usize = 256 * 1024;
+
+/// The targets.
+const FLOOR_RATIO_MAX: f64 = 1.5;
+const REDROP_RATIO_MAX: f64 = 1.2;
+const RSS_BYTES_MAX: u64 = 128 * 1024 * 1024;
+const RSS_SPREAD_MAX: f64 = 0.10;
+const GROWTH_RATIO_MIN: f64 = 0.5;
+const PEER_SPEEDUP_MIN: f64 = 10.0;
+const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
+
+/// A generated batch file.
+#[derive(Debug, Clone)]
+struct BatchFile {
+    path: PathBuf,
+    bytes: u64,
+    events: u64,
+}
+
+/// The files built from the main events: the first version in both formats, the
+/// newer revision, and the newer revision again under another batch_id.
+#[derive(Debug, Clone)]
+struct MainFiles {
+    json: BatchFile,
+    ndjson: BatchFile,
+    updates: BatchFile,
+    updates_again: BatchFile,
+}
+
+/// One measured first ingest.
+#[derive(Debug, Clone, Copy)]
+struct Ingested {
+    seconds: f64,
+    peak_rss_bytes: u64,
+}
+
+struct Bench {
+    options: Options,
+    data: PathBuf,
+    dbs: PathBuf,
+    rows: Vec<Row>,
+    notes: Vec<String>,
+    problems: Vec<String>,
+    main: Option<MainFiles>,
+    first_json: Option<Ingested>,
+    first_ndjson: Option<Ingested>,
+}
+
+type Section = fn(&mut Bench) -> BenchResult<()>;
+
+/// Runs the whole benchmark described by `options`.
+pub fn bench(options: Options) -> BenchResult<ExitCode> {
+    let data = options.out.join("data");
+    let dbs = options.out.join("db");
+    std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(&dbs)?;
+    let mut bench = Bench {
+        options,
+        data,
+        dbs,
+        rows: Vec::new(),
+        notes: Vec::new(),
+        problems: Vec::new(),
+        main: None,
+        first_json: None,
+        first_ndjson: None,
+    };
+    let sections: [(&str, &str, Section); 8] = [
+        ("0", "generate files", Bench::generate),
+        ("1–2", "first ingest and floor", Bench::first_ingest),
+        ("3", "re-drop", Bench::redrop),
+        ("4", "updates", Bench::updates),
+        ("5", "growth", Bench::growth),
+        ("6", "sqlite-utils peer", Bench::peer),
+        ("7", "latency", Bench::latency),
+        ("M", "memory flatness", Bench::flatness),
+    ];
+    for (number, name, section) in sections {
+        bench.attempt(number, name, section);
+    }
+    bench.finish()
+}
+
+impl Bench {
+    fn events(&self) -> u64 {
+        self.options.events
+    }
+
+    fn main_files(&self) -> BenchResult<MainFiles> {
+        self.main
+            .clone()
+            .ok_or_else(|| "the files were not generated".into())
+    }
+
+    /// Runs one section; a failure becomes a row and a problem.
+    fn attempt(&mut self, number: &str, name: &str, section: Section) {
+        progress(&format!("section {number}: {name}"));
+        let started = Instant::now();
+        if let Err(error) = section(self) {
+            self.rows
+                .push(Row::skipped(number, name, error.to_string()));
+            self.problems.push(format!("{name}: {error}"));
+        }
+        progress(&format!(
+            "section {number} done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+
+    fn generate(&mut self) -> BenchResult<()> {
+        let spec = BatchSpec {
+            offset: 0,
+            count: self.events(),
+            revision: 1,
+            crew_changed: false,
+            batch_id: "bench-events".into(),
+        };
+        let newer = BatchSpec {
+            revision: 2,
+            crew_changed: true,
+            batch_id: "bench-updates".into(),
+            ..spec.clone()
+        };
+        let newer_again = BatchSpec {
+            batch_id: "bench-updates-again".into(),
+            ..newer.clone()
+        };
+        self.main = Some(MainFiles {
+            json: self.write(&spec, Layout::Json, "events.json")?,
+            ndjson: self.write(&spec, Layout::Ndjson, "events.ndjson")?,
+            updates: self.write(&newer, Layout::Json, "updates.json")?,
+            updates_again: self.write(&newer_again, Layout::Json, "updates-again.json")?,
+        });
+        Ok(())
+    }
+
+    fn write(&self, spec: &BatchSpec, layout: Layout, name: &str) -> BenchResult<BatchFile> {
+        let path = self.data.join(name);
+        let bytes = generate::write_batch_file(&path, self.options.seed, spec, layout)?;
+        Ok(BatchFile {
+            path,
+            bytes,
+            events: spec.count,
+        })
+    }
+
+    /// Sections 1 and 2: each format into an empty database, and the floor loop on
+    /// the same file.
+    fn first_ingest(&mut self) -> BenchResult<()> {
+        let files = self.main_files()?;
+        for (extension, file) in [("json", &files.json), ("ndjson", &files.ndjson)] {
+            let ingested =
+                self.ingest_expecting(&format!("first-{extension}.db"), file, "inserted")?;
+            let floor_db = self.fresh_db(&format!("floor-{extension}.db"))?;
+            let (floor, floor_run) = child::run_child("__floor", &floor_db, &file.path)?;
+            expect(&floor, "floor", "inserted", file.events)?;
+            remove_db(&floor_db)?;
+            self.notes.push(format!(
+                "floor .{extension}: wrote into `{}`",
+                floor.table.as_deref().unwrap_or("?")
+            ));
+            let floor = Ingested {
+                seconds: floor.seconds,
+                peak_rss_bytes: floor_run.peak_rss_bytes,
+            };
+            self.first_ingest_rows(extension, file, ingested, floor);
+            if extension == "json" {
+                self.first_json = Some(ingested);
+            } else {
+                self.first_ndjson = Some(ingested);
+                remove_db(&self.dbs.join("first-ndjson.db"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn first_ingest_rows(
+        &mut self,
+        extension: &str,
+        file: &BatchFile,
+        ingested: Ingested,
+        floor: Ingested,
+    ) {
+        let floor_seconds = floor.seconds;
+        let n = file.events;
+        let ratio = ingested.seconds / floor_seconds;
+        self.rows.push(
+            Row::info(
+                "1–2",
+                &format!(
+                    "first ingest, {} events .{extension} ({}), empty db",
+                    table::count(n),
+                    table::mebibytes(file.bytes)
+                ),
+                format!(
+                    "{} = {}, {}",
+                    table::seconds(ingested.seconds),
+                    table::rate(n, ingested.seconds),
+                    table::throughput(file.bytes, ingested.seconds)
+                ),
+                format!(
+                    "floor {} = {}",
+                    table::seconds(floor_seconds),
+                    table::rate(n, floor_seconds)
+                ),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× floor"),
+                Target::AtMost(FLOOR_RATIO_MAX),
+                "≤ 1.5× floor",
+            ),
+        );
+        let rss = ingested.peak_rss_bytes;
+        self.rows.push(
+            Row::info(
+                "1",
+                &format!("peak RSS, first ingest .{extension}"),
+                table::mebibytes(rss),
+                format!("floor {}", table::mebibytes(floor.peak_rss_bytes)),
+            )
+            .judged(
+                rss as f64,
+                String::new(),
+                Target::AtMost(RSS_BYTES_MAX as f64),
+                "≤ 128 MiB",
+            ),
+        );
+    }
+
+    /// Ingests `file` into a new database `db_name` in a child; every event must
+    /// have the outcome `count`.
+    fn ingest_expecting(
+        &self,
+        db_name: &str,
+        file: &BatchFile,
+        count: &str,
+    ) -> BenchResult<Ingested> {
+        let db = self.fresh_db(db_name)?;
+        self.ingest_into(&db, file, count)
+    }
+
+    fn ingest_into(&self, db: &Path, file: &BatchFile, count: &str) -> BenchResult<Ingested> {
+        progress(&format!(
+            "ingest {} into {}",
+            file.path.display(),
+            db.display()
+        ));
+        let (report, measured) = child::run_child("__ingest", db, &file.path)?;
+        expect(&report, "processed", count, file.events)?;
+        Ok(Ingested {
+            seconds: report.seconds,
+            peak_rss_bytes: measured.peak_rss_bytes,
+        })
+    }
+
+    /// Section 3: the .json file again into the database that holds it, against
+    /// reading the file once through SHA-256.
+    fn redrop(&mut self) -> BenchResult<()> {
+        let files = self.main_files()?;
+        let db = self.dbs.join("first-json.db");
+        if self.first_json.is_none() {
+            return Err("needs the first .json ingest".into());
+        }
+        let mut redrops = Vec::new();
+        let mut hashes = Vec::new();
+        for _ in 0..self.options.repeat.max(1) {
+            hashes.push(sha256_seconds(&files.json.path)?);
+            let (report, _) = child::run_child("__ingest", &db, &files.json.path)?;
+            expect(&report, "skipped_duplicate", "", 0)?;
+            redrops.push(report.seconds);
+        }
+        let (redrop, hash) = (table::median(&redrops), table::median(&hashes));
+        let ratio = redrop / hash;
+        let runs = redrops.len();
+        self.rows.push(
+            Row::info(
+                "3",
+                &format!("re-drop of the .json file (median of {runs})"),
+                table::seconds(redrop),
+                format!(
+                    "SHA-256 of the file {} = {}",
+                    table::seconds(hash),
+                    table::throughput(files.json.bytes, hash)
+                ),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× SHA-256"),
+                Target::AtMost(REDROP_RATIO_MAX),
+                "≤ 1.2× SHA-256",
+            ),
+        );
+        Ok(())
+    }
+
+    /// Section 4: a newer revision of every event on the full table, then the same
+    /// events under another batch_id.
+    fn updates(&mut self) -> BenchResult<()> {
+        let files = self.main_files()?;
+        let first = self.first_json.ok_or("needs the first .json ingest")?;
+        let db = self.dbs.join("first-json.db");
+        let updated = self.ingest_into(&db, &files.updates, "updated")?;
+        let unchanged = self.ingest_into(&db, &files.updates_again, "unchanged")?;
+        remove_db(&db)?;
+        let n = self.events();
+        for (what, run) in [
+            ("every event `updated`", updated),
+            ("every event `unchanged`", unchanged),
+        ] {
+            let ratio = run.seconds / first.seconds;
+            let mut row = Row::info(
+                "4",
+                &format!("{} events, {what}, full table", table::count(n)),
+                format!(
+                    "{} = {}",
+                    table::seconds(run.seconds),
+                    table::rate(n, run.seconds)
+                ),
+                format!("first ingest {}", table::seconds(first.seconds)),
+            );
+            row.ratio = format!("{ratio:.2}× first ingest");
+            self.rows.push(row);
+        }
+        Ok(())
+    }
+
+    /// Section 6: sqlite-utils upserts the same rows, keys precomputed.
+    fn peer(&mut self) -> BenchResult<()> {
+        if self.options.skip_peer {
+            self.rows.push(Row::skipped(
+                "6",
+                "sqlite-utils upsert",
+                "--skip-peer".into(),
+            ));
+            return Ok(());
+        }
+        let files = self.main_files()?;
+        let exe = match peer::install(&self.options.out) {
+            Ok(exe) => exe,
+            Err(why) => {
+                self.rows
+                    .push(Row::skipped("6", "sqlite-utils upsert", why));
+                return Ok(());
+            }
+        };
+        let n = self.events();
+        let digest = sha256_hex(&files.json.path)?;
+        let rows = self.data.join("rows.ndjson");
+        let now = spoolite::batch::event::now_utc();
+        let spec = BatchSpec {
+            offset: 0,
+            count: n,
+            revision: 1,
+            crew_changed: false,
+            batch_id: String::new(),
+        };
+        generate::write_rows_file(&rows, self.options.seed, &spec, &digest, &now)?;
+        let db = self.fresh_db("peer.db")?;
+        peer::create_db(&db)?;
+        progress(&format!("sqlite-utils upsert of {} rows", table::count(n)));
+        let measured = peer::upsert(&exe, &db, &rows)?;
+        let stored = peer::rows_in(&db)?;
+        if stored != n {
+            return Err(format!("sqlite-utils stored {stored} rows, expected {n}").into());
+        }
+        remove_db(&db)?;
+        let peer_seconds = measured.wall.as_secs_f64();
+        self.notes.push(format!(
+            "peer: {}, peak RSS {}",
+            peer::version(&exe),
+            table::mebibytes(measured.peak_rss_bytes)
+        ));
+        for (extension, first) in [("json", self.first_json), ("ndjson", self.first_ndjson)] {
+            let Some(first) = first else { continue };
+            let speedup = peer_seconds / first.seconds;
+            self.rows.push(
+                Row::info(
+                    "6",
+                    &format!("speed-up over `sqlite-utils upsert`, .{extension}"),
+                    format!(
+                        "{} = {}",
+                        table::seconds(first.seconds),
+                        table::rate(n, first.seconds)
+                    ),
+                    format!(
+                        "sqlite-utils {} = {}",
+                        table::seconds(peer_seconds),
+                        table::rate(n, peer_seconds)
+                    ),
+                )
+                .judged(
+                    speedup,
+                    format!("{speedup:.1}× faster"),
+                    Target::AtLeast(PEER_SPEEDUP_MIN),
+                    "≥ 10×",
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Section 5: the .json file into a database that already holds
+    /// `--growth-base` rows, built from files of `--events` each.
+    fn growth(&mut self) -> BenchResult<()> {
+        let base = self.options.growth_base;
+        if base == 0 {
+            self.rows
+                .push(Row::skipped("5", "growth", "--growth-base 0".into()));
+            return Ok(());
+        }
+        let files = self.main_files()?;
+        let first = self.first_json.ok_or("needs the first .json ingest")?;
+        let db = self.fresh_db("growth.db")?;
+        let rates = self.build_base(&db, base)?;
+        let grown = self.ingest_into(&db, &files.json, "inserted")?;
+        let db_bytes = std::fs::metadata(&db)?.len();
+        remove_db(&db)?;
+        let n = self.events();
+        let ratio = first.seconds / grown.seconds;
+        self.rows.push(
+            Row::info(
+                "5",
+                &format!(
+                    "{} new events into a {}-row db",
+                    table::count(n),
+                    table::count(base)
+                ),
+                format!(
+                    "{} = {}",
+                    table::seconds(grown.seconds),
+                    table::rate(n, grown.seconds)
+                ),
+                format!("empty db: {}", table::rate(n, first.seconds)),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× empty"),
+                Target::AtLeast(GROWTH_RATIO_MIN),
+                "≥ 0.5× empty",
+            ),
+        );
+        let rates: Vec<String> = rates
+            .iter()
+            .map(|r| table::thousands(r.round() as u64))
+            .collect();
+        self.notes.push(format!(
+            "growth base: {} files, ev/s per file in order: {}; database after growth {}; peak RSS of the growth ingest {}",
+            rates.len(),
+            rates.join(", "),
+            table::mebibytes(db_bytes),
+            table::mebibytes(grown.peak_rss_bytes)
+        ));
+        Ok(())
+    }
+
+    /// Fills `db` with `base` events that share no key with the main file; returns
+    /// the events/s of each file.
+    fn build_base(&self, db: &Path, base: u64) -> BenchResult<Vec<f64>> {
+        let per_file = self.events().max(1);
+        let mut rates = Vec::new();
+        let mut built = 0;
+        while built < base {
+            let count = per_file.min(base - built);
+            let spec = BatchSpec {
+                offset: self.events() + built,
+                count,
+                revision: 1,
+                crew_changed: false,
+                batch_id: format!("growth-base-{}", rates.len()),
+            };
+            let file = self.write(&spec, Layout::Json, "growth-base.json")?;
+            let ingested = self.ingest_into(db, &file, "inserted")?;
+            std::fs::remove_file(&file.path)?;
+            rates.push(count as f64 / ingested.seconds);
+            built += count;
+        }
+        Ok(rates)
+    }
+
+    /// Peak RSS of a first ingest of --events/10, --events and --events-max events.
+    fn flatness(&mut self) -> BenchResult<()> {
+        let first = self.first_json.ok_or("needs the first .json ingest")?;
+        let n = self.events();
+        let mut points = Vec::new();
+        if n / 10 > 0 {
+            points.push((n / 10, self.first_ingest_of(n / 10)?));
+        }
+        points.push((n, first.peak_rss_bytes));
+        if let Some(max) = self.options.events_max.filter(|&m| m > n) {
+            points.push((max, self.first_ingest_of(max)?));
+        }
+        let sizes: Vec<f64> = points.iter().map(|&(_, rss)| rss as f64).collect();
+        let (low, high) = sizes
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+        let spread = high / low - 1.0;
+        let shown: Vec<String> = points
+            .iter()
+            .map(|&(events, rss)| format!("{}: {}", table::count(events), table::mebibytes(rss)))
+            .collect();
+        self.rows.push(
+            Row::info(
+                "M",
+                "peak RSS of a first .json ingest by size",
+                shown.join(" · "),
+                String::new(),
+            )
+            .judged(
+                spread,
+                format!("spread {:.1} %", spread * 100.0),
+                Target::AtMost(RSS_SPREAD_MAX),
+                "≤ 10 %",
+            ),
+        );
+        Ok(())
+    }
+
+    /// Peak RSS of a first ingest of `events` events (a file of their own).
+    fn first_ingest_of(&self, events: u64) -> BenchResult<u64> {
+        let spec = BatchSpec {
+            offset: 0,
+            count: events,
+            revision: 1,
+            crew_changed: false,
+            batch_id: format!("flat-{events}"),
+        };
+        let file = self.write(&spec, Layout::Json, &format!("flat-{events}.json"))?;
+        let db_name = format!("flat-{events}.db");
+        let ingested = self.ingest_expecting(&db_name, &file, "inserted")?;
+        remove_db(&self.dbs.join(db_name))?;
+        std::fs::remove_file(&file.path)?;
+        Ok(ingested.peak_rss_bytes)
+    }
+
+    /// Section 7: files dropped into a running daemon.
+    fn latency(&mut self) -> BenchResult<()> {
+        let spoolite = match &self.options.spoolite {
+            Some(path) => path.clone(),
+            None => std::env::current_exe()?.with_file_name("spoolite"),
+        };
+        if !spoolite.exists() {
+            return Err(format!(
+                "no spoolite binary at {}; run `cargo build --release --bins` or pass --spoolite",
+                spoolite.display()
+            )
+            .into());
+        }
+        let settle = spoolite::cli::parse_duration(&self.options.settle)?.as_secs_f64();
+        let dir = self.options.out.join("latency");
+        let plan = latency::Plan {
+            spoolite: &spoolite,
+            dir: &dir,
+            seed: self.options.seed,
+            files: self.options.latency_files,
+            events_per_file: self.options.latency_events,
+            settle: &self.options.settle,
+        };
+        let samples = latency::measure(&plan)?;
+        let median = table::median(&samples);
+        let p99 = table::percentile(&samples, 99.0);
+        let measure = format!(
+            "drop-to-visible, {} files of {} events, --settle {}",
+            samples.len(),
+            self.options.latency_events,
+            self.options.settle
+        );
+        let over = median - settle;
+        self.rows.push(
+            Row::info(
+                "7",
+                &format!("{measure}: median"),
+                table::seconds(median),
+                format!("settle {}", table::seconds(settle)),
+            )
+            .judged(
+                over,
+                format!("settle + {}", table::seconds(over)),
+                Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
+                "≤ settle + 50 ms",
+            ),
+        );
+        self.rows.push(Row::info(
+            "7",
+            &format!("{measure}: p99"),
+            table::seconds(p99),
+            format!("settle {}", table::seconds(settle)),
+        ));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// A path for a new database, with any old one (and its WAL) removed.
+    fn fresh_db(&self, name: &str) -> BenchResult<PathBuf> {
+        let path = self.dbs.join(name);
+        remove_db(&path)?;
+        Ok(path)
+    }
+
+    /// Prints the table and writes results.md; exit 1 when any section failed.
+    fn finish(self) -> BenchResult<ExitCode> {
+        let mut text = format!(
+            "# spoolite-bench results\n\n- run at: {}\n- command: `{}`\n{}\n\n{}",
+            spoolite::batch::event::now_utc(),
+            std::env::args().collect::<Vec<_>>().join(" "),
+            machine::describe(&self.options.out),
+            table::render(&self.rows)
+        );
+        if !self.notes.is_empty() {
+            text.push_str("\nNotes:\n\n");
+            for note in &self.notes {
+                text.push_str(&format!("- {note}\n"));
+            }
+        }
+        if !self.problems.is_empty() {
+            text.push_str("\nProblems (the bench exits 1):\n\n");
+            for problem in &self.problems {
+                text.push_str(&format!("- {problem}\n"));
+            }
+        }
+        println!("{text}");
+        std::fs::write(self.options.out.join("results.md"), &text)?;
+        Ok(if self.problems.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+/// Checks a child's outcome and that `count` equals `expected` (`count` empty: no
+/// count to check).
+fn expect(report: &ChildReport, outcome: &str, count: &str, expected: u64) -> BenchResult<()> {
+    if report.outcome != outcome {
+        return Err(format!("outcome {:?}, expected {outcome:?}", report.outcome).into());
+    }
+    if !count.is_empty() && report.count(count) != expected {
+        return Err(format!(
+            "{count} = {}, expected {expected} (counts {:?})",
+            report.count(count),
+            report.counts
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Removes a database file and its WAL and shared-memory files, if present.
+fn remove_db(path: &Path) -> BenchResult<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        match std::fs::remove_file(&name) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("remove {}: {e}", PathBuf::from(name).display()).into()),
+        }
+    }
+    Ok(())
+}
+
+/// Seconds to SHA-256 the file in this process, 256 KiB at a time.
+fn sha256_seconds(path: &Path) -> BenchResult<f64> {
+    let started = Instant::now();
+    sha256_hex(path)?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn sha256_hex(path: &Path) -> BenchResult<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn progress(message: &str) {
+    eprintln!("[spoolite-bench] {message}");
+}
