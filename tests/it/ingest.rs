@@ -1,1 +1,1709 @@
-// Tests of spoolite ingest.
+//! `spoolite ingest` end to end: idempotency keys, canonical forms, every outcome of
+//! the contract's table, re-delivery, order independence, bad whole files and
+//! transactions that fail half-way, each judged by whole tables of the real database.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use proptest::prelude::*;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::support::{
+    EVENT_COLUMNS, dump, event, ingest_json, json_batch, parse_lines, query, sha256_hex, snapshot,
+    spoolite, write,
+};
+
+/// A database in a temporary folder, with the batch files beside it.
+struct Site {
+    dir: TempDir,
+    db: PathBuf,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("spoolite.db");
+        Site { dir, db }
+    }
+
+    fn file(&self, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        write(self.dir.path(), name, content)
+    }
+
+    fn ingest(&self, files: &[&Path]) -> (i32, Vec<Value>) {
+        ingest_json(&self.db, files)
+    }
+
+    /// Writes and ingests one file that must be processed; returns its `--json` line.
+    fn processed(&self, name: &str, content: &str) -> Value {
+        let path = self.file(name, content);
+        let (code, lines) = self.ingest(&[&path]);
+        assert_eq!(code, 0, "{name}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+        assert_eq!(lines[0]["outcome"], "processed", "{name}: {}", lines[0]);
+        assert_eq!(lines[0]["file"], name);
+        assert_eq!(lines[0]["sha256"], sha256_hex(content), "{name}");
+        lines[0].clone()
+    }
+
+    /// Runs SQL of the test's own (a trigger, say) on the database.
+    fn execute(&self, sql: &str) {
+        let conn = rusqlite::Connection::open(&self.db).expect("open db");
+        conn.execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+/// The counts of a `--json` line, in this order.
+const COUNT_FIELDS: [&str; 7] = [
+    "events_total",
+    "inserted",
+    "updated",
+    "unchanged",
+    "stale",
+    "conflicts",
+    "invalid",
+];
+
+/// `[events_total, inserted, updated, unchanged, stale, conflicts, invalid]` of a
+/// processed file's `--json` line.
+fn counts(line: &Value) -> [u64; 7] {
+    COUNT_FIELDS.map(|field| {
+        line[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} in {line}"))
+    })
+}
+
+/// Milliseconds since the epoch, as spoolite's clock (the same system clock) counts them.
+fn now_millis() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since.as_millis()).expect("millis fit")
+}
+
+/// Reads a time spoolite wrote (`YYYY-MM-DDTHH:MM:SS[.fff]Z`, the contract's canonical
+/// form: a fraction only when not zero, no trailing zeros) as milliseconds since the epoch.
+fn utc_millis(text: &str) -> i64 {
+    let utc = text
+        .strip_suffix('Z')
+        .unwrap_or_else(|| panic!("{text:?} does not end in Z"));
+    let (whole, fraction) = utc.split_once('.').unwrap_or((utc, ""));
+    assert_eq!(whole.len(), 19, "{text:?} is not YYYY-MM-DDTHH:MM:SS");
+    assert!(fraction.bytes().all(|b| b.is_ascii_digit()), "{text:?}");
+    assert!(
+        !utc.contains('.') || !fraction.is_empty() && !fraction.ends_with('0'),
+        "{text:?} is not canonical"
+    );
+    let number = |from: usize, to: usize| {
+        whole[from..to]
+            .parse::<i64>()
+            .unwrap_or_else(|_| panic!("{text:?}"))
+    };
+    let (year, month, day) = (number(0, 4), number(5, 7), number(8, 10));
+    let (hour, minute, second) = (number(11, 13), number(14, 16), number(17, 19));
+    let millis: i64 = format!("{fraction:0<3}")[..3].parse().expect("digits");
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    seconds * 1000 + millis
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Asserts that spoolite wrote `at` between `from` and `to` (milliseconds).
+fn assert_written_between(at: &str, from: i64, to: i64, what: &str) {
+    let millis = utc_millis(at);
+    assert!(
+        from <= millis && millis <= to,
+        "{what} = {at} is not within the run ({from}..={to} ms)"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 1. Key vectors
+
+/// An event as written in a file, how spoolite must canonicalise it, and its key.
+struct KeyVector {
+    written: [&'static str; 3],
+    canonical: [&'static str; 3],
+    key: &'static str,
+}
+
+/// Each key is SHA-256 over `flight_id|event_kind|instant_utc` in canonical form;
+/// recompute any of them in a shell, e.g.
+/// `printf 'BA0117-20261129|off_blocks|2026-11-29T10:05:00Z' | sha256sum`.
+const KEY_VECTORS: &[KeyVector] = &[
+    KeyVector {
+        written: ["BA0117-20261129", "off_blocks", "2026-11-29T10:05:00Z"],
+        canonical: ["BA0117-20261129", "off_blocks", "2026-11-29T10:05:00Z"],
+        key: "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb",
+    },
+    // printf 'BA0117-20261129|landing|2026-11-29T21:47:12.5Z' | sha256sum
+    KeyVector {
+        written: [
+            " BA0117-20261129 ",
+            "LANDING",
+            "2026-11-29T22:47:12.500+01:00",
+        ],
+        canonical: ["BA0117-20261129", "landing", "2026-11-29T21:47:12.5Z"],
+        key: "ae3c3342ec647103d4fcf19bdb940989824dfc5cb1817eacdbdbd2e2da61175d",
+    },
+    // printf 'EZY8421-20270102|duty_start|2027-01-01T23:30:00Z' | sha256sum
+    KeyVector {
+        written: [
+            "EZY8421-20270102",
+            "Duty_Start",
+            "2027-01-02T01:30:00+02:00",
+        ],
+        canonical: ["EZY8421-20270102", "duty_start", "2027-01-01T23:30:00Z"],
+        key: "8c3989397752509430578f7b2a49c9bb9f284c4ec143ccf559286dd83ec0b6fd",
+    },
+    // Unicode whitespace (an em space, a no-break space) is trimmed too.
+    // printf 'LH400-20261130|takeoff|2026-11-30T08:00:00.12Z' | sha256sum
+    KeyVector {
+        written: [
+            "\u{2003}LH400-20261130\u{a0}",
+            " TakeOff ",
+            "2026-11-30T09:00:00.120+01:00",
+        ],
+        canonical: ["LH400-20261130", "takeoff", "2026-11-30T08:00:00.12Z"],
+        key: "e4517b1ff113f6e4c930760f7bddd9af3645a46531c7d5a40bd5d58b1dc4dc46",
+    },
+    // printf 'LH400-20261130|takeoff|2026-11-30T08:00:00.123456789Z' | sha256sum
+    KeyVector {
+        written: [
+            "LH400-20261130",
+            "takeoff",
+            "2026-11-30t08:00:00.123456789z",
+        ],
+        canonical: [
+            "LH400-20261130",
+            "takeoff",
+            "2026-11-30T08:00:00.123456789Z",
+        ],
+        key: "9307887e97fbbcd42e9b8fd51cb168751480c4263f4ee87ef256edbafdfb79c2",
+    },
+];
+
+#[test]
+fn keys_are_sha256_of_the_canonical_forms() {
+    for vector in KEY_VECTORS {
+        let [flight, kind, instant] = vector.canonical;
+        assert_eq!(
+            sha256_hex(format!("{flight}|{kind}|{instant}")),
+            vector.key,
+            "the vector itself"
+        );
+        let output = spoolite()
+            .arg("key")
+            .args(vector.written)
+            .output()
+            .expect("run spoolite key");
+        assert_eq!(output.status.code(), Some(0), "{:?}", vector.written);
+        let expected = format!(
+            "flight_id        {flight}\nevent_kind       {kind}\ninstant_utc      {instant}\nidempotency_key  {}\n",
+            vector.key
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            expected,
+            "spoolite key {:?}",
+            vector.written
+        );
+    }
+
+    let site = Site::new();
+    let events: Vec<String> = KEY_VECTORS
+        .iter()
+        .map(|vector| {
+            let [flight, kind, instant] = vector.written.map(|text| Value::from(text).to_string());
+            format!("{{\"flight_id\":{flight},\"event_kind\":{kind},\"instant_utc\":{instant}}}")
+        })
+        .collect();
+    let line = site.processed("vectors.json", &json_batch(&events));
+    assert_eq!(counts(&line), [5, 5, 0, 0, 0, 0, 0]);
+    let mut expected: Vec<String> = KEY_VECTORS
+        .iter()
+        .map(|vector| {
+            let [flight, kind, instant] = vector.canonical;
+            format!("{}|{flight}|{kind}|{instant}|0|{{}}", vector.key)
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(dump(&site.db, "duty_event", EVENT_COLUMNS), expected);
+}
+
+// ---------------------------------------------------------------------------------
+// 2. Canonicalisation
+
+#[test]
+fn one_instant_written_three_ways_is_one_event() {
+    let site = Site::new();
+    let key = "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb";
+    let forms = [
+        (
+            "zulu.json",
+            "2026-11-29T10:05:00Z",
+            r#"{"tail":"G-XWBA","crew":["C123","C456"]}"#,
+        ),
+        (
+            "plus-one.json",
+            "2026-11-29T11:05:00+01:00",
+            r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#,
+        ),
+        (
+            "fraction.json",
+            "2026-11-29T10:05:00.000Z",
+            r#"{ "tail" : "G-XWBA" , "crew" : [ "C123" , "C456" ] }"#,
+        ),
+        (
+            "minus-zero.ndjson",
+            "2026-11-29T10:05:00-00:00",
+            r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#,
+        ),
+    ];
+    for (i, (name, instant, payload)) in forms.into_iter().enumerate() {
+        let event = event(" BA0117-20261129", "Off_Blocks ", instant, Some(3), payload);
+        let content = if name.ends_with(".ndjson") {
+            format!("{event}\n")
+        } else {
+            json_batch(&[event])
+        };
+        let line = site.processed(name, &content);
+        let expected = if i == 0 {
+            [1, 1, 0, 0, 0, 0, 0]
+        } else {
+            [1, 0, 0, 1, 0, 0, 0]
+        };
+        assert_eq!(counts(&line), expected, "{name}");
+        assert_eq!(
+            dump(&site.db, "duty_event", EVENT_COLUMNS),
+            [format!(
+                "{key}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|3|{{\"crew\":[\"C123\",\"C456\"],\"tail\":\"G-XWBA\"}}"
+            )],
+            "after {name}"
+        );
+    }
+    assert!(dump(&site.db, "quarantine", &[]).is_empty());
+}
+
+#[test]
+fn each_broken_rule_is_an_invalid_event_with_its_own_reason() {
+    let site = Site::new();
+    // Odd spacing inside the events: `raw` must keep it exactly.
+    let events = [
+        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00"}"#,
+        r#"{ "flight_id" : "BA0117|20261129", "event_kind":"off_blocks", "instant_utc":"2026-11-29T10:05:00Z" }"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"takeoff","instant_utc":"2026-11-29T10:25:00Z","gate":"A7"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"landing","instant_utc":"2026-11-29T12:05:00Z","source_revision":"3"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","instant_utc":"2026-11-29T12:15:00Z"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","flight_id":"BA0118-20261129","instant_utc":"2026-11-29T12:15:00Z"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"Off Blocks","instant_utc":"2026-11-29T10:05:00Z"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29 10:05:00Z"}"#,
+        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00Z","source_revision":3.0}"#,
+        r#"["BA0117-20261129","off_blocks","2026-11-29T10:05:00Z"]"#,
+        r#"{"flight_id":"BA0117-20261129","instant_utc":"2026-11-29T10:05:00Z"}"#,
+    ];
+    let reasons = [
+        (0, "bad_instant"),
+        (1, "bad_flight_id"),
+        (2, "unknown_field"),
+        (3, "wrong_type"),
+        (5, "duplicate_field"),
+        (6, "bad_event_kind"),
+        (7, "bad_instant"),
+        (8, "bad_revision"),
+        (9, "not_object"),
+        (10, "missing_field"),
+    ];
+    let content = format!("{{\"events\": [\n  {}\n]}}\n", events.join(",\n  "));
+    let line = site.processed("broken.json", &content);
+    assert_eq!(counts(&line), [11, 1, 0, 0, 0, 0, 10]);
+    let digest = sha256_hex(&content);
+    let expected: Vec<Vec<String>> = reasons
+        .iter()
+        .map(|&(index, reason)| {
+            [
+                digest.as_str(),
+                "broken.json",
+                &index.to_string(),
+                reason,
+                events[index],
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        })
+        .collect();
+    let stored = query(
+        &site.db,
+        "SELECT batch_digest, file_name, record_index, reason, raw FROM quarantine ORDER BY record_index",
+    );
+    assert_eq!(stored, expected);
+    assert_no_empty_details(&site.db);
+    assert_eq!(
+        dump(
+            &site.db,
+            "duty_event",
+            &["flight_id", "event_kind", "instant_utc"]
+        ),
+        ["BA0117-20261129|on_blocks|2026-11-29T12:15:00Z"]
+    );
+
+    // In NDJSON a line that is not JSON, or nests too deep, is an invalid event too.
+    let deep = format!(
+        "{{\"flight_id\":\"X1\",\"event_kind\":\"x\",\"instant_utc\":\"2026-11-29T10:05:00Z\",\"payload\":{{\"a\":{}1{}}}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let lines = [
+        r#"{"flight_id":"X1","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z"}"#,
+        "{not json",
+        deep.as_str(),
+        "42",
+    ];
+    let content = format!("{}\n\n{}\n", lines[..2].join("\n"), lines[2..].join("\n"));
+    let line = site.processed("lines.ndjson", &content);
+    assert_eq!(counts(&line), [4, 1, 0, 0, 0, 0, 3]);
+    let digest = sha256_hex(&content);
+    let expected: Vec<Vec<String>> = [(1, "not_json"), (2, "too_deep"), (3, "not_object")]
+        .iter()
+        .map(|&(index, reason)| {
+            [
+                digest.as_str(),
+                "lines.ndjson",
+                &index.to_string(),
+                reason,
+                lines[index],
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        })
+        .collect();
+    let stored = query(
+        &site.db,
+        &format!(
+            "SELECT batch_digest, file_name, record_index, reason, raw FROM quarantine WHERE batch_digest = '{digest}' ORDER BY record_index"
+        ),
+    );
+    assert_eq!(stored, expected);
+}
+
+/// What one event of the edge-rule table must become.
+enum Expect {
+    /// Stored as `flight_id|event_kind|instant_utc|source_revision|payload`.
+    Stored(&'static str),
+    /// Quarantined with this reason.
+    Invalid(&'static str),
+}
+
+/// The contract's edge rules, one event each: every event has a flight of its own, so
+/// no two meet.
+const EDGE_CASES: &[(&str, Expect)] = &[
+    (
+        r#"{"flight_id":"E01","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","payload":{"a":1,"a":2}}"#,
+        Expect::Invalid("duplicate_field"),
+    ),
+    (
+        r#"{"flight_id":"E02","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","payload":{"n":123456789012345678901234567890,"f":1.0,"e":1E+2,"s":"\u00e9\/\"","z":-0}}"#,
+        Expect::Stored(
+            r#"E02|x|2026-01-01T00:00:00Z|0|{"e":1E+2,"f":1.0,"n":123456789012345678901234567890,"s":"é/\"","z":-0}"#,
+        ),
+    ),
+    (
+        r#"{"flight_id":"E03","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","payload":{"b":{"d":1,"c":2},"a":[{"y":1,"x":2}],"é":1,"z":"\u0001"}}"#,
+        Expect::Stored(
+            r#"E03|x|2026-01-01T00:00:00Z|0|{"a":[{"x":2,"y":1}],"b":{"c":2,"d":1},"z":"\u0001","é":1}"#,
+        ),
+    ),
+    (
+        r#"{"flight_id":"E04","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","source_revision":9223372036854775807}"#,
+        Expect::Stored("E04|x|2026-01-01T00:00:00Z|9223372036854775807|{}"),
+    ),
+    (
+        r#"{"flight_id":"E05","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","source_revision":9223372036854775808}"#,
+        Expect::Invalid("bad_revision"),
+    ),
+    (
+        r#"{"flight_id":"E06","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","source_revision":-1}"#,
+        Expect::Invalid("bad_revision"),
+    ),
+    (
+        r#"{"flight_id":"E07","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","source_revision":3e0}"#,
+        Expect::Invalid("bad_revision"),
+    ),
+    (
+        r#"{"flight_id":"E08","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","payload":null,"source_revision":null}"#,
+        Expect::Stored("E08|x|2026-01-01T00:00:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E09","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z","payload":[1]}"#,
+        Expect::Invalid("wrong_type"),
+    ),
+    (
+        r#"{"flight_id":9,"event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("wrong_type"),
+    ),
+    (
+        r#"{"flight_id":"E10","event_kind":"x","instant_utc":"2026-06-30T23:59:60Z"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E11","event_kind":"x","instant_utc":"0000-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E12","event_kind":"x","instant_utc":"9999-12-31T23:59:59-01:00"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E13","event_kind":"x","instant_utc":"0001-01-01T00:30:00+01:00"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E14","event_kind":"x","instant_utc":"2026-01-01T00:00:00.1234567890Z"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E15","event_kind":"x","instant_utc":"2026-01-01T00:00:00.120000000Z"}"#,
+        Expect::Stored("E15|x|2026-01-01T00:00:00.12Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E16","event_kind":"x","instant_utc":"2026-02-30T00:00:00Z"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E17","event_kind":"x","instant_utc":"2026-01-01"}"#,
+        Expect::Invalid("bad_instant"),
+    ),
+    (
+        r#"{"flight_id":"E18","event_kind":"x","instant_utc":" 2026-01-01T01:00:00+01:00\t"}"#,
+        Expect::Stored("E18|x|2026-01-01T00:00:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E19","event_kind":" TAKEOFF\t","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Stored("E19|takeoff|2026-01-01T00:00:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E20","event_kind":"kaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Stored("E20|kaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|2026-01-01T00:00:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E21","event_kind":"kaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_event_kind"),
+    ),
+    (
+        r#"{"flight_id":"E22","event_kind":"9x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_event_kind"),
+    ),
+    (
+        r#"{"flight_id":"E23AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Stored(
+            "E23AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA|x|2026-01-01T00:00:00Z|0|{}",
+        ),
+    ),
+    (
+        r#"{"flight_id":"E24AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_flight_id"),
+    ),
+    (
+        r#"{"flight_id":"E25é","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_flight_id"),
+    ),
+    (
+        r#"{"flight_id":"E26 X","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_flight_id"),
+    ),
+    (
+        r#"{"flight_id":"   ","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Invalid("bad_flight_id"),
+    ),
+    (
+        r#"{"flight_id":"E27~!","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
+        Expect::Stored("E27~!|x|2026-01-01T00:00:00Z|0|{}"),
+    ),
+];
+
+#[test]
+fn edge_rules_decide_each_event() {
+    let site = Site::new();
+    // CRLF line ends are allowed; `raw` is the event without them.
+    let content: String = EDGE_CASES
+        .iter()
+        .map(|(text, _)| format!("{text}\r\n"))
+        .collect();
+    let line = site.processed("edges.ndjson", &content);
+    let invalid = EDGE_CASES
+        .iter()
+        .filter(|(_, expect)| matches!(expect, Expect::Invalid(_)))
+        .count() as u64;
+    let total = EDGE_CASES.len() as u64;
+    assert_eq!(counts(&line), [total, total - invalid, 0, 0, 0, 0, invalid]);
+
+    let mut stored = Vec::new();
+    let mut quarantined = Vec::new();
+    for (index, (text, expect)) in EDGE_CASES.iter().enumerate() {
+        match expect {
+            Expect::Stored(row) => {
+                let identity: Vec<&str> = row.splitn(4, '|').take(3).collect();
+                stored.push(format!("{}|{row}", sha256_hex(identity.join("|"))));
+            }
+            Expect::Invalid(reason) => quarantined.push(format!("{index}|{reason}|{text}")),
+        }
+    }
+    stored.sort();
+    quarantined.sort();
+    assert_eq!(dump(&site.db, "duty_event", EVENT_COLUMNS), stored);
+    assert_eq!(
+        dump(&site.db, "quarantine", &["record_index", "reason", "raw"]),
+        quarantined
+    );
+    assert_no_empty_details(&site.db);
+}
+
+fn assert_no_empty_details(db: &Path) {
+    let empty = query(
+        db,
+        "SELECT record_index, reason FROM quarantine WHERE trim(detail) = ''",
+    );
+    assert!(
+        empty.is_empty(),
+        "quarantine rows without a detail: {empty:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 3. The outcome table
+
+/// What the test expects the database to hold, step by step: duty_event by key (every
+/// column), quarantine and the inbox.
+struct Ledger {
+    site: Site,
+    events: BTreeMap<String, Vec<String>>,
+    quarantine: Vec<Vec<String>>,
+    inbox: Vec<Vec<String>>,
+}
+
+/// The event columns of a row a step inserts or replaces: key, flight_id, event_kind,
+/// instant_utc, source_revision, payload.
+type Row = [&'static str; 6];
+
+const DUTY_EVENT_ALL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision, payload, \
+     batch_digest, first_seen_at, updated_at FROM duty_event";
+const QUARANTINE_ALL: &str =
+    "SELECT batch_digest, file_name, record_index, reason, raw FROM quarantine";
+const INBOX_ALL: &str = "SELECT batch_digest, batch_id, file_name, events_total, inserted, updated, unchanged, \
+     stale, conflicts, invalid, ingested_at FROM ingest_inbox";
+
+fn duty_events(db: &Path) -> BTreeMap<String, Vec<String>> {
+    query(db, DUTY_EVENT_ALL)
+        .into_iter()
+        .map(|row| (row[0].clone(), row))
+        .collect()
+}
+
+fn sorted(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    rows.sort();
+    rows
+}
+
+impl Ledger {
+    fn new() -> Ledger {
+        Ledger {
+            site: Site::new(),
+            events: BTreeMap::new(),
+            quarantine: Vec::new(),
+            inbox: Vec::new(),
+        }
+    }
+
+    /// Ingests `content` as `name` and checks the counts, then the whole of each table:
+    /// exactly the rows of `writes` are new or replaced (by this batch, at this time, the
+    /// first sighting kept), every other row is untouched to the last column, and
+    /// quarantine gained exactly `quarantined` (record_index and reason; raw is the
+    /// event's text in `content`).
+    fn deliver(
+        &mut self,
+        name: &str,
+        content: &str,
+        expected: [u64; 7],
+        writes: &[Row],
+        quarantined: &[(u64, &str)],
+    ) {
+        let before = now_millis();
+        let line = self.site.processed(name, content);
+        let after = now_millis();
+        assert_eq!(counts(&line), expected, "counts of {name}");
+        let digest = sha256_hex(content);
+        let db = &self.site.db;
+
+        let actual = duty_events(db);
+        for row in writes {
+            let key = row[0];
+            let stored = actual
+                .get(key)
+                .unwrap_or_else(|| panic!("{name} did not write {key}"));
+            assert_written_between(&stored[8], before, after, "updated_at");
+            let first_seen = match self.events.get(key) {
+                Some(old) => old[7].clone(),
+                None => {
+                    assert_written_between(&stored[7], before, after, "first_seen_at");
+                    stored[7].clone()
+                }
+            };
+            let mut expected: Vec<String> = row.iter().map(|&text| text.to_owned()).collect();
+            expected.extend([digest.clone(), first_seen, stored[8].clone()]);
+            self.events.insert(key.to_owned(), expected);
+        }
+        assert_eq!(actual, self.events, "duty_event after {name}");
+
+        let raws = raw_events(content);
+        for &(index, reason) in quarantined {
+            let raw = raws[index as usize].clone();
+            self.quarantine.push(vec![
+                digest.clone(),
+                name.to_owned(),
+                index.to_string(),
+                reason.to_owned(),
+                raw,
+            ]);
+        }
+        self.quarantine.sort();
+        assert_eq!(
+            sorted(query(db, QUARANTINE_ALL)),
+            self.quarantine,
+            "quarantine after {name}"
+        );
+        assert_no_empty_details(db);
+
+        let batch_id: Option<String> = serde_json::from_str::<Value>(content)
+            .ok()
+            .and_then(|batch| batch["batch_id"].as_str().map(str::to_owned));
+        let mut row = vec![
+            digest.clone(),
+            batch_id.unwrap_or_else(|| "NULL".to_owned()),
+            name.to_owned(),
+        ];
+        row.extend(expected.iter().map(u64::to_string));
+        let stored = query(db, &format!("{INBOX_ALL} WHERE batch_digest = '{digest}'"));
+        let ingested_at = &stored
+            .first()
+            .unwrap_or_else(|| panic!("no inbox row for {name}"))[10];
+        assert_written_between(ingested_at, before, after, "ingested_at");
+        row.push(ingested_at.clone());
+        self.inbox.push(row);
+        self.inbox.sort();
+        assert_eq!(
+            sorted(query(db, INBOX_ALL)),
+            self.inbox,
+            "ingest_inbox after {name}"
+        );
+    }
+}
+
+/// The events of a `.json` batch as their exact texts, when each stands on a line of
+/// its own (as `json_batch` writes them).
+fn raw_events(content: &str) -> Vec<String> {
+    let inner = content
+        .strip_prefix("{\"events\":[")
+        .and_then(|rest| rest.strip_suffix("]}"));
+    inner
+        .map(|events| events.split(",\n").map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+const K_OFF: &str = "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb";
+const K_LANDING: &str = "ae3c3342ec647103d4fcf19bdb940989824dfc5cb1817eacdbdbd2e2da61175d";
+const K_DUTY: &str = "8c3989397752509430578f7b2a49c9bb9f284c4ec143ccf559286dd83ec0b6fd";
+
+fn off_blocks(revision: i64, payload: &str) -> String {
+    event(
+        "BA0117-20261129",
+        "off_blocks",
+        "2026-11-29T10:05:00Z",
+        Some(revision),
+        payload,
+    )
+}
+
+fn duty_start(revision: i64, payload: &str) -> String {
+    event(
+        "EZY8421-20270102",
+        "duty_start",
+        "2027-01-01T23:30:00Z",
+        Some(revision),
+        payload,
+    )
+}
+
+#[test]
+fn every_outcome_of_the_table_changes_exactly_what_it_says() {
+    let mut ledger = Ledger::new();
+    let off = |revision, payload| {
+        [
+            K_OFF,
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            revision,
+            payload,
+        ]
+    };
+
+    // none → inserted. The landing event has no revision of its own: the file's applies.
+    let landing = r#"{"flight_id":"BA0117-20261129","event_kind":"landing","instant_utc":"2026-11-29T21:47:12.5Z","source_revision":null}"#;
+    let first = format!(
+        "{{\"batch_id\":\"ops-1\",\"source_revision\":4,\"events\":[{},\n{landing}]}}",
+        off_blocks(2, r#"{"tail":"G-XWBA"}"#)
+    );
+    let landing_row = [
+        K_LANDING,
+        "BA0117-20261129",
+        "landing",
+        "2026-11-29T21:47:12.5Z",
+        "4",
+        "{}",
+    ];
+    ledger.deliver(
+        "a.json",
+        &first,
+        [2, 2, 0, 0, 0, 0, 0],
+        &[off("2", r#"{"tail":"G-XWBA"}"#), landing_row],
+        &[],
+    );
+
+    // revision > r → updated: the incoming row, first_seen_at kept.
+    let content = json_batch(&[off_blocks(3, r#"{"tail":"G-XWBB"}"#)]);
+    ledger.deliver(
+        "b.json",
+        &content,
+        [1, 0, 1, 0, 0, 0, 0],
+        &[off("3", r#"{"tail":"G-XWBB"}"#)],
+        &[],
+    );
+
+    // revision < r → stale: nothing changes, updated_at and batch_digest included.
+    let content = json_batch(&[off_blocks(1, r#"{"tail":"G-OLD"}"#)]);
+    ledger.deliver("c.json", &content, [1, 0, 0, 0, 1, 0, 0], &[], &[]);
+
+    // revision = r, same canonical payload (written otherwise) → unchanged.
+    let content = json_batch(&[off_blocks(3, r#"{ "tail" : "G-XWBB" }"#)]);
+    ledger.deliver("d.json", &content, [1, 0, 0, 1, 0, 0, 0], &[], &[]);
+
+    // revision = r, different payload → conflict: row unchanged, event quarantined.
+    let content = json_batch(&[off_blocks(3, r#"{"tail":"G-XWBC"}"#)]);
+    ledger.deliver(
+        "e.json",
+        &content,
+        [1, 0, 0, 0, 0, 1, 0],
+        &[],
+        &[(0, "conflict")],
+    );
+
+    // Several versions of keys in one file, interleaved, are applied in file order.
+    let content = json_batch(&[
+        duty_start(1, r#"{"v":1}"#),  // inserted
+        off_blocks(2, r#"{"v":2}"#),  // stale (3 is stored)
+        duty_start(3, r#"{"v":3}"#),  // updated
+        duty_start(2, r#"{"v":2}"#),  // stale
+        off_blocks(4, r#"{"v":4}"#),  // updated
+        duty_start(3, r#"{"v":3}"#),  // unchanged
+        duty_start(3, r#"{"v":33}"#), // conflict with the file's own revision 3
+        off_blocks(4, r#"{"v":44}"#), // conflict
+        duty_start(5, r#"{"v":5}"#),  // updated
+        duty_start(4, r#"{"v":4}"#),  // stale
+    ]);
+    let duty = [
+        K_DUTY,
+        "EZY8421-20270102",
+        "duty_start",
+        "2027-01-01T23:30:00Z",
+        "5",
+        r#"{"v":5}"#,
+    ];
+    ledger.deliver(
+        "f.json",
+        &content,
+        [10, 1, 3, 1, 3, 2, 0],
+        &[duty, off("4", r#"{"v":4}"#)],
+        &[(6, "conflict"), (7, "conflict")],
+    );
+
+    // Versions already stored, sent again in a new file (other bytes, so not a
+    // duplicate batch), are unchanged or stale and touch nothing.
+    let content = json_batch(&[
+        duty_start(5, r#"{"v":5}"#),
+        off_blocks(4, r#"{"v":4}"#),
+        duty_start(1, r#"{"v":1}"#),
+    ]);
+    ledger.deliver("g.json", &content, [3, 0, 0, 2, 1, 0, 0], &[], &[]);
+}
+
+#[test]
+fn versions_of_one_key_in_one_file_collapse_in_file_order() {
+    let first = off_blocks(1, r#"{"v":"first"}"#);
+    let second = off_blocks(1, r#"{"v":"second"}"#);
+    for (events, winner, loser) in [
+        ([&first, &second], "first", &second),
+        ([&second, &first], "second", &first),
+    ] {
+        let site = Site::new();
+        let content = json_batch(&[events[0].clone(), events[1].clone()]);
+        let line = site.processed("pair.json", &content);
+        assert_eq!(counts(&line), [2, 1, 0, 0, 0, 1, 0]);
+        assert_eq!(
+            dump(&site.db, "duty_event", EVENT_COLUMNS),
+            [format!(
+                "{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{\"v\":\"{winner}\"}}"
+            )]
+        );
+        assert_eq!(
+            dump(&site.db, "quarantine", &["record_index", "reason", "raw"]),
+            [format!("1|conflict|{loser}")]
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 4. Re-delivery
+
+#[test]
+fn a_file_delivered_again_changes_nothing() {
+    let site = Site::new();
+    let first = json_batch(&[
+        off_blocks(1, r#"{"tail":"G-XWBA"}"#),
+        off_blocks(1, r#"{"tail":"G-XWBZ"}"#),
+        duty_start(2, "{}"),
+        r#"{"flight_id":"BA0117-20261129"}"#.to_owned(),
+    ]);
+    site.processed("first.json", &first);
+    site.processed(
+        "second.json",
+        &json_batch(&[off_blocks(2, r#"{"tail":"G-XWBB"}"#)]),
+    );
+    let before = snapshot(&site.db);
+    assert_eq!(before[1].len(), 2, "two inbox rows");
+    assert_eq!(
+        before[2].len(),
+        2,
+        "a conflict and an invalid event in quarantine"
+    );
+
+    let again = site.file("first.json", &first);
+    let renamed = site.file("first-resent.JSON", &first);
+    let (code, lines) = site.ingest(&[&again, &renamed, &again]);
+    assert_eq!(code, 0, "{lines:?}");
+    let names = ["first.json", "first-resent.JSON", "first.json"];
+    assert_eq!(lines.len(), names.len());
+    for (line, name) in lines.iter().zip(names) {
+        let expected = serde_json::json!({"file": name, "outcome": "skipped_duplicate", "sha256": sha256_hex(&first)});
+        assert_eq!(*line, expected);
+    }
+    assert_eq!(snapshot(&site.db), before, "every table, every column");
+    let inbox = query(
+        &site.db,
+        &format!(
+            "SELECT file_name FROM ingest_inbox WHERE batch_digest = '{}'",
+            sha256_hex(&first)
+        ),
+    );
+    assert_eq!(inbox, [["first.json"]]);
+}
+
+#[test]
+fn a_dry_run_reports_the_outcomes_and_writes_nothing() {
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
+    let content = json_batch(&[
+        off_blocks(2, r#"{"tail":"G-XWBB"}"#),
+        duty_start(1, "{}"),
+        r#"{"flight_id":"BAD"}"#.to_owned(),
+    ]);
+    let path = site.file("trial.json", &content);
+    let before = snapshot(&site.db);
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .arg("--dry-run")
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let lines = parse_lines(&output);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["outcome"], "processed");
+    assert_eq!(counts(&lines[0]), [3, 1, 1, 0, 0, 0, 1]);
+    assert_eq!(snapshot(&site.db), before, "a dry run wrote");
+
+    // The real run after it finds the file new and agrees on every count.
+    let line = site.processed("trial.json", &content);
+    assert_eq!(counts(&line), [3, 1, 1, 0, 0, 0, 1]);
+}
+
+// ---------------------------------------------------------------------------------
+// 5. Order and duplication of conflict-free files do not matter
+
+/// Identities the property draws from: canonical flight_id, event_kind and instant, and
+/// ways of writing that same instant.
+const POOL: [(&str, &str, &str, [&str; 3]); 4] = [
+    (
+        "BA0117-20261129",
+        "off_blocks",
+        "2026-11-29T10:05:00Z",
+        [
+            "2026-11-29T10:05:00Z",
+            "2026-11-29T11:05:00+01:00",
+            "2026-11-29T10:05:00.000Z",
+        ],
+    ),
+    (
+        "BA0117-20261129",
+        "on_blocks",
+        "2026-11-29T21:47:12.5Z",
+        [
+            "2026-11-29T21:47:12.5Z",
+            "2026-11-29T21:47:12.500Z",
+            "2026-11-29T16:47:12.5-05:00",
+        ],
+    ),
+    (
+        "EZY8421-20270102",
+        "duty_start",
+        "2027-01-01T23:30:00Z",
+        [
+            "2027-01-01T23:30:00Z",
+            "2027-01-02T01:30:00+02:00",
+            "2027-01-01t23:30:00z",
+        ],
+    ),
+    (
+        "LH400-20261130",
+        "takeoff",
+        "2026-11-30T08:00:00Z",
+        [
+            "2026-11-30T08:00:00Z",
+            "2026-11-30T08:00:00-00:00",
+            "2026-11-30T09:00:00+01:00",
+        ],
+    ),
+];
+
+/// Revisions drawn: 0 to 3.
+const REVISIONS: usize = 4;
+
+/// For each identity and revision, which of three payloads it carries in every file:
+/// that is what makes a scenario conflict-free.
+type PayloadChoice = [[u8; REVISIONS]; POOL.len()];
+
+#[derive(Debug, Clone)]
+struct GenEvent {
+    identity: usize,
+    instant_form: usize,
+    padded_flight: bool,
+    upper_kind: bool,
+    revision: Option<i64>,
+    payload_form: usize,
+    /// Written without a UTC offset, so it is quarantined as `bad_instant`.
+    invalid: bool,
+}
+
+#[derive(Debug, Clone)]
+struct GenFile {
+    ndjson: bool,
+    file_revision: Option<i64>,
+    events: Vec<GenEvent>,
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    choice: PayloadChoice,
+    files: Vec<GenFile>,
+    /// Indices into `files`: each file at least once, some again, in any order.
+    deliveries: Vec<usize>,
+    /// Deliveries before this index go to one run of spoolite, the rest to another.
+    split: usize,
+}
+
+/// Payload `choice`, canonical (form 0) or written otherwise.
+fn payload_text(choice: u8, form: usize) -> String {
+    match form {
+        0 => format!(r#"{{"crew":["C1","C{choice}"],"tail":"G-XW{choice}"}}"#),
+        1 => format!(r#"{{"tail":"G-XW{choice}","crew":["C1","C{choice}"]}}"#),
+        _ => format!(r#"{{ "tail" : "G-XW{choice}" ,  "crew" : [ "C1" , "C{choice}" ] }}"#),
+    }
+}
+
+impl GenEvent {
+    fn effective_revision(&self, file: &GenFile) -> i64 {
+        self.revision
+            .or(if file.ndjson {
+                None
+            } else {
+                file.file_revision
+            })
+            .unwrap_or(0)
+    }
+
+    fn text(&self, file: &GenFile, choice: &PayloadChoice) -> String {
+        let (flight, kind, _, instants) = POOL[self.identity];
+        let flight = if self.padded_flight {
+            format!(" {flight}\u{a0}")
+        } else {
+            flight.to_owned()
+        };
+        let kind = if self.upper_kind {
+            kind.to_ascii_uppercase()
+        } else {
+            kind.to_owned()
+        };
+        let mut instant = instants[self.instant_form].to_owned();
+        if self.invalid {
+            instant.truncate(19);
+        }
+        let revision = self.effective_revision(file) as usize;
+        let payload = payload_text(choice[self.identity][revision], self.payload_form);
+        event(&flight, &kind, &instant, self.revision, &payload)
+    }
+}
+
+impl GenFile {
+    fn name(&self, index: usize) -> String {
+        format!("f{index}.{}", if self.ndjson { "ndjson" } else { "json" })
+    }
+
+    fn text(&self, choice: &PayloadChoice) -> String {
+        let events: Vec<String> = self
+            .events
+            .iter()
+            .map(|event| event.text(self, choice))
+            .collect();
+        if self.ndjson {
+            return events.iter().map(|event| format!("{event}\n")).collect();
+        }
+        let revision = self
+            .file_revision
+            .map(|r| format!("\"source_revision\":{r},"))
+            .unwrap_or_default();
+        format!("{{{revision}\"events\":[{}]}}", events.join(","))
+    }
+}
+
+fn gen_event() -> impl Strategy<Value = GenEvent> {
+    (
+        0..POOL.len(),
+        0..3usize,
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of(0..REVISIONS as i64),
+        0..3usize,
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(
+                identity,
+                instant_form,
+                padded_flight,
+                upper_kind,
+                revision,
+                payload_form,
+                invalid,
+            )| GenEvent {
+                identity,
+                instant_form,
+                padded_flight,
+                upper_kind,
+                revision,
+                payload_form,
+                invalid,
+            },
+        )
+}
+
+fn gen_file() -> impl Strategy<Value = GenFile> {
+    (
+        any::<bool>(),
+        prop::option::of(0..REVISIONS as i64),
+        prop::collection::vec(gen_event(), 0..6),
+    )
+        .prop_map(|(ndjson, file_revision, events)| {
+            // An NDJSON file needs an event: an empty one is rejected as `empty`.
+            GenFile {
+                ndjson: ndjson && !events.is_empty(),
+                file_revision,
+                events,
+            }
+        })
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    let choice = prop::array::uniform4(prop::array::uniform4(0..3u8));
+    (choice, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(|(choice, files)| {
+        let count = files.len();
+        let deliveries = prop::collection::vec(0..count, 0..=count)
+            .prop_map(move |again| (0..count).chain(again).collect::<Vec<usize>>())
+            .prop_shuffle();
+        (Just(choice), Just(files), deliveries, 0..=2 * count).prop_map(
+            |(choice, files, deliveries, split)| {
+                let split = split.min(deliveries.len());
+                Scenario {
+                    choice,
+                    files,
+                    deliveries,
+                    split,
+                }
+            },
+        )
+    })
+}
+
+/// duty_event's event columns as the contract defines them for conflict-free files:
+/// for each key, the row of its highest revision. Computed without spoolite.
+fn expected_events(scenario: &Scenario) -> Vec<String> {
+    let mut highest: BTreeMap<usize, i64> = BTreeMap::new();
+    for file in &scenario.files {
+        for event in file.events.iter().filter(|event| !event.invalid) {
+            let revision = event.effective_revision(file);
+            let entry = highest.entry(event.identity).or_insert(revision);
+            *entry = (*entry).max(revision);
+        }
+    }
+    let mut rows: Vec<String> = highest
+        .into_iter()
+        .map(|(identity, revision)| {
+            let (flight, kind, instant, _) = POOL[identity];
+            let key = sha256_hex(format!("{flight}|{kind}|{instant}"));
+            let payload = payload_text(scenario.choice[identity][revision as usize], 0);
+            format!("{key}|{flight}|{kind}|{instant}|{revision}|{payload}")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Checks every inbox row of `db` against the files: one row per distinct digest, its
+/// counts summing to its events, its quarantine rows numbering conflicts + invalid.
+fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
+    let mut files: BTreeMap<String, &GenFile> = BTreeMap::new();
+    for (file, text) in scenario.files.iter().zip(texts) {
+        files.insert(sha256_hex(text), file);
+    }
+    let rows = query(
+        db,
+        "SELECT batch_digest, events_total, inserted, updated, unchanged, stale, conflicts, invalid,
+             (SELECT count(*) FROM quarantine WHERE quarantine.batch_digest = ingest_inbox.batch_digest)
+         FROM ingest_inbox",
+    );
+    let digests: BTreeSet<&String> = rows.iter().map(|row| &row[0]).collect();
+    assert_eq!(
+        digests,
+        files.keys().collect(),
+        "one inbox row per distinct file"
+    );
+    for row in &rows {
+        let numbers: Vec<u64> = row[1..]
+            .iter()
+            .map(|n| n.parse().expect("a count"))
+            .collect();
+        let [
+            total,
+            inserted,
+            updated,
+            unchanged,
+            stale,
+            conflicts,
+            invalid,
+            quarantined,
+        ] = numbers[..]
+        else {
+            unreachable!("nine columns")
+        };
+        assert_eq!(
+            total,
+            inserted + updated + unchanged + stale + conflicts + invalid,
+            "{row:?}"
+        );
+        assert_eq!(quarantined, conflicts + invalid, "{row:?}");
+        let file = files[&row[0]];
+        assert_eq!(total, file.events.len() as u64, "{row:?}");
+        assert_eq!(
+            invalid,
+            file.events.iter().filter(|event| event.invalid).count() as u64,
+            "{row:?}"
+        );
+        assert_eq!(conflicts, 0, "conflict-free files: {row:?}");
+    }
+    let orphans = query(
+        db,
+        "SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox",
+    );
+    assert!(
+        orphans.is_empty(),
+        "quarantine rows without an inbox row: {orphans:?}"
+    );
+}
+
+/// Delivers the scenario's files as drawn into one database and each once, in order,
+/// into another; both must hold the expected events and reconcile their counts.
+fn check_order_and_repetition(scenario: &Scenario) {
+    let site = Site::new();
+    let texts: Vec<String> = scenario
+        .files
+        .iter()
+        .map(|file| file.text(&scenario.choice))
+        .collect();
+    let paths: Vec<PathBuf> = scenario
+        .files
+        .iter()
+        .zip(&texts)
+        .enumerate()
+        .map(|(i, (file, text))| site.file(&file.name(i), text))
+        .collect();
+
+    // As drawn: shuffled, repeated, in two runs of spoolite.
+    let delivered: Vec<&Path> = scenario
+        .deliveries
+        .iter()
+        .map(|&i| paths[i].as_path())
+        .collect();
+    let (first, second) = delivered.split_at(scenario.split);
+    let mut lines = Vec::new();
+    for run in [first, second].into_iter().filter(|run| !run.is_empty()) {
+        let (code, run_lines) = site.ingest(run);
+        assert_eq!(code, 0, "{run_lines:?}");
+        lines.extend(run_lines);
+    }
+    assert_eq!(lines.len(), delivered.len());
+    let mut seen = HashSet::new();
+    for (&i, line) in scenario.deliveries.iter().zip(&lines) {
+        let digest = sha256_hex(&texts[i]);
+        let outcome = if seen.insert(digest.clone()) {
+            "processed"
+        } else {
+            "skipped_duplicate"
+        };
+        assert_eq!(line["outcome"], outcome, "{line}");
+        assert_eq!(line["sha256"], digest);
+    }
+
+    // Each file once, in file order, into another database.
+    let other = site.dir.path().join("other.db");
+    let in_order: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (code, other_lines) = ingest_json(&other, &in_order);
+    assert_eq!(code, 0, "{other_lines:?}");
+
+    let expected = expected_events(scenario);
+    assert_eq!(
+        dump(&site.db, "duty_event", EVENT_COLUMNS),
+        expected,
+        "as drawn"
+    );
+    assert_eq!(
+        dump(&other, "duty_event", EVENT_COLUMNS),
+        expected,
+        "in order"
+    );
+    assert_counts_reconcile(&site.db, scenario, &texts);
+    assert_counts_reconcile(&other, scenario, &texts);
+}
+
+proptest! {
+    // Each case runs the binary up to three times: keep the count modest.
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn order_and_repetition_of_conflict_free_files_do_not_matter(scenario in scenario()) {
+        check_order_and_repetition(&scenario);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 6. Bad whole files
+
+/// Ingests `content` as `name` (with `options`) into `site`'s database and expects the
+/// file rejected for `reason`, exit code 1, and every table exactly as before.
+fn check_rejected(site: &Site, name: &str, content: &[u8], options: &[&str], reason: &str) {
+    let path = site.file(name, content);
+    let before = snapshot(&site.db);
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .args(options)
+        .arg(&path)
+        .output()
+        .expect("run");
+    let lines = parse_lines(&output);
+    assert_eq!(output.status.code(), Some(1), "{name}: {lines:?}");
+    assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["file"], name, "{line}");
+    assert_eq!(line["outcome"], "rejected", "{name}: {line}");
+    assert_eq!(line["reason"], reason, "{name}: {line}");
+    assert!(
+        line["detail"]
+            .as_str()
+            .is_some_and(|detail| !detail.trim().is_empty()),
+        "{name}: {line}"
+    );
+    assert_eq!(line["sha256"], sha256_hex(content), "{name}");
+    for field in COUNT_FIELDS {
+        assert!(
+            line.get(field).is_none(),
+            "{name}: a rejected file has no counts: {line}"
+        );
+    }
+    assert_eq!(snapshot(&site.db), before, "{name} left a trace");
+}
+
+#[test]
+fn bad_whole_files_are_rejected_with_their_reason_and_leave_no_trace() {
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
+    // Events that would insert, update and quarantine if any of them were written.
+    let events = [
+        off_blocks(2, r#"{"tail":"G-XWBB"}"#),
+        duty_start(1, "{}"),
+        r#"{"flight_id":"BAD"}"#.to_owned(),
+    ];
+    let good = json_batch(&events);
+    let good_lines: String = events.iter().map(|event| format!("{event}\n")).collect();
+    let body = events.join(",");
+    let deep = format!(
+        "{{\"events\":[{body},{}{}]}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let latin1 = [
+        b"{\"events\":[".as_slice(),
+        events[0].as_bytes(),
+        b",{\"flight_id\":\"Z\xfcrich\"}]}",
+    ]
+    .concat();
+    let latin1_lines = [good_lines.as_bytes(), b"{\"flight_id\":\"Z\xfcrich\"}\n"].concat();
+    let cut_char = [
+        good.as_bytes().strip_suffix(b"]}").expect("batch"),
+        b",\"\xc3",
+    ]
+    .concat();
+
+    check_rejected(&site, "empty.json", b"", &[], "empty");
+    check_rejected(&site, "empty.ndjson", b"", &[], "empty");
+    check_rejected(&site, "blank.ndjson", b"\n  \r\n\n", &[], "empty");
+    check_rejected(&site, "latin1.json", &latin1, &[], "not_utf8");
+    check_rejected(&site, "latin1.ndjson", &latin1_lines, &[], "not_utf8");
+    check_rejected(
+        &site,
+        "prose.json",
+        b"flight BA0117 went off blocks at 10:05",
+        &[],
+        "not_json",
+    );
+    check_rejected(
+        &site,
+        "trailing.json",
+        format!("{good}\n{good}").as_bytes(),
+        &[],
+        "not_json",
+    );
+    check_rejected(
+        &site,
+        "cut.json",
+        &good.as_bytes()[..good.len() - 2],
+        &[],
+        "truncated",
+    );
+    check_rejected(&site, "cut-char.json", &cut_char, &[], "truncated");
+    check_rejected(
+        &site,
+        "cut.ndjson",
+        &good_lines.as_bytes()[..good_lines.len() - 8],
+        &[],
+        "truncated",
+    );
+    check_rejected(
+        &site,
+        "top-field.json",
+        format!("{{\"events\":[{body}],\"note\":1}}").as_bytes(),
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "events-object.json",
+        br#"{"events":{"0":{}}}"#,
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "events-twice.json",
+        format!("{{\"events\":[{body}],\"events\":[]}}").as_bytes(),
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "top-array.json",
+        format!("[{body}]").as_bytes(),
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "batch-id.json",
+        format!("{{\"batch_id\":7,\"events\":[{body}]}}").as_bytes(),
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "file-rev.json",
+        format!("{{\"source_revision\":3.0,\"events\":[{body}]}}").as_bytes(),
+        &[],
+        "bad_shape",
+    );
+    check_rejected(
+        &site,
+        "count.json",
+        format!("{{\"event_count\":4,\"events\":[{body}]}}").as_bytes(),
+        &[],
+        "count_mismatch",
+    );
+    check_rejected(
+        &site,
+        "count-after.json",
+        format!("{{\"events\":[{body}],\"event_count\":2}}").as_bytes(),
+        &[],
+        "count_mismatch",
+    );
+    check_rejected(&site, "batch.csv", good.as_bytes(), &[], "unsupported_type");
+    check_rejected(&site, "batch", good.as_bytes(), &[], "unsupported_type");
+    check_rejected(
+        &site,
+        "batch.json.txt",
+        good.as_bytes(),
+        &[],
+        "unsupported_type",
+    );
+    check_rejected(&site, "deep.json", deep.as_bytes(), &[], "too_deep");
+    check_rejected(
+        &site,
+        "big.json",
+        good.as_bytes(),
+        &["--file-bytes-max", "10"],
+        "too_large",
+    );
+
+    // None of those left an inbox row: the same bytes as a good file are still new.
+    let line = site.processed("good.json", &good);
+    assert_eq!(counts(&line), [3, 1, 1, 0, 0, 0, 1]);
+}
+
+#[test]
+fn a_bad_file_among_good_ones_stops_only_itself() {
+    let site = Site::new();
+    let good = site.file("good.json", json_batch(&[off_blocks(1, "{}")]));
+    let bad = site.file("bad.json", "{\"events\":[");
+    let later = site.file("later.ndjson", format!("{}\n", duty_start(1, "{}")));
+    let (code, lines) = site.ingest(&[&good, &bad, &later]);
+    assert_eq!(code, 1, "{lines:?}");
+    let outcomes: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["file"].as_str().unwrap_or(""),
+                line["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("good.json", "processed"),
+            ("bad.json", "rejected"),
+            ("later.ndjson", "processed")
+        ]
+    );
+    assert_eq!(lines[1]["reason"], "truncated");
+    assert_eq!(counts(&lines[0]), [1, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        dump(&site.db, "duty_event", EVENT_COLUMNS),
+        [
+            format!("{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{}}"),
+            format!("{K_DUTY}|EZY8421-20270102|duty_start|2027-01-01T23:30:00Z|1|{{}}"),
+        ]
+    );
+    assert_eq!(
+        dump(&site.db, "ingest_inbox", &["file_name"]),
+        ["good.json", "later.ndjson"]
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 7. A transaction that fails half-way
+
+/// An NDJSON file of `count` events: one invalid (index 1), one that updates the
+/// seed's off_blocks row (index 2), the flight `special` at `special_at`, and new
+/// flights elsewhere.
+fn many_events(count: usize, special: &str, special_at: usize) -> String {
+    let mut text = String::new();
+    for i in 0..count {
+        let line = match i {
+            1 => r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks"}"#.to_owned(),
+            2 => off_blocks(2, r#"{"tail":"G-XWBB"}"#),
+            _ if i == special_at => {
+                event(special, "takeoff", "2026-11-29T10:25:00Z", Some(1), "{}")
+            }
+            _ => event(
+                &format!("F{i:06}-20261129"),
+                "takeoff",
+                "2026-11-29T10:25:00Z",
+                Some(1),
+                r#"{"n":1}"#,
+            ),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
+    let poisoned_text = many_events(1000, "POISON", 500);
+    let poisoned = site.file("poisoned.ndjson", &poisoned_text);
+    // A trigger of the test's own makes the insert of one row fail inside the file's
+    // transaction, after its invalid event was quarantined and hundreds of rows were
+    // written whether events are applied in file order (POISON is event 500) or in key
+    // order (its key starts 544e…, about a third of the way).
+    site.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON duty_event WHEN NEW.flight_id = 'POISON'
+         BEGIN SELECT RAISE(ABORT, 'forced failure'); END;",
+    );
+    let before = snapshot(&site.db);
+
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .arg(&poisoned)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an operating error: {stderr}"
+    );
+    assert!(
+        stderr.contains("forced failure") && stderr.contains("poisoned.ndjson"),
+        "{stderr}"
+    );
+    let lines = parse_lines(&output);
+    assert!(
+        lines.iter().all(|line| line["outcome"] != "processed"),
+        "{lines:?}"
+    );
+    assert_eq!(snapshot(&site.db), before, "the failed file left a trace");
+
+    // The next file of the same run still goes in.
+    let next_text = json_batch(&[duty_start(1, "{}")]);
+    let next = site.file("next.json", &next_text);
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .arg(&poisoned)
+        .arg(&next)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let lines = parse_lines(&output);
+    let next_line = lines
+        .iter()
+        .find(|line| line["file"] == "next.json")
+        .expect("a line for next.json");
+    assert_eq!(next_line["outcome"], "processed");
+    assert_eq!(counts(next_line), [1, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        dump(&site.db, "duty_event", EVENT_COLUMNS),
+        [
+            format!("{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{}}"),
+            format!("{K_DUTY}|EZY8421-20270102|duty_start|2027-01-01T23:30:00Z|1|{{}}"),
+        ]
+    );
+    assert_eq!(
+        dump(&site.db, "ingest_inbox", &["file_name"]),
+        ["next.json", "seed.json"]
+    );
+    assert!(dump(&site.db, "quarantine", &[]).is_empty());
+
+    // Once the fault is gone the file goes in whole: it was never recorded.
+    site.execute("DROP TRIGGER poison;");
+    let line = site.processed("poisoned.ndjson", &poisoned_text);
+    assert_eq!(counts(&line), [1000, 998, 1, 0, 0, 0, 1]);
+    assert_eq!(dump(&site.db, "duty_event", &[]).len(), 1000);
+    assert_eq!(
+        dump(&site.db, "quarantine", &["record_index", "reason"]),
+        ["1|missing_field"]
+    );
+}
+
+#[test]
+fn a_write_refused_by_the_file_size_limit_leaves_no_trace() {
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
+    let big_text = many_events(5000, "BA0999-20261129", 2500);
+    let big = site.file("big.ndjson", &big_text);
+    let before = snapshot(&site.db);
+
+    // RLIMIT_FSIZE of 256 blocks of 512 bytes (POSIX sh): the WAL and staging the
+    // thousands of events outgrow it, and a write past it fails with EFBIG (SIGXFSZ is
+    // ignored, so spoolite sees the error instead of being killed).
+    let output = Command::new("sh")
+        .env_clear()
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 256 && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_spoolite"))
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .arg(&big)
+        .output()
+        .expect("run sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an operating error: {stderr}"
+    );
+    assert!(stderr.contains("big.ndjson"), "{stderr}");
+    assert!(
+        parse_lines(&output)
+            .iter()
+            .all(|line| line["outcome"] != "processed")
+    );
+    assert_eq!(snapshot(&site.db), before, "the failed file left a trace");
+
+    let line = site.processed("big.ndjson", &big_text);
+    assert_eq!(counts(&line), [5000, 4998, 1, 0, 0, 0, 1]);
+}

@@ -106,3 +106,49 @@ pub fn write(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
     std::fs::write(&path, content).expect("write file");
     path
 }
+
+/// Every row `sql` returns, each as its values in text (NULL as `NULL`), in the
+/// order the query gives.
+pub fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open db");
+    let mut statement = conn
+        .prepare(sql)
+        .unwrap_or_else(|e| panic!("prepare {sql:?}: {e}"));
+    let width = statement.column_count();
+    statement
+        .query_map([], |row| {
+            (0..width)
+                .map(|i| row.get::<_, rusqlite::types::Value>(i).map(value_text))
+                .collect()
+        })
+        .expect("run query")
+        .collect::<Result<_, _>>()
+        .expect("read rows")
+}
+
+fn value_text(value: rusqlite::types::Value) -> String {
+    match value {
+        rusqlite::types::Value::Null => "NULL".to_owned(),
+        rusqlite::types::Value::Integer(n) => n.to_string(),
+        rusqlite::types::Value::Real(f) => f.to_string(),
+        rusqlite::types::Value::Text(t) => t,
+        rusqlite::types::Value::Blob(b) => format!("x'{}'", hex::encode(b)),
+    }
+}
+
+/// The three tables analysts read, every column, each sorted: what a later state of
+/// the database must equal when nothing may have changed.
+pub fn snapshot(db: &Path) -> Vec<Vec<String>> {
+    ["duty_event", "ingest_inbox", "quarantine"]
+        .iter()
+        .map(|table| dump(db, table, &[]))
+        .collect()
+}
+
+/// Lowercase hex SHA-256 of `bytes`: a batch digest or an idempotency key.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes.as_ref()))
+}
