@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sha2::{Digest, Sha256};
 
 use crate::batch::event::now_utc;
-use crate::batch::{BatchReader, Format, ReadError, RejectReason, Rejection};
+use crate::batch::{BatchReader, Format, Header, ReadError, Record, RejectReason, Rejection};
 use crate::store::{Counts, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
@@ -82,8 +82,66 @@ pub struct Options<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// Records between two looks at `Options::stop`.
-const STOP_CHECK_RECORDS: u64 = 4096;
+/// Records parsed per message from the reader thread.
+const RECORDS_PER_CHUNK: usize = 1024;
+/// Chunks parsed ahead of the writer, at most.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+enum Message {
+    Records(Vec<Record>),
+    /// The end of the file: its header or why it is rejected, and the digest and
+    /// length of the bytes the reader saw.
+    End {
+        result: Result<Header, ReadError>,
+        digest: String,
+        bytes: u64,
+    },
+}
+
+/// The reader thread: parses `file` and sends its records in chunks. Stops early
+/// when the receiver is gone (the writer failed).
+fn read_records(file: File, format: Format, sender: crossbeam_channel::Sender<Message>) {
+    let mut hashing = HashingReader {
+        inner: file,
+        hasher: Sha256::new(),
+        bytes: 0,
+    };
+    let mut reader = BatchReader::new(
+        format,
+        BufReader::with_capacity(READ_BUFFER_BYTES, &mut hashing),
+    );
+    let mut chunk = Vec::with_capacity(RECORDS_PER_CHUNK);
+    let result = loop {
+        match reader.next_record() {
+            Ok(Some(record)) => {
+                chunk.push(record);
+                if chunk.len() == RECORDS_PER_CHUNK {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(RECORDS_PER_CHUNK));
+                    if sender.send(Message::Records(full)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(None) => break Ok(reader.header()),
+            Err(error) => break Err(error),
+        }
+    };
+    drop(reader);
+    let result = result.and_then(|header| {
+        // Whatever the reader left unread (only whitespace can remain) still counts.
+        io::copy(&mut hashing, &mut io::sink())?;
+        Ok(header)
+    });
+    if !chunk.is_empty() && sender.send(Message::Records(chunk)).is_err() {
+        return;
+    }
+    let digest = hex::encode(hashing.hasher.finalize());
+    let _ = sender.send(Message::End {
+        result,
+        digest,
+        bytes: hashing.bytes,
+    });
+}
 
 /// Ingests the file at `path`.
 pub fn ingest_file(
@@ -161,40 +219,51 @@ pub fn ingest_file(
     let Some(mut batch) = store.begin(&digest, &name, &now_utc())? else {
         return Ok(Outcome::SkippedDuplicate { digest });
     };
-    let mut hashing = HashingReader {
-        inner: file,
-        hasher: Sha256::new(),
-        bytes: 0,
-    };
-    let mut reader = BatchReader::new(
-        format,
-        BufReader::with_capacity(READ_BUFFER_BYTES, &mut hashing),
-    );
-    loop {
-        match reader.next_record() {
-            Ok(Some(record)) => {
+    // Parsing runs on a thread of its own while this one writes to SQLite; the
+    // bounded channel keeps memory flat whatever the size of the file.
+    let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
+    let header = std::thread::scope(|scope| {
+        scope.spawn(|| read_records(file, format, sender));
+        // Owned here, so that an early return drops it and a reader blocked on a
+        // full channel ends instead of being waited for forever.
+        let receiver = receiver;
+        for message in &receiver {
+            let chunk = match message {
+                Message::Records(chunk) => chunk,
+                Message::End {
+                    result,
+                    digest: read_digest,
+                    bytes,
+                } => {
+                    let header = match result {
+                        Ok(header) => header,
+                        Err(ReadError::Io(source)) => return Err(read_error(source)),
+                        Err(ReadError::Rejected(rejection)) => return Ok(Err(rejection)),
+                    };
+                    if read_digest != digest || bytes != scan.bytes {
+                        return Err(IngestError::Changed {
+                            path: path.display().to_string(),
+                        });
+                    }
+                    return Ok(Ok(header));
+                }
+            };
+            for record in &chunk {
                 match &record.event {
                     Ok(event) => batch.stage(record.index, event, &record.raw)?,
                     Err(invalid) => batch.invalid(record.index, invalid, &record.raw)?,
                 }
-                if record.index % STOP_CHECK_RECORDS == 0 && options.stop.load(Ordering::Relaxed) {
-                    return Err(IngestError::Stopped);
-                }
             }
-            Ok(None) => break,
-            Err(ReadError::Io(source)) => return Err(read_error(source)),
-            Err(ReadError::Rejected(rejection)) => return rejected(rejection),
+            if options.stop.load(Ordering::Relaxed) {
+                return Err(IngestError::Stopped);
+            }
         }
-    }
-    let header = reader.header();
-    drop(reader);
-    // Whatever the reader left unread (only whitespace can remain) still counts.
-    io::copy(&mut hashing, &mut io::sink()).map_err(read_error)?;
-    if hex::encode(hashing.hasher.finalize()) != digest || hashing.bytes != scan.bytes {
-        return Err(IngestError::Changed {
-            path: path.display().to_string(),
-        });
-    }
+        unreachable!("the reader thread always ends with Message::End")
+    })?;
+    let header = match header {
+        Ok(header) => header,
+        Err(rejection) => return rejected(rejection),
+    };
     let (counts, resent) = batch.finish(&header, options.dry_run)?;
     let resent_batch_id = if resent { header.batch_id } else { None };
     Ok(Outcome::Processed {

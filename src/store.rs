@@ -230,13 +230,16 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // An analyst's lock delays a batch instead of failing it at once; the daemon
     // retries with back-off after this.
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // The inbox references are checked at commit.
+    // quarantine's reference to its inbox row is checked at commit.
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
     // pages of tens of millions of events, and a bounded share of the memory budget.
     conn.pragma_update(None, "cache_size", -32768)?;
     // The staging table of a large batch spills to a temporary file, not memory.
     conn.pragma_update(None, "temp_store", "FILE")?;
+    // The staging table's cache: large enough that sorting a batch stays mostly in
+    // memory, small enough to keep the total flat.
+    conn.pragma_update(Some("temp"), "cache_size", -16384)?;
     // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
     // a large file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
@@ -319,7 +322,13 @@ impl Batch<'_> {
     /// ingested (a re-sent batch with different bytes).
     pub fn finish(mut self, header: &Header, dry_run: bool) -> Result<(Counts, bool), StoreError> {
         let default_revision = header.source_revision.unwrap_or(0);
+        let started = std::time::Instant::now();
         let applied = self.apply_staged(default_revision)?;
+        log::debug!(
+            "applied {} staged events in {:?}",
+            applied.outcomes(),
+            started.elapsed()
+        );
         self.counts.add(&applied);
         let counts = self.counts;
         assert_eq!(
@@ -354,12 +363,14 @@ impl Batch<'_> {
                 counts.invalid as i64,
             ],
         )?;
+        let started = std::time::Instant::now();
         self.tx.execute("DELETE FROM temp.staging", [])?;
         if dry_run {
             self.tx.rollback()?;
         } else {
             self.tx.commit()?;
         }
+        log::debug!("committed in {:?}", started.elapsed());
         Ok((counts, resent))
     }
 
