@@ -297,8 +297,8 @@ impl Daemon {
         let moved = match &outcome {
             Outcome::Rejected { .. } => {
                 let rejected_at = now_utc();
-                self.spool
-                    .reject(name, |_| report::reason_json(name, &outcome, &rejected_at))
+                let reason = |_: &str| report::reason_json(name, &outcome, &rejected_at);
+                self.spool.reject(name, outcome.digest(), reason)
             }
             _ => self.spool.archive(name),
         };

@@ -179,12 +179,23 @@ impl Spool {
 
     /// Writes the reason file, then moves `name` from incoming/ into rejected/;
     /// returns its final name there. `reason` is given the final name.
-    pub fn reject(&self, name: &str, reason: impl Fn(&str) -> String) -> io::Result<String> {
+    ///
+    /// A crash between the two steps leaves a reason file without its data file;
+    /// when the same bytes (`digest`) are rejected again, that name is reused.
+    pub fn reject(
+        &self,
+        name: &str,
+        digest: Option<&str>,
+        reason: impl Fn(&str) -> String,
+    ) -> io::Result<String> {
         let rejected = &self.rejected;
         let free = |candidate: &str| {
-            !rejected
-                .join(format!("{candidate}{REASON_SUFFIX}"))
-                .exists()
+            let reason_path = rejected.join(format!("{candidate}{REASON_SUFFIX}"));
+            match fs::read(&reason_path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+                Err(_) => false,
+                Ok(bytes) => digest.is_some() && reason_digest(&bytes).as_deref() == digest,
+            }
         };
         let final_name =
             move_no_replace_with(&self.incoming, name, rejected, free, |final_name| {
@@ -198,6 +209,12 @@ impl Spool {
         sync_dir(&self.incoming)?;
         Ok(final_name)
     }
+}
+
+/// The `sha256` recorded in a reason file.
+fn reason_digest(bytes: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    value.get("sha256")?.as_str().map(str::to_owned)
 }
 
 /// Whether a name is one that uploads use while a file is being written.
@@ -352,19 +369,26 @@ mod tests {
                 content
             );
         }
+        // A reason file left by someone else is never overwritten.
         fs::write(spool.incoming.join("b.json"), "x").unwrap();
-        fs::write(spool.rejected.join("b.json.reason.json"), "orphan").unwrap();
-        let name = spool
-            .reject("b.json", |final_name| format!("reason for {final_name}"))
-            .unwrap();
+        fs::write(spool.rejected.join("b.json.reason.json"), "not ours").unwrap();
+        let reason = |final_name: &str| format!("reason for {final_name}");
+        let name = spool.reject("b.json", Some("d1"), reason).unwrap();
         assert_eq!(name, "b.1.json");
-        assert_eq!(
-            fs::read_to_string(spool.rejected.join("b.1.json.reason.json")).unwrap(),
-            "reason for b.1.json"
-        );
-        assert_eq!(
-            fs::read_to_string(spool.rejected.join("b.json.reason.json")).unwrap(),
-            "orphan"
-        );
+        let read = |name: &str| fs::read_to_string(spool.rejected.join(name)).unwrap();
+        assert_eq!(read("b.1.json.reason.json"), "reason for b.1.json");
+        assert_eq!(read("b.json.reason.json"), "not ours");
+        // A reason file orphaned by a crash, for the same bytes, is taken over.
+        fs::write(spool.incoming.join("c.json"), "y").unwrap();
+        fs::write(
+            spool.rejected.join("c.json.reason.json"),
+            r#"{"sha256":"d2"}"#,
+        )
+        .unwrap();
+        let name = spool
+            .reject("c.json", Some("d2"), |_| "fresh".to_owned())
+            .unwrap();
+        assert_eq!(name, "c.json");
+        assert_eq!(read("c.json.reason.json"), "fresh");
     }
 }
