@@ -12,7 +12,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::batch::event::now_utc;
 use crate::ingest::{self, IngestError, Outcome};
+use crate::metrics::Metrics;
 use crate::report;
+use crate::service::Notifier;
 use crate::spool::{self, Spool, SpoolError};
 use crate::store::{Store, StoreError};
 
@@ -118,6 +120,9 @@ pub struct Daemon {
     store_retry: Backoff,
     /// The last fault listing incoming/ (logged once per interval).
     list_retry: Backoff,
+    metrics: Metrics,
+    /// Something was committed since the last checkpoint.
+    wal_dirty: bool,
 }
 
 impl Daemon {
@@ -131,6 +136,8 @@ impl Daemon {
             ignored: HashSet::new(),
             store_retry: Backoff::default(),
             list_retry: Backoff::default(),
+            metrics: Metrics::default(),
+            wal_dirty: false,
         }
     }
 
@@ -160,6 +167,7 @@ impl Daemon {
             }
         };
         self.note_ignored(&listing.ignored);
+        self.observe_waiting(&listing.files);
         let mut files: Vec<spool::Waiting> = listing
             .files
             .into_iter()
@@ -203,7 +211,65 @@ impl Daemon {
             self.take(&file.name);
             return Step::Worked;
         }
+        self.idle();
         Step::Idle { wake_in }
+    }
+
+    /// With nothing ready: checkpoint what was committed, publish the metrics.
+    fn idle(&mut self) {
+        if self.wal_dirty {
+            match self.store.checkpoint() {
+                Ok(complete) => {
+                    self.wal_dirty = !complete;
+                    if !complete {
+                        log::debug!("checkpoint held back by a reader; trying again when idle");
+                    }
+                }
+                Err(error) => log::warn!("checkpoint: {error}"),
+            }
+        }
+        self.publish_metrics();
+    }
+
+    fn observe_waiting(&mut self, files: &[spool::Waiting]) {
+        let now = SystemTime::now();
+        self.metrics.files_waiting = files.len() as u64;
+        self.metrics.oldest_waiting_age_s = files
+            .iter()
+            .map(|f| {
+                now.duration_since(f.mtime)
+                    .unwrap_or_default()
+                    .as_secs_f64()
+            })
+            .fold(0.0, f64::max);
+    }
+
+    fn observe_outcome(&mut self, outcome: &Outcome, elapsed: Duration) {
+        self.metrics.observe_duration(elapsed);
+        match outcome {
+            Outcome::Processed { counts, .. } => {
+                self.metrics.files_processed += 1;
+                self.metrics.events.add(counts);
+            }
+            Outcome::SkippedDuplicate { .. } => self.metrics.files_skipped += 1,
+            Outcome::Rejected { .. } => self.metrics.files_rejected += 1,
+        }
+        if !matches!(outcome, Outcome::Rejected { .. }) {
+            let unix = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.metrics.last_success_unix_s = Some(unix.as_secs_f64());
+        }
+        self.metrics.files_waiting = self.metrics.files_waiting.saturating_sub(1);
+        self.publish_metrics();
+    }
+
+    fn publish_metrics(&mut self) {
+        if let Some(path) = &self.config.metrics_file
+            && let Err(error) = self.metrics.write(path)
+        {
+            log::warn!("write metrics {}: {error}", path.display());
+        }
     }
 
     fn note_ignored(&mut self, ignored: &[String]) {
@@ -302,6 +368,9 @@ impl Daemon {
             }
             _ => self.spool.archive(name),
         };
+        if matches!(outcome, Outcome::Processed { .. }) {
+            self.wal_dirty = true;
+        }
         let millis = started.elapsed().as_millis();
         let line = report::outcome_line(name, &outcome);
         match moved {
@@ -316,6 +385,7 @@ impl Daemon {
                 return;
             }
         }
+        self.observe_outcome(&outcome, started.elapsed());
         if let Outcome::Processed {
             resent_batch_id: Some(id),
             ..
@@ -368,17 +438,21 @@ pub fn run(
         config.partial_timeout,
         config.rescan
     );
-    let rescan = config.rescan;
+    let mut notifier = Notifier::from_env();
+    let longest_sleep = notifier
+        .watchdog_every()
+        .map_or(config.rescan, |w| w.min(config.rescan));
     let mut daemon = Daemon::new(spool, store, config, stop.clone());
+    notifier.ready();
     while !stop.load(Ordering::SeqCst) {
-        match daemon.step() {
-            Step::Worked => {}
-            Step::Idle { wake_in } => {
-                let wait = wake_in.map_or(rescan, |w| w.min(rescan));
-                let _ = wake.recv_timeout(wait);
-            }
+        let step = daemon.step();
+        notifier.ping_if_due();
+        if let Step::Idle { wake_in } = step {
+            let wait = wake_in.map_or(longest_sleep, |w| w.min(longest_sleep));
+            let _ = wake.recv_timeout(wait);
         }
     }
+    notifier.stopping();
     log::info!("stopped");
     Ok(())
 }

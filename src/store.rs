@@ -10,7 +10,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use crate::batch::{Event, Header, Invalid};
 
 /// The migrations, in order; `PRAGMA user_version` counts those applied.
-const MIGRATIONS: &[&str] = &[include_str!("../schema/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../schema/0001_initial.sql"),
+    include_str!("../schema/0002_analyst_views.sql"),
+];
 
 /// How long a statement waits on another connection's lock before SQLITE_BUSY.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -111,6 +114,7 @@ impl Store {
         }
         let conn = Connection::open(path).map_err(open_error)?;
         configure(&conn).map_err(open_error)?;
+        persist_wal(&conn).map_err(open_error)?;
         let mut store = Store { conn };
         store.migrate(path)?;
         Ok(store)
@@ -165,6 +169,24 @@ impl Store {
             .query_row([digest], |_| Ok(()))
             .optional()?;
         Ok(found.is_some())
+    }
+
+    /// Copies the WAL back into the database and truncates it, as far as readers
+    /// allow, without waiting for them: an analyst's long read holds back only
+    /// the frames it still needs. Returns whether the WAL was fully checkpointed.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        self.conn.busy_timeout(Duration::ZERO)?;
+        let result = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        match result.map_err(StoreError::from) {
+            Ok(busy) => Ok(busy == 0),
+            Err(e) if e.is_busy() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn totals(&self) -> Result<Totals, StoreError> {
@@ -243,6 +265,30 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
     // a large file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(())
+}
+
+/// Keeps the `-wal` and `-shm` files when the daemon closes the database, so that
+/// analysts on a read-only account (who cannot create them in a folder they may not
+/// write) can still open it while the daemon is stopped or restarting.
+fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: the handle is open for the life of `conn`; PERSIST_WAL reads and
+    // writes one int through the pointer, which lives across the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            None,
+        ));
+    }
     Ok(())
 }
 

@@ -1,0 +1,159 @@
+//! The daemon's counters, written as Prometheus text for node_exporter's textfile
+//! collector: temp file, fsync, rename, so a scrape never reads half a file.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::store::Counts;
+
+/// Upper bounds of the ingest duration histogram, in seconds.
+const DURATION_BUCKETS_S: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    pub files_processed: u64,
+    pub files_skipped: u64,
+    pub files_rejected: u64,
+    pub events: Counts,
+    /// Unix time of the last file processed or skipped.
+    pub last_success_unix_s: Option<f64>,
+    pub files_waiting: u64,
+    pub oldest_waiting_age_s: f64,
+    duration_counts: [u64; DURATION_BUCKETS_S.len()],
+    duration_count: u64,
+    duration_sum_s: f64,
+}
+
+impl Metrics {
+    pub fn observe_duration(&mut self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        for (bound, count) in DURATION_BUCKETS_S
+            .iter()
+            .zip(self.duration_counts.iter_mut())
+        {
+            if seconds <= *bound {
+                *count += 1;
+            }
+        }
+        self.duration_count += 1;
+        self.duration_sum_s += seconds;
+    }
+
+    /// The Prometheus text exposition of these metrics.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (suffix, value) in samples {
+                let _ = writeln!(out, "{name}{suffix} {value}");
+            }
+        };
+        let sample =
+            |suffix: &str, value: &dyn std::fmt::Display| (suffix.to_owned(), value.to_string());
+        let outcome = |word: &str, value: u64| sample(&format!("{{outcome=\"{word}\"}}"), &value);
+        family(
+            "spoolite_files_total",
+            "counter",
+            "Batch files taken from incoming/, by outcome.",
+            &[
+                outcome("processed", self.files_processed),
+                outcome("skipped_duplicate", self.files_skipped),
+                outcome("rejected", self.files_rejected),
+            ],
+        );
+        let e = &self.events;
+        family(
+            "spoolite_events_total",
+            "counter",
+            "Events of processed files, by outcome.",
+            &[
+                outcome("inserted", e.inserted),
+                outcome("updated", e.updated),
+                outcome("unchanged", e.unchanged),
+                outcome("stale", e.stale),
+                outcome("conflict", e.conflicts),
+                outcome("invalid", e.invalid),
+            ],
+        );
+        family(
+            "spoolite_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time of the last file processed or skipped as a duplicate (0: none yet).",
+            &[sample("", &self.last_success_unix_s.unwrap_or(0.0))],
+        );
+        family(
+            "spoolite_files_waiting",
+            "gauge",
+            "Regular files waiting in incoming/.",
+            &[sample("", &self.files_waiting)],
+        );
+        family(
+            "spoolite_oldest_waiting_age_seconds",
+            "gauge",
+            "Age (by modification time) of the oldest file waiting in incoming/.",
+            &[sample("", &self.oldest_waiting_age_s)],
+        );
+        let mut buckets: Vec<(String, String)> = DURATION_BUCKETS_S
+            .iter()
+            .zip(self.duration_counts)
+            .map(|(bound, count)| sample(&format!("_bucket{{le=\"{bound}\"}}"), &count))
+            .collect();
+        buckets.push(sample("_bucket{le=\"+Inf\"}", &self.duration_count));
+        buckets.push(sample("_sum", &self.duration_sum_s));
+        buckets.push(sample("_count", &self.duration_count));
+        family(
+            "spoolite_ingest_duration_seconds",
+            "histogram",
+            "Time to ingest and move one file.",
+            &buckets,
+        );
+        out
+    }
+
+    /// Writes the metrics to `path` atomically.
+    pub fn write(&self, path: &Path) -> io::Result<()> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        crate::spool::write_atomic(dir, &name, self.render().as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_groups_samples_under_their_family() {
+        let mut metrics = Metrics {
+            files_processed: 2,
+            files_waiting: 1,
+            ..Metrics::default()
+        };
+        metrics.observe_duration(Duration::from_millis(20));
+        let text = metrics.render();
+        assert!(text.contains(
+            "# TYPE spoolite_files_total counter\nspoolite_files_total{outcome=\"processed\"} 2\n"
+        ));
+        assert!(text.contains("spoolite_ingest_duration_seconds_bucket{le=\"0.01\"} 0\n"));
+        assert!(text.contains("spoolite_ingest_duration_seconds_bucket{le=\"0.025\"} 1\n"));
+        assert!(text.contains("spoolite_ingest_duration_seconds_count 1\n"));
+        assert!(text.contains("# TYPE spoolite_files_waiting gauge\nspoolite_files_waiting 1\n"));
+        // Every sample line belongs to the family declared above it.
+        let mut family = "";
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                family = rest.split(' ').next().unwrap();
+            } else if !line.starts_with('#') {
+                assert!(line.starts_with(family), "{line} under {family}");
+            }
+        }
+    }
+}
