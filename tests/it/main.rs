@@ -3,4 +3,5 @@
 
 mod daemon;
 mod ingest;
+mod ops;
 mod support;
