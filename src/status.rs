@@ -62,7 +62,9 @@ pub fn gather(spool_dir: &Path, db: &Path) -> Result<Status, StatusError> {
     let rejected_files = regular_files(&spool.rejected)
         .map_err(read_error(&spool.rejected))?
         .iter()
-        .filter(|(name, _)| !name.ends_with(REASON_SUFFIX))
+        // Reason files are not rejected files, and neither is a hidden temporary
+        // file a crash may leave while a reason file is being written.
+        .filter(|(name, _)| !name.ends_with(REASON_SUFFIX) && !name.starts_with('.'))
         .count() as u64;
     let wal_bytes = wal_path(db).metadata().map(|m| m.len()).unwrap_or(0);
     Ok(Status {
