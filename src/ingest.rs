@@ -248,12 +248,7 @@ pub fn ingest_file(
                     return Ok(Ok(header));
                 }
             };
-            for record in &chunk {
-                match &record.event {
-                    Ok(event) => batch.stage(record.index, event, &record.raw)?,
-                    Err(invalid) => batch.invalid(record.index, invalid, &record.raw)?,
-                }
-            }
+            batch.stage(&chunk)?;
             if options.stop.load(Ordering::Relaxed) {
                 return Err(IngestError::Stopped);
             }

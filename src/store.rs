@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::batch::{Event, Header, Invalid};
+use crate::batch::{Header, Record};
 
 /// The migrations, in order; `PRAGMA user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
@@ -311,29 +311,39 @@ struct Current {
 }
 
 impl Batch<'_> {
-    /// Adds one event, in file order.
-    pub fn stage(&mut self, index: u64, event: &Event, raw: &str) -> Result<(), StoreError> {
-        self.tx
-            .prepare_cached("INSERT INTO temp.staging VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?
-            .execute(params![
-                event.key_hex(),
-                index as i64,
-                event.flight_id(),
-                event.event_kind(),
-                event.instant_utc(),
-                event.revision(),
-                event.payload(),
-                raw,
-            ])?;
-        self.counts.events_total += 1;
-        Ok(())
-    }
-
-    /// Records an invalid event in quarantine.
-    pub fn invalid(&mut self, index: u64, invalid: &Invalid, raw: &str) -> Result<(), StoreError> {
-        self.quarantine(index, invalid.reason.code(), &invalid.detail, raw)?;
-        self.counts.events_total += 1;
-        self.counts.invalid += 1;
+    /// Adds a run of records, in file order: valid events to the staging table,
+    /// invalid ones to quarantine. The statements are prepared once per run.
+    pub fn stage(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        let mut staging = self
+            .tx
+            .prepare_cached("INSERT INTO temp.staging VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?;
+        for record in records {
+            let index = record.index as i64;
+            match &record.event {
+                Ok(event) => {
+                    staging.execute(params![
+                        event.key_hex(),
+                        index,
+                        event.flight_id(),
+                        event.event_kind(),
+                        event.instant_utc(),
+                        event.revision(),
+                        event.payload(),
+                        record.raw,
+                    ])?;
+                }
+                Err(invalid) => {
+                    self.quarantine(
+                        record.index,
+                        invalid.reason.code(),
+                        &invalid.detail,
+                        &record.raw,
+                    )?;
+                    self.counts.invalid += 1;
+                }
+            }
+            self.counts.events_total += 1;
+        }
         Ok(())
     }
 
@@ -428,6 +438,10 @@ impl Batch<'_> {
              FROM temp.staging ORDER BY key, seq",
         )?;
         let mut rows = staged.query([])?;
+        let mut lookup = self.tx.prepare(
+            "SELECT source_revision, payload FROM duty_event WHERE idempotency_key = ?1",
+        )?;
+        let mut upsert = self.tx.prepare(UPSERT)?;
         // The key being applied, its state so far and the last event that won.
         let mut group: Option<(String, Current, Option<Winner>)> = None;
         while let Some(row) = rows.next()? {
@@ -436,9 +450,9 @@ impl Batch<'_> {
             let payload: String = row.get(6)?;
             if group.as_ref().is_none_or(|(k, _, _)| *k != key) {
                 if let Some((key, current, winner)) = group.take() {
-                    self.write(&key, &current, winner)?;
+                    self.write(&mut upsert, &key, &current, winner)?;
                 }
-                let current = self.current(&key)?;
+                let current = current(&mut lookup, &key)?;
                 group = Some((key.clone(), current, None));
             }
             let (_, current, winner) = group.as_mut().expect("a group is open");
@@ -484,32 +498,9 @@ impl Batch<'_> {
             } += 1;
         }
         if let Some((key, current, winner)) = group.take() {
-            self.write(&key, &current, winner)?;
+            self.write(&mut upsert, &key, &current, winner)?;
         }
         Ok(counts)
-    }
-
-    /// The stored revision and payload for `key`, if any.
-    fn current(&self, key: &str) -> Result<Current, StoreError> {
-        let stored = self
-            .tx
-            .prepare_cached(
-                "SELECT source_revision, payload FROM duty_event WHERE idempotency_key = ?1",
-            )?
-            .query_row([key], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?;
-        Ok(match stored {
-            Some((revision, payload)) => Current {
-                revision,
-                payload,
-                stored: true,
-            },
-            None => Current {
-                revision: -1,
-                payload: String::new(),
-                stored: false,
-            },
-        })
     }
 
     /// Writes the version of `key` that won within this file, if one did. The
@@ -517,41 +508,60 @@ impl Batch<'_> {
     /// higher revision.
     fn write(
         &self,
+        upsert: &mut rusqlite::Statement<'_>,
         key: &str,
         current: &Current,
         winner: Option<Winner>,
     ) -> Result<(), StoreError> {
         let Some(winner) = winner else { return Ok(()) };
         debug_assert_eq!(current.revision, winner.revision);
-        let changed = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO duty_event (idempotency_key, flight_id, event_kind, instant_utc,
-                     source_revision, payload, batch_digest, first_seen_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
-                 ON CONFLICT (idempotency_key) DO UPDATE SET
-                     source_revision = excluded.source_revision,
-                     payload = excluded.payload,
-                     batch_digest = excluded.batch_digest,
-                     updated_at = excluded.updated_at
-                 WHERE excluded.source_revision > duty_event.source_revision",
-            )?
-            .execute(params![
-                key,
-                winner.flight_id,
-                winner.event_kind,
-                winner.instant_utc,
-                winner.revision,
-                winner.payload,
-                self.digest,
-                self.now,
-            ])?;
+        let changed = upsert.execute(params![
+            key,
+            winner.flight_id,
+            winner.event_kind,
+            winner.instant_utc,
+            winner.revision,
+            winner.payload,
+            self.digest,
+            self.now,
+        ])?;
         assert_eq!(
             changed, 1,
             "the revision guard agrees with the outcome rules"
         );
         Ok(())
     }
+}
+
+/// The upsert of the version of a key that won within a file. The `WHERE` is the
+/// revision guard: a row is only ever replaced by a higher revision.
+const UPSERT: &str = "INSERT INTO duty_event (idempotency_key, flight_id, event_kind, instant_utc,
+         source_revision, payload, batch_digest, first_seen_at, updated_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+     ON CONFLICT (idempotency_key) DO UPDATE SET
+         source_revision = excluded.source_revision,
+         payload = excluded.payload,
+         batch_digest = excluded.batch_digest,
+         updated_at = excluded.updated_at
+     WHERE excluded.source_revision > duty_event.source_revision";
+
+/// The stored revision and payload for `key`, if any.
+fn current(lookup: &mut rusqlite::Statement<'_>, key: &str) -> Result<Current, StoreError> {
+    let stored = lookup
+        .query_row([key], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    Ok(match stored {
+        Some((revision, payload)) => Current {
+            revision,
+            payload,
+            stored: true,
+        },
+        None => Current {
+            revision: -1,
+            payload: String::new(),
+            stored: false,
+        },
+    })
 }
 
 struct Winner {
