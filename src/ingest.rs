@@ -259,7 +259,10 @@ pub fn ingest_file(
         Ok(header) => header,
         Err(rejection) => return rejected(rejection),
     };
-    let (counts, resent) = batch.finish(&header, options.dry_run)?;
+    let (counts, resent) = match batch.finish(&header, options.dry_run, options.stop) {
+        Err(StoreError::Stopped) => return Err(IngestError::Stopped),
+        result => result?,
+    };
     let resent_batch_id = if resent { header.batch_id } else { None };
     Ok(Outcome::Processed {
         digest,

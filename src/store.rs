@@ -3,6 +3,7 @@
 //! contract's outcome rules. The only module that talks to SQLite.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -15,11 +16,16 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../schema/0002_analyst_views.sql"),
 ];
 
+/// Rows applied between two looks at the stop flag.
+const STOP_CHECK_ROWS: u64 = 4096;
+
 /// How long a statement waits on another connection's lock before SQLITE_BUSY.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    #[error("stopped before the batch was committed; it was rolled back")]
+    Stopped,
     #[error("open database {path}: {source}")]
     Open {
         path: PathBuf,
@@ -48,7 +54,9 @@ impl StoreError {
     pub fn is_busy(&self) -> bool {
         let code = match self {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. } | StoreError::CreateDir { .. } => None,
+            StoreError::NewerSchema { .. } | StoreError::CreateDir { .. } | StoreError::Stopped => {
+                None
+            }
         };
         matches!(
             code,
@@ -376,10 +384,17 @@ impl Batch<'_> {
     /// inbox row and commits, or with `dry_run` rolls all of it back. Returns the
     /// counts and whether another batch with the same `batch_id` was already
     /// ingested (a re-sent batch with different bytes).
-    pub fn finish(mut self, header: &Header, dry_run: bool) -> Result<(Counts, bool), StoreError> {
+    /// `stop` set from outside abandons the batch (rolled back) with
+    /// `StoreError::Stopped`.
+    pub fn finish(
+        mut self,
+        header: &Header,
+        dry_run: bool,
+        stop: &AtomicBool,
+    ) -> Result<(Counts, bool), StoreError> {
         let default_revision = header.source_revision.unwrap_or(0);
         let started = std::time::Instant::now();
-        let applied = self.apply_staged(default_revision)?;
+        let applied = self.apply_staged(default_revision, stop)?;
         log::debug!(
             "applied {} staged events in {:?}",
             applied.outcomes(),
@@ -431,7 +446,7 @@ impl Batch<'_> {
     }
 
     /// Returns the counts of the staged (valid) events' outcomes.
-    fn apply_staged(&self, default_revision: i64) -> Result<Counts, StoreError> {
+    fn apply_staged(&self, default_revision: i64, stop: &AtomicBool) -> Result<Counts, StoreError> {
         let mut counts = Counts::default();
         let mut staged = self.tx.prepare(
             "SELECT key, seq, flight_id, event_kind, instant_utc, source_revision, payload, raw
@@ -444,7 +459,12 @@ impl Batch<'_> {
         let mut upsert = self.tx.prepare(UPSERT)?;
         // The key being applied, its state so far and the last event that won.
         let mut group: Option<(String, Current, Option<Winner>)> = None;
+        let mut applied: u64 = 0;
         while let Some(row) = rows.next()? {
+            applied += 1;
+            if applied.is_multiple_of(STOP_CHECK_ROWS) && stop.load(Ordering::Relaxed) {
+                return Err(StoreError::Stopped);
+            }
             let key: String = row.get(0)?;
             let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
             let payload: String = row.get(6)?;
