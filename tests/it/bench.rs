@@ -1,0 +1,36 @@
+//! The benchmark harness still runs: a smoke run (10k events) on the debug binaries,
+//! so that `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are
+//! not tests.
+
+use std::process::Command;
+
+#[test]
+fn bench_smoke_run_completes_and_reports_every_figure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_spoolite-bench"))
+        .arg("--smoke")
+        .arg("--out")
+        .arg(dir.path())
+        .arg("--spoolite")
+        .arg(env!("CARGO_BIN_EXE_spoolite"))
+        .output()
+        .expect("run spoolite-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "spoolite-bench --smoke failed: {stderr}"
+    );
+    let results = std::fs::read_to_string(dir.path().join("results.md")).expect("results.md");
+    for figure in [
+        "floor",
+        "SHA-256",
+        "updated",
+        "unchanged",
+        "drop-to-visible",
+    ] {
+        assert!(
+            results.contains(figure),
+            "results.md has no {figure:?} row:\n{results}"
+        );
+    }
+}
