@@ -422,6 +422,13 @@ pub fn run(
 ) -> Result<(), DaemonError> {
     let spool = Spool::create(&config.spool)?;
     let _lock = spool.lock()?;
+    match spool.remove_stale_temp_files() {
+        Ok(removed) if !removed.is_empty() => {
+            log::info!("removed temporary files a crash left in rejected/: {removed:?}");
+        }
+        Ok(_) => {}
+        Err(error) => log::warn!("clean rejected/ of temporary files: {error}"),
+    }
     let store = Store::open(&config.db)?;
     // The watch goes in before the first listing, so nothing dropped between the
     // two is missed.

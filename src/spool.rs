@@ -138,6 +138,20 @@ impl Spool {
         Ok(file)
     }
 
+    /// Removes the hidden temporary reason files that a crash in `write_atomic`
+    /// can leave in rejected/. Called under the spool lock, so none is in use.
+    pub fn remove_stale_temp_files(&self) -> io::Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for entry in fs::read_dir(&self.rejected)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") && name.contains(REASON_SUFFIX) {
+                fs::remove_file(self.rejected.join(&name))?;
+                removed.push(name);
+            }
+        }
+        Ok(removed)
+    }
+
     /// Lists incoming/ without following or opening anything.
     pub fn list_incoming(&self) -> io::Result<Listing> {
         let mut listing = Listing::default();
