@@ -1,1 +1,1717 @@
-//! Tests of what ops engineers and analysts use: the packaging, status, metrics and read-only access.
+//! Tests of what ops engineers and analysts use: the packaging, status, metrics and
+//! read-only access.
+//!
+//! The daemon runs as the real binary in temporary folders, with the umask of the
+//! packaged unit (0027). The read-only analyst is a child process with uid and gid
+//! 65534 (nobody/nogroup), which reads the database through the group of a setgid
+//! folder exactly as the `spoolite-read` group does on an installed workstation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::{dump, event, json_batch, parse_lines, query, sha256_hex, spoolite};
+
+/// The longest any single wait of these tests may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// uid and gid of the analyst: nobody and nogroup.
+const ANALYST: u32 = 65534;
+
+/// The repository root, where packaging/ lives.
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+// ---------------------------------------------------------------------------------
+// Fixtures: two days of flights, and what the analyst views must make of them.
+
+/// Day 1: the first events of two flights and a duty start; every event new.
+fn day1() -> String {
+    json_batch(&[
+        event(
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            Some(1),
+            r#"{"gate":"B32"}"#,
+        ),
+        event(
+            "BA0117-20261129",
+            "takeoff",
+            "2026-11-29T10:21:30.5Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "BA0117-20261129",
+            "landing",
+            "2026-11-29T22:40:12.25+01:00",
+            Some(1),
+            r#"{"runway":"27L"}"#,
+        ),
+        event(
+            "LH400-20261130",
+            "off_blocks",
+            "2026-11-30T08:00:00-00:00",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "LH400-20261130",
+            "takeoff",
+            "2026-11-30T08:14:00Z",
+            Some(1),
+            r#"{"runway":"26R"}"#,
+        ),
+        event(
+            "DUTY-ONLY-1",
+            "duty_start",
+            "2026-11-29T06:00:00Z",
+            Some(1),
+            r#"{"crew":["C123"]}"#,
+        ),
+    ])
+    .replacen('{', r#"{"batch_id":"OPS-2026-11-29","#, 1)
+}
+
+/// Day 2 (NDJSON): one update, one conflict, one invalid event, six new events,
+/// among them a flight that returned to stand and went off blocks again.
+fn day2() -> String {
+    let lines = [
+        event(
+            "BA0117-20261129",
+            "landing",
+            "2026-11-29T21:40:12.25Z",
+            Some(2),
+            r#"{"runway":"27R"}"#,
+        ),
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T16:47:12.5-05:00",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "EZY8421-20270102",
+            "off_blocks",
+            "2027-01-01T23:30:00Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "EZY8421-20270102",
+            "off_blocks",
+            "2027-01-01T23:52:00Z",
+            Some(1),
+            r#"{"note":"second push after return to stand"}"#,
+        ),
+        event(
+            "EZY8421-20270102",
+            "takeoff",
+            "2027-01-02T01:05:00.123456789+01:00",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "EZY8421-20270102",
+            "landing",
+            "2027-01-02T02:10:00Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "EZY8421-20270102",
+            "on_blocks",
+            "2027-01-02T02:18:30Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "LH400-20261130",
+            "takeoff",
+            "2026-11-30T08:14:00Z",
+            Some(1),
+            r#"{"runway":"08L"}"#,
+        ),
+        r#"{"flight_id":"XX1-20261130","event_kind":"landing","instant_utc":"2026-11-30T10:00:00"}"#
+            .to_owned(),
+    ];
+    lines.map(|line| line + "\n").concat()
+}
+
+/// Day 3 (NDJSON): one unchanged event and one stale one.
+fn day3() -> String {
+    [
+        event(
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T11:05:00+01:00",
+            Some(1),
+            r#"{"gate":"B32"}"#,
+        ),
+        event(
+            "BA0117-20261129",
+            "landing",
+            "2026-11-29T21:40:12.25Z",
+            Some(1),
+            r#"{"runway":"27L"}"#,
+        ),
+    ]
+    .map(|line| line + "\n")
+    .concat()
+}
+
+/// `flight_times` after day 1 and day 2, every column, as `dump` writes rows.
+///
+/// BA0117: block 10:05:00 → 21:47:12.5 = 702.2083 min; airborne 10:21:30.5 →
+/// 21:40:12.25 = 678.6958 min. EZY8421: the first off-blocks counts, across
+/// midnight: 23:30:00 → 02:18:30 = 168.5 min; airborne 00:05:00.123456789 →
+/// 02:10:00 = 124.998 min, rounded to 125. LH400 has not landed.
+fn expected_flight_times() -> Vec<String> {
+    vec![
+        "BA0117-20261129|2026-11-29T10:05:00Z|2026-11-29T10:21:30.5Z|2026-11-29T21:40:12.25Z|2026-11-29T21:47:12.5Z|702.21|678.7".to_owned(),
+        "EZY8421-20270102|2027-01-01T23:30:00Z|2027-01-02T00:05:00.123456789Z|2027-01-02T02:10:00Z|2027-01-02T02:18:30Z|168.5|125".to_owned(),
+        "LH400-20261130|2026-11-30T08:00:00Z|2026-11-30T08:14:00Z|NULL|NULL|NULL|NULL".to_owned(),
+    ]
+}
+
+/// `batch_summary` after day 1 and day 2, every column but `ingested_at`, as `dump`
+/// writes rows. Day 2's update of the BA0117 landing leaves day 1 the last writer
+/// of five rows.
+fn expected_batch_summary() -> Vec<String> {
+    let mut rows = vec![
+        format!(
+            "{}|OPS-2026-11-29|day1.json|6|6|0|0|0|0|0|5|0",
+            sha256_hex(day1())
+        ),
+        format!("{}|NULL|day2.ndjson|9|6|1|0|0|1|1|7|2", sha256_hex(day2())),
+    ];
+    rows.sort();
+    rows
+}
+
+const BATCH_SUMMARY_BUT_TIME: &[&str] = &[
+    "batch_digest",
+    "batch_id",
+    "file_name",
+    "events_total",
+    "inserted",
+    "updated",
+    "unchanged",
+    "stale",
+    "conflicts",
+    "invalid",
+    "rows_last_written",
+    "quarantined",
+];
+
+/// Both analyst views, every column, sorted.
+fn views(db: &Path) -> [Vec<String>; 2] {
+    [
+        dump(db, "flight_times", &[]),
+        dump(db, "batch_summary", &[]),
+    ]
+}
+
+// ---------------------------------------------------------------------------------
+// A site: a spool and a database in a temporary folder, and daemons run on them.
+
+struct Site {
+    dir: TempDir,
+    spool: PathBuf,
+    db: PathBuf,
+    runs: u32,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = dir.path().join("spool");
+        let db = dir.path().join("state").join("spoolite.db");
+        Site {
+            dir,
+            spool,
+            db,
+            runs: 0,
+        }
+    }
+
+    fn incoming(&self) -> PathBuf {
+        self.spool.join("incoming")
+    }
+
+    fn archive(&self) -> PathBuf {
+        self.spool.join("archive")
+    }
+
+    fn rejected(&self) -> PathBuf {
+        self.spool.join("rejected")
+    }
+
+    /// Starts `spoolite run` with a short settle time and `extra` options, and waits
+    /// until its folders exist.
+    fn start(&mut self, extra: &[&str]) -> Daemon {
+        self.runs += 1;
+        let log = self.dir.path().join(format!("daemon-{}.log", self.runs));
+        let daemon = Daemon::spawn(
+            spoolite()
+                .arg("run")
+                .arg("--spool")
+                .arg(&self.spool)
+                .arg("--db")
+                .arg(&self.db)
+                .args(with_defaults(extra)),
+            log,
+        );
+        daemon.wait_until("the daemon creates its folders", || {
+            self.incoming().is_dir() && self.db.exists()
+        });
+        daemon
+    }
+
+    /// Drops a file into incoming/ the way an SFTP client does: written under a
+    /// temporary name, then renamed.
+    fn drop_file(&self, name: &str, content: impl AsRef<[u8]>) {
+        let temp = self.incoming().join(format!("{name}.part"));
+        fs::write(&temp, content).expect("write dropped file");
+        fs::rename(&temp, self.incoming().join(name)).expect("rename dropped file");
+    }
+
+    /// Drops a file and waits until the daemon has moved it to archive/ or rejected/.
+    fn deliver(&self, daemon: &Daemon, name: &str, content: impl AsRef<[u8]>) {
+        let before = self.moved();
+        self.drop_file(name, content);
+        daemon.wait_until(&format!("{name} leaves incoming/"), || {
+            !self.incoming().join(name).exists() && self.moved() > before
+        });
+    }
+
+    /// Files in archive/ and rejected/, reason files included.
+    fn moved(&self) -> usize {
+        count_files(&self.archive()) + count_files(&self.rejected())
+    }
+}
+
+/// `extra` options of `spoolite run`, with a short settle time and rescan interval
+/// unless `extra` sets them.
+fn with_defaults(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+    for (option, value) in [("--settle", "150ms"), ("--rescan", "1s")] {
+        if !extra.contains(&option) {
+            args.extend([option.to_owned(), value.to_owned()]);
+        }
+    }
+    args
+}
+
+fn count_files(dir: &Path) -> usize {
+    fs::read_dir(dir).map_or(0, |entries| entries.count())
+}
+
+/// A running `spoolite run`; stopped with SIGTERM by `stop`, killed when dropped.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Spawns `command` with the packaged unit's umask, its stderr in `log`.
+    fn spawn(command: &mut Command, log: PathBuf) -> Daemon {
+        let stderr = fs::File::create(&log).expect("create daemon log");
+        // systemd's variables reach the daemon only when the test sets them, never
+        // from a test runner that itself runs under systemd.
+        for variable in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+            if !command.get_envs().any(|(key, _)| key == variable) {
+                command.env_remove(variable);
+            }
+        }
+        command
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        // SAFETY: umask is async-signal-safe and touches only the child.
+        unsafe {
+            command.pre_exec(|| {
+                libc::umask(0o027);
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("spawn spoolite run");
+        Daemon { child, log }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls `condition` every 20 ms for at most `WAIT`; on time-out fails with the
+    /// daemon's log. Fails at once if the daemon has exited.
+    fn wait_until(&self, what: &str, mut condition: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !condition() {
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out after {WAIT:?} waiting until {what}; daemon log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits (bounded) for exit 0; returns the log.
+    fn stop(mut self) -> String {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill has no memory effects; pid is our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "send SIGTERM");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for daemon") {
+                break status;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "daemon ignored SIGTERM for {WAIT:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = self.log();
+        assert_eq!(status.code(), Some(0), "exit after SIGTERM; log:\n{log}");
+        log
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sets a file's modification time `age` in the past.
+fn age_file(path: &Path, age: Duration) {
+    let file = fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open to set mtime");
+    file.set_modified(SystemTime::now() - age)
+        .expect("set mtime");
+}
+
+fn unix_now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs_f64()
+}
+
+// ---------------------------------------------------------------------------------
+// 1. The systemd unit and the environment file
+
+/// The unit's settings: `(section, key)` → every value assigned, in order.
+fn unit_settings(text: &str) -> BTreeMap<(String, String), Vec<String>> {
+    let mut settings: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut section = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_owned();
+            continue;
+        }
+        let (key, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("unit line without '=': {line:?}"));
+        settings
+            .entry((section.clone(), key.trim().to_owned()))
+            .or_default()
+            .push(value.trim().to_owned());
+    }
+    settings
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = fs::read_to_string(repo().join("packaging/spoolite.service")).expect("read unit");
+    let exec = "ExecStart=/usr/bin/spoolite run\n";
+    assert!(unit.contains(exec), "the unit runs {exec:?}");
+    // `verify` checks that ExecStart's binary exists, so a copy of the unit runs
+    // the binary under test; everything else is verified as shipped.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("spoolite.service");
+    let binary = env!("CARGO_BIN_EXE_spoolite");
+    fs::write(
+        &copy,
+        unit.replace(exec, &format!("ExecStart={binary} run\n")),
+    )
+    .expect("write unit copy");
+    let output = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "run systemd-analyze: {error}. The unit can only be verified with systemd's \
+                 tools: install them (apt-get install systemd)"
+            )
+        });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Warnings about the unit (an unknown key, a bad value) do not change the exit
+    // code, so any line naming it fails the test too. Lines about other units of
+    // the machine it runs on are not the unit's business.
+    let about_unit: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("spoolite"))
+        .collect();
+    assert!(
+        output.status.success() && about_unit.is_empty(),
+        "systemd-analyze verify {}: {}\n{stderr}",
+        copy.display(),
+        output.status
+    );
+}
+
+#[test]
+fn the_unit_runs_the_daemon_as_the_contract_and_the_packaging_need() {
+    let unit = fs::read_to_string(repo().join("packaging/spoolite.service")).expect("read unit");
+    let settings = unit_settings(&unit);
+    let one = |section: &str, key: &str| -> String {
+        let values = settings
+            .get(&(section.to_owned(), key.to_owned()))
+            .unwrap_or_else(|| panic!("[{section}] {key}= missing"));
+        assert_eq!(values.len(), 1, "[{section}] {key}= set more than once");
+        values[0].clone()
+    };
+    for (key, value) in [
+        ("Type", "notify"),
+        ("NotifyAccess", "main"),
+        ("WatchdogSec", "5min"),
+        ("Restart", "on-failure"),
+        ("User", "spoolite"),
+        ("Group", "spoolite"),
+        ("SupplementaryGroups", "spoolite-drop"),
+        ("UMask", "0027"),
+        ("KillSignal", "SIGTERM"),
+        ("TimeoutStopSec", "30"),
+        ("EnvironmentFile", "-/etc/default/spoolite"),
+        ("ExecStart", "/usr/bin/spoolite run"),
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ReadWritePaths", "/var/spool/spoolite /var/lib/spoolite"),
+        ("PrivateTmp", "yes"),
+        ("ProtectHome", "yes"),
+        ("RestrictAddressFamilies", "AF_UNIX"),
+    ] {
+        assert_eq!(one("Service", key), value, "[Service] {key}=");
+    }
+    assert_eq!(one("Install", "WantedBy"), "multi-user.target");
+    // The packaged paths: inside ReadWritePaths=, and the ones postinst creates.
+    let environment = &settings[&("Service".to_owned(), "Environment".to_owned())];
+    assert_eq!(
+        environment,
+        &[
+            "SPOOLITE_SPOOL=/var/spool/spoolite",
+            "SPOOLITE_DB=/var/lib/spoolite/spoolite.db"
+        ]
+    );
+    let postinst = fs::read_to_string(repo().join("packaging/postinst")).expect("read postinst");
+    for line in [
+        "SPOOL=/var/spool/spoolite",
+        "STATE=/var/lib/spoolite",
+        "ensure_dir \"$SPOOL/incoming\" spoolite spoolite-drop 2770",
+        "ensure_dir \"$STATE\" spoolite spoolite-read 2750",
+        "#DEBHELPER#",
+    ] {
+        assert!(postinst.contains(line), "postinst lacks {line:?}");
+    }
+}
+
+/// `(variable, default)` of every option of `spoolite run --help`.
+fn run_options_env() -> Vec<(String, Option<String>)> {
+    let output = spoolite()
+        .args(["run", "--help"])
+        .output()
+        .expect("run --help");
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).expect("help is UTF-8");
+    let options: Vec<(String, Option<String>)> = help
+        .lines()
+        .filter_map(|line| {
+            let env = line.split("[env: ").nth(1)?.split('=').next()?.to_owned();
+            let default = line
+                .split("[default: ")
+                .nth(1)
+                .and_then(|rest| rest.split(']').next())
+                .map(str::to_owned);
+            Some((env, default))
+        })
+        .collect();
+    assert!(options.len() >= 7, "options with variables: {options:?}");
+    options
+}
+
+#[test]
+fn the_environment_file_lists_every_variable_of_spoolite_run() {
+    let example =
+        fs::read_to_string(repo().join("packaging/spoolite.env")).expect("read spoolite.env");
+    let commented: BTreeMap<&str, &str> = example
+        .lines()
+        .filter_map(|line| line.strip_prefix('#')?.split_once('='))
+        .filter(|(name, _)| name.starts_with("SPOOLITE_") || *name == "RUST_LOG")
+        .collect();
+    // Nothing is set by the example itself: every setting is a commented default.
+    for line in example.lines() {
+        assert!(
+            line.is_empty() || line.starts_with('#'),
+            "uncommented line in the example: {line:?}"
+        );
+    }
+    for (variable, default) in run_options_env() {
+        let shown = commented
+            .get(variable.as_str())
+            .unwrap_or_else(|| panic!("spoolite.env does not mention #{variable}="));
+        match variable.as_str() {
+            // The packaged paths, which the unit sets, not the binary's defaults.
+            "SPOOLITE_SPOOL" => assert_eq!(*shown, "/var/spool/spoolite"),
+            "SPOOLITE_DB" => assert_eq!(*shown, "/var/lib/spoolite/spoolite.db"),
+            _ => {
+                if let Some(default) = default {
+                    assert_eq!(*shown, default, "{variable}: the example shows the default");
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 2. sd_notify: READY=1 after start-up, WATCHDOG=1 while idle, STOPPING=1 at the end
+
+/// Collects the sd_notify datagrams a daemon sends to a socket of the test's own.
+struct NotifySocket {
+    socket: UnixDatagram,
+    path: PathBuf,
+}
+
+impl NotifySocket {
+    fn bind(dir: &Path) -> NotifySocket {
+        let path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).expect("bind notify socket");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("socket timeout");
+        NotifySocket { socket, path }
+    }
+
+    /// The next message, waiting at most `WAIT`.
+    fn next(&self, daemon: &Daemon) -> String {
+        let start = Instant::now();
+        let mut buffer = [0u8; 4096];
+        loop {
+            match self.socket.recv(&mut buffer) {
+                Ok(n) => return String::from_utf8_lossy(&buffer[..n]).into_owned(),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    assert!(
+                        start.elapsed() < WAIT,
+                        "no sd_notify message for {WAIT:?}; daemon log:\n{}",
+                        daemon.log()
+                    );
+                }
+                Err(e) => panic!("receive sd_notify: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_daemon_tells_systemd_it_is_ready_alive_and_stopping() {
+    let site = Site::new();
+    let notify = NotifySocket::bind(site.dir.path());
+    // A file already waiting before start-up: READY=1 comes after the database is
+    // open and migrated, and the daemon then takes the file.
+    fs::create_dir_all(site.incoming()).expect("mkdir incoming");
+    fs::write(site.incoming().join("early.json"), day1()).expect("write early file");
+    let daemon = Daemon::spawn(
+        spoolite()
+            .arg("run")
+            .arg("--spool")
+            .arg(&site.spool)
+            .arg("--db")
+            .arg(&site.db)
+            // The loop would sleep 30 s between rescans: only the watchdog wakes it.
+            .args(["--settle", "100ms", "--rescan", "30s"])
+            .env("NOTIFY_SOCKET", &notify.path)
+            .env("WATCHDOG_USEC", "300000"),
+        site.dir.path().join("daemon.log"),
+    );
+    assert_eq!(notify.next(&daemon), "READY=1");
+    let migrations = fs::read_dir(repo().join("schema"))
+        .expect("list schema/")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sql"))
+        })
+        .count();
+    assert_eq!(
+        query(&site.db, "PRAGMA user_version"),
+        [[migrations.to_string()]],
+        "at READY=1 the schema is migrated"
+    );
+    // Half of WATCHDOG_USEC: a ping every 150 ms. Five pings take 750 ms at that
+    // pace, much less than one rescan.
+    let start = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(notify.next(&daemon), "WATCHDOG=1");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "five pings took {:?}",
+        start.elapsed()
+    );
+    daemon.wait_until("the waiting file is archived", || {
+        site.archive().join("early.json").exists()
+    });
+    let pid = daemon.child.id() as libc::pid_t;
+    // SAFETY: kill has no memory effects; pid is our own running child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    loop {
+        let message = notify.next(&daemon);
+        if message == "STOPPING=1" {
+            break;
+        }
+        assert_eq!(message, "WATCHDOG=1", "only pings before STOPPING=1");
+    }
+    daemon.stop();
+}
+
+#[test]
+fn a_start_up_error_exits_2_without_ready() {
+    let site = Site::new();
+    let notify = NotifySocket::bind(site.dir.path());
+    // The database path is a folder: the database cannot be opened.
+    fs::create_dir_all(&site.db).expect("mkdir in the database's place");
+    let mut daemon = Daemon::spawn(
+        spoolite()
+            .arg("run")
+            .arg("--spool")
+            .arg(&site.spool)
+            .arg("--db")
+            .arg(&site.db)
+            .env("NOTIFY_SOCKET", &notify.path),
+        site.dir.path().join("daemon.log"),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(start.elapsed() < WAIT, "still running:\n{}", daemon.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2), "log:\n{}", daemon.log());
+    assert!(
+        daemon.log().contains(&site.db.display().to_string()),
+        "the message names the database: {}",
+        daemon.log()
+    );
+    let mut buffer = [0u8; 4096];
+    notify
+        .socket
+        .set_nonblocking(true)
+        .expect("non-blocking socket");
+    let mut messages = Vec::new();
+    while let Ok(n) = notify.socket.recv(&mut buffer) {
+        messages.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+    }
+    assert!(
+        !messages.iter().any(|m| m == "READY=1"),
+        "READY=1 sent by a daemon that failed to start: {messages:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 3. status
+
+/// Drops day 1, day 2, a `.csv` and a `.json` that is no batch, through a daemon;
+/// returns the site with the daemon stopped.
+fn site_with_history() -> Site {
+    let mut site = Site::new();
+    let daemon = site.start(&[]);
+    site.deliver(&daemon, "day1.json", day1());
+    site.deliver(&daemon, "day2.ndjson", day2());
+    site.deliver(&daemon, "roster.csv", "flight,kind\nBA0117,off_blocks\n");
+    site.deliver(&daemon, "list.json", "[1, 2, 3]\n");
+    daemon.stop();
+    site
+}
+
+fn status_json(site: &Site) -> Value {
+    let output = spoolite()
+        .arg("status")
+        .arg("--spool")
+        .arg(&site.spool)
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--json")
+        .output()
+        .expect("run status --json");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = parse_lines(&output);
+    assert_eq!(lines.len(), 1, "status --json prints one object: {lines:?}");
+    lines[0].clone()
+}
+
+fn status_text(site: &Site) -> String {
+    let output = spoolite()
+        .arg("status")
+        .arg("--spool")
+        .arg(&site.spool)
+        .arg("--db")
+        .arg(&site.db)
+        .output()
+        .expect("run status");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("status is UTF-8");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "status line wider than 80 columns ({}): {line:?}",
+            line.chars().count()
+        );
+    }
+    text
+}
+
+/// The line of `text` that starts with `label`, with the label taken off.
+fn status_line<'t>(text: &'t str, label: &str) -> &'t str {
+    text.lines()
+        .find_map(|line| line.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in status:\n{text}"))
+        .trim()
+}
+
+#[test]
+fn status_reports_every_number_an_operator_asks_for() {
+    let mut site = site_with_history();
+    // A daemon that settles nothing for an hour: what is dropped now stays waiting.
+    let daemon = site.start(&["--settle", "1h"]);
+    site.drop_file("late.json", day3());
+    let upload = site.incoming().join("day4.json.part");
+    fs::write(&upload, "{\"events\":[").expect("write upload");
+    age_file(&site.incoming().join("late.json"), Duration::from_secs(90));
+    age_file(&upload, Duration::from_secs(3600));
+    // The idle daemon checkpoints: the WAL is cut back to nothing.
+    let wal = PathBuf::from(format!("{}-wal", site.db.display()));
+    daemon.wait_until("the idle checkpoint truncates the WAL", || {
+        fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
+    });
+
+    let status = status_json(&site);
+    let age = status["oldest_waiting_age_s"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("oldest_waiting_age_s: {status}"));
+    assert!(
+        (3600..3600 + 30).contains(&age),
+        "the .part file's age is an hour: {status}"
+    );
+    let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
+    let expected = json!({
+        "spool": site.spool.display().to_string(),
+        "db": site.db.display().to_string(),
+        "db_exists": true,
+        "batches": 2,
+        "events": 12,
+        "quarantined": 2,
+        "last_ingest_at": last_ingest[0][0],
+        "incoming_waiting": 2,
+        "oldest_waiting_age_s": age,
+        "rejected_files": 2,
+        "wal_bytes": 0,
+        "wal_warning": false,
+    });
+    assert_eq!(status, expected);
+
+    let text = status_text(&site);
+    assert_eq!(
+        status_line(&text, "database"),
+        site.db.display().to_string()
+    );
+    assert_eq!(
+        status_line(&text, "spool"),
+        site.spool.display().to_string()
+    );
+    assert_eq!(status_line(&text, "batches"), "2");
+    assert_eq!(status_line(&text, "events"), "12");
+    assert_eq!(status_line(&text, "quarantined"), "2");
+    assert_eq!(status_line(&text, "last ingest"), last_ingest[0][0]);
+    let waiting = status_line(&text, "waiting");
+    assert!(
+        waiting.starts_with("2 in incoming/") && waiting.contains(&format!("{age} s")),
+        "{waiting:?}"
+    );
+    assert_eq!(status_line(&text, "rejected"), "2 in rejected/");
+    assert_eq!(status_line(&text, "wal"), "0 bytes");
+    daemon.stop();
+}
+
+#[test]
+fn status_of_a_site_not_yet_started_creates_nothing() {
+    let site = Site::new();
+    let status = status_json(&site);
+    assert_eq!(
+        status,
+        json!({
+            "spool": site.spool.display().to_string(),
+            "db": site.db.display().to_string(),
+            "db_exists": false,
+            "batches": 0,
+            "events": 0,
+            "quarantined": 0,
+            "last_ingest_at": null,
+            "incoming_waiting": 0,
+            "oldest_waiting_age_s": null,
+            "rejected_files": 0,
+            "wal_bytes": 0,
+            "wal_warning": false,
+        })
+    );
+    let text = status_text(&site);
+    assert!(
+        status_line(&text, "database").ends_with("(not created yet)"),
+        "{text}"
+    );
+    assert_eq!(status_line(&text, "last ingest"), "never");
+    assert!(
+        !site.db.exists() && !site.spool.exists(),
+        "status created something"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 4. The metrics file
+
+/// One sample of a text exposition.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// A metric family: its type and its samples in file order.
+#[derive(Debug, Default)]
+struct Family {
+    kind: String,
+    help: Option<String>,
+    samples: Vec<Sample>,
+}
+
+fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Parses `{a="x",b="y"}` (the braces taken off) with the format's escapes.
+fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (name, after) = rest
+            .split_once("=\"")
+            .unwrap_or_else(|| panic!("label without =\": {text:?}"));
+        assert!(is_metric_name(name), "label name {name:?}");
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, '\\')) => value.push('\\'),
+                    Some((_, '"')) => value.push('"'),
+                    Some((_, 'n')) => value.push('\n'),
+                    other => panic!("bad escape {other:?} in {text:?}"),
+                },
+                Some((i, '"')) => break i,
+                Some((_, c)) => value.push(c),
+                None => panic!("unterminated label value in {text:?}"),
+            }
+        };
+        assert!(
+            labels.insert(name.to_owned(), value).is_none(),
+            "label {name} twice in {text:?}"
+        );
+        rest = &after[end + 1..];
+        rest = rest.strip_prefix(',').unwrap_or(rest);
+    }
+    labels
+}
+
+fn parse_value(text: &str) -> f64 {
+    match text {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        "NaN" => f64::NAN,
+        _ => text
+            .parse()
+            .unwrap_or_else(|e| panic!("sample value {text:?}: {e}")),
+    }
+}
+
+/// Parses a whole Prometheus text exposition, checking it as node_exporter's
+/// textfile collector would: every sample under a `# TYPE` declared before it,
+/// names and label sets unique, values numbers, the text ending in a newline.
+fn parse_exposition(text: &str) -> BTreeMap<String, Family> {
+    assert!(text.ends_with('\n'), "the exposition ends with a newline");
+    let mut families: BTreeMap<String, Family> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut seen: BTreeSet<(String, BTreeMap<String, String>)> = BTreeSet::new();
+    for line in text.lines() {
+        assert!(!line.trim().is_empty(), "blank line in the exposition");
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            let family = families.entry(name.to_owned()).or_default();
+            assert!(family.help.is_none(), "HELP of {name} twice");
+            family.help = Some(help.to_owned());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("TYPE without a type: {line:?}"));
+            assert!(is_metric_name(name), "family name {name:?}");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "type {kind:?}"
+            );
+            let family = families.entry(name.to_owned()).or_default();
+            assert!(family.kind.is_empty(), "TYPE of {name} twice");
+            assert!(
+                family.samples.is_empty(),
+                "TYPE of {name} after its samples"
+            );
+            family.kind = kind.to_owned();
+            current = Some(name.to_owned());
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unknown comment line {line:?}");
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("sample without a value: {line:?}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => (
+                name,
+                parse_labels(
+                    labels
+                        .strip_suffix('}')
+                        .unwrap_or_else(|| panic!("unclosed labels: {line:?}")),
+                ),
+            ),
+            None => (series, BTreeMap::new()),
+        };
+        assert!(is_metric_name(name), "sample name {name:?}");
+        let family_name = current
+            .clone()
+            .unwrap_or_else(|| panic!("sample before any TYPE: {line:?}"));
+        let family = families.get_mut(&family_name).expect("current family");
+        let suffixes: &[&str] = match family.kind.as_str() {
+            "histogram" => &["_bucket", "_sum", "_count"],
+            "summary" => &["", "_sum", "_count"],
+            _ => &[""],
+        };
+        assert!(
+            suffixes
+                .iter()
+                .any(|suffix| name == format!("{family_name}{suffix}")),
+            "sample {name} does not belong to the {} family {family_name}",
+            family.kind
+        );
+        assert!(
+            seen.insert((name.to_owned(), labels.clone())),
+            "series {series} twice"
+        );
+        let value = parse_value(value);
+        if family.kind == "counter" {
+            assert!(value >= 0.0, "counter {series} is {value}");
+        }
+        family.samples.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value,
+        });
+    }
+    for (name, family) in &families {
+        assert!(!family.kind.is_empty(), "{name} has HELP but no TYPE");
+        assert!(!family.samples.is_empty(), "{name} has no samples");
+        if family.kind == "histogram" {
+            check_histogram(name, family);
+        }
+    }
+    families
+}
+
+/// Buckets ascending by `le`, counts cumulative, `+Inf` equal to `_count`.
+fn check_histogram(name: &str, family: &Family) {
+    let buckets: Vec<(f64, f64)> = family
+        .samples
+        .iter()
+        .filter(|s| s.name.ends_with("_bucket"))
+        .map(|s| {
+            let le = s
+                .labels
+                .get("le")
+                .unwrap_or_else(|| panic!("{name} bucket without le"));
+            (parse_value(le), s.value)
+        })
+        .collect();
+    assert!(!buckets.is_empty(), "{name} has no buckets");
+    for pair in buckets.windows(2) {
+        assert!(
+            pair[0].0 < pair[1].0,
+            "{name}: le not ascending: {buckets:?}"
+        );
+        assert!(
+            pair[0].1 <= pair[1].1,
+            "{name}: counts not cumulative: {buckets:?}"
+        );
+    }
+    let (last_le, last_count) = *buckets.last().expect("a bucket");
+    assert_eq!(last_le, f64::INFINITY, "{name}: the last bucket is +Inf");
+    let single = |suffix: &str| -> f64 {
+        let found: Vec<&Sample> = family
+            .samples
+            .iter()
+            .filter(|s| s.name == format!("{name}{suffix}"))
+            .collect();
+        assert_eq!(found.len(), 1, "{name}{suffix}");
+        found[0].value
+    };
+    assert_eq!(last_count, single("_count"), "{name}: +Inf bucket = _count");
+    assert!(single("_sum") >= 0.0, "{name}_sum");
+}
+
+/// The value of the sample `name{labels}`.
+fn sample(families: &BTreeMap<String, Family>, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    families
+        .values()
+        .flat_map(|family| &family.samples)
+        .find(|s| s.name == name && s.labels == labels)
+        .unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
+        .value
+}
+
+#[test]
+fn the_metrics_file_counts_files_and_events_by_outcome() {
+    let started = unix_now_s();
+    let mut site = Site::new();
+    let metrics = site.dir.path().join("textfile").join("spoolite.prom");
+    fs::create_dir_all(metrics.parent().expect("parent")).expect("mkdir textfile");
+    let daemon = site.start(&["--metrics-file", metrics.to_str().expect("UTF-8 path")]);
+    daemon.wait_until("the first metrics file", || metrics.exists());
+    let first = parse_exposition(&fs::read_to_string(&metrics).expect("read metrics"));
+    assert_eq!(
+        sample(&first, "spoolite_files_total", &[("outcome", "processed")]),
+        0.0
+    );
+    assert_eq!(
+        sample(&first, "spoolite_last_success_timestamp_seconds", &[]),
+        0.0
+    );
+
+    site.deliver(&daemon, "day1.json", day1());
+    site.deliver(&daemon, "day1 (resent).json", day1());
+    site.deliver(&daemon, "day2.ndjson", day2());
+    site.deliver(&daemon, "day3.ndjson", day3());
+    site.deliver(&daemon, "roster.csv", "flight,kind\n");
+    // An upload in progress, an hour old, waits and is counted.
+    let upload = site.incoming().join("day4.json.part");
+    fs::write(&upload, "{\"events\":[").expect("write upload");
+    age_file(&upload, Duration::from_secs(3600));
+
+    let mut families = BTreeMap::new();
+    daemon.wait_until("the metrics show every file and the waiting upload", || {
+        let text = fs::read_to_string(&metrics).unwrap_or_default();
+        families = parse_exposition(&text);
+        sample(
+            &families,
+            "spoolite_files_total",
+            &[("outcome", "rejected")],
+        ) == 1.0
+            && sample(&families, "spoolite_files_waiting", &[]) == 1.0
+    });
+    let kinds: BTreeMap<&str, &str> = families
+        .iter()
+        .map(|(name, family)| (name.as_str(), family.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeMap::from([
+            ("spoolite_events_total", "counter"),
+            ("spoolite_files_total", "counter"),
+            ("spoolite_files_waiting", "gauge"),
+            ("spoolite_ingest_duration_seconds", "histogram"),
+            ("spoolite_last_success_timestamp_seconds", "gauge"),
+            ("spoolite_oldest_waiting_age_seconds", "gauge"),
+        ])
+    );
+    for (outcome, count) in [
+        ("processed", 3.0),
+        ("skipped_duplicate", 1.0),
+        ("rejected", 1.0),
+    ] {
+        assert_eq!(
+            sample(&families, "spoolite_files_total", &[("outcome", outcome)]),
+            count,
+            "files {outcome}"
+        );
+    }
+    for (outcome, count) in [
+        ("inserted", 12.0),
+        ("updated", 1.0),
+        ("unchanged", 1.0),
+        ("stale", 1.0),
+        ("conflict", 1.0),
+        ("invalid", 1.0),
+    ] {
+        assert_eq!(
+            sample(&families, "spoolite_events_total", &[("outcome", outcome)]),
+            count,
+            "events {outcome}"
+        );
+    }
+    assert_eq!(
+        families["spoolite_files_total"].samples.len(),
+        3,
+        "one sample per file outcome"
+    );
+    assert_eq!(
+        families["spoolite_events_total"].samples.len(),
+        6,
+        "one sample per event outcome"
+    );
+    let last_success = sample(&families, "spoolite_last_success_timestamp_seconds", &[]);
+    assert!(
+        (started..=unix_now_s()).contains(&last_success),
+        "last success {last_success} within the test ({started}..)"
+    );
+    let oldest = sample(&families, "spoolite_oldest_waiting_age_seconds", &[]);
+    assert!(
+        (3600.0..3630.0).contains(&oldest),
+        "oldest waiting age {oldest}"
+    );
+    // Every file taken is timed, the rejected one too.
+    assert_eq!(
+        sample(&families, "spoolite_ingest_duration_seconds_count", &[]),
+        5.0
+    );
+    let sum = sample(&families, "spoolite_ingest_duration_seconds_sum", &[]);
+    assert!(sum > 0.0 && sum < 60.0, "duration sum {sum}");
+    daemon.stop();
+    // Written through a temporary file renamed over it (a dot name node_exporter
+    // ignores, which may be seen while the daemon runs); none is left behind.
+    let leftovers: Vec<String> = fs::read_dir(metrics.parent().expect("parent"))
+        .expect("list textfile folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "spoolite.prom")
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    parse_exposition(&fs::read_to_string(&metrics).expect("read metrics"));
+}
+
+// ---------------------------------------------------------------------------------
+// 5. An analyst on a read-only account
+
+/// A Python sqlite3 session running as the analyst (uid and gid 65534), opened with
+/// `file:...?mode=ro` exactly as the README tells analysts. Each `ask` sends one SQL
+/// statement and reads back `{"rows": [...]}` or `{"error": "..."}`.
+struct Analyst {
+    child: Child,
+    stdin: ChildStdin,
+    answers: mpsc::Receiver<String>,
+}
+
+const ANALYST_SCRIPT: &str = r#"
+import json, sqlite3, sys, urllib.parse
+uri = "file:" + urllib.parse.quote(sys.argv[1]) + "?mode=ro"
+conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+for line in sys.stdin:
+    try:
+        answer = {"rows": [list(row) for row in conn.execute(line)]}
+    except sqlite3.Error as error:
+        answer = {"error": str(error)}
+    print(json.dumps(answer), flush=True)
+"#;
+
+/// The system's Python: one the analyst's uid can run (not one under /root).
+fn system_python() -> &'static str {
+    let python = "/usr/bin/python3";
+    assert!(
+        Path::new(python).exists(),
+        "{python} is missing: the read-only analyst test runs Python's sqlite3 as uid \
+         {ANALYST}; install python3"
+    );
+    python
+}
+
+impl Analyst {
+    fn open(db: &Path) -> Analyst {
+        let mut child = Command::new(system_python())
+            .arg("-c")
+            .arg(ANALYST_SCRIPT)
+            .arg(db)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir("/")
+            .uid(ANALYST)
+            .gid(ANALYST)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3 as the analyst");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Analyst {
+            child,
+            stdin,
+            answers,
+        }
+    }
+
+    fn ask(&mut self, sql: &str) -> Value {
+        writeln!(self.stdin, "{sql}").expect("send SQL to the analyst");
+        self.stdin.flush().expect("flush");
+        let line = self
+            .answers
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("no answer to {sql:?} within {WAIT:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("answer {line:?}: {e}"))
+    }
+
+    /// The rows of a query that must succeed.
+    fn rows(&mut self, sql: &str) -> Value {
+        let answer = self.ask(sql);
+        assert!(answer.get("error").is_none(), "{sql}: {answer}");
+        answer["rows"].clone()
+    }
+
+    fn count(&mut self, table: &str) -> u64 {
+        self.rows(&format!("SELECT count(*) FROM {table}"))[0][0]
+            .as_u64()
+            .expect("a count")
+    }
+}
+
+impl Drop for Analyst {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes every folder from `/` down to `dir` traversable by the analyst.
+fn let_analyst_traverse(dir: &Path) {
+    for ancestor in dir.ancestors() {
+        let meta = fs::metadata(ancestor).expect("stat ancestor");
+        if meta.mode() & 0o001 == 0 {
+            assert!(
+                ancestor.starts_with(std::env::temp_dir()),
+                "{} is not traversable by others; run the tests with TMPDIR elsewhere",
+                ancestor.display()
+            );
+            let mode = meta.permissions().mode() | 0o005;
+            fs::set_permissions(ancestor, fs::Permissions::from_mode(mode))
+                .expect("chmod temp folder");
+        }
+    }
+}
+
+/// Fails unless the test runs as root, which the tests that play another uid need.
+fn assert_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test plays the analyst with another uid, so it runs as root"
+    );
+}
+
+#[test]
+fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
+    assert_root();
+    let mut site = Site::new();
+    // The packaged layout: the folder belongs to the daemon's user with the
+    // analysts' group, setgid, group may read and list but not write.
+    let state = site.db.parent().expect("state folder").to_owned();
+    fs::create_dir_all(&state).expect("mkdir state");
+    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown state");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o2750)).expect("chmod state");
+    let_analyst_traverse(site.dir.path());
+
+    let daemon = site.start(&[]);
+    site.deliver(&daemon, "day1.json", day1());
+    daemon.stop();
+
+    // -wal and -shm persist, with the database's owner, group and mode.
+    for suffix in ["", "-wal", "-shm"] {
+        let path = PathBuf::from(format!("{}{suffix}", site.db.display()));
+        let meta = fs::metadata(&path)
+            .unwrap_or_else(|e| panic!("{} after the daemon stopped: {e}", path.display()));
+        assert_eq!(
+            (meta.mode() & 0o7777, meta.gid()),
+            (0o640, ANALYST),
+            "{}: mode and group",
+            path.display()
+        );
+    }
+
+    let mut analyst = Analyst::open(&site.db);
+    assert_eq!(analyst.count("duty_event"), 6);
+    assert_eq!(analyst.count("ingest_inbox"), 1);
+    assert_eq!(analyst.count("flight_times"), 2);
+    let refused = analyst.ask("CREATE TABLE notes (text)");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("readonly")),
+        "the analyst cannot write: {refused}"
+    );
+
+    // The daemon starts again while the analyst is connected.
+    let daemon = site.start(&[]);
+    assert_eq!(
+        analyst.rows("BEGIN"),
+        json!([]),
+        "a read transaction starts"
+    );
+    assert_eq!(analyst.count("duty_event"), 6);
+    // A long read does not hold back ingestion, and keeps its snapshot.
+    site.deliver(&daemon, "day2.ndjson", day2());
+    daemon.wait_until("day 2 is committed", || {
+        query(&site.db, "SELECT count(*) FROM ingest_inbox") == [["2"]]
+    });
+    assert_eq!(analyst.count("duty_event"), 6, "the snapshot of the read");
+    analyst.rows("COMMIT");
+    assert_eq!(analyst.count("duty_event"), 12, "a new read sees day 2");
+    assert_eq!(analyst.count("ingest_inbox"), 2);
+    assert_eq!(
+        analyst.rows("SELECT flight_id, block_minutes FROM flight_times ORDER BY flight_id"),
+        json!([
+            ["BA0117-20261129", 702.21],
+            ["EZY8421-20270102", 168.5],
+            ["LH400-20261130", null]
+        ])
+    );
+    daemon.stop();
+
+    // A new analyst session after the daemon is gone again.
+    drop(analyst);
+    let mut analyst = Analyst::open(&site.db);
+    assert_eq!(analyst.count("duty_event"), 12);
+    assert_eq!(analyst.count("quarantine"), 2);
+}
+
+// ---------------------------------------------------------------------------------
+// 6. Re-drops leave the analyst views unchanged
+
+#[test]
+fn re_drops_leave_the_views_unchanged() {
+    let mut site = Site::new();
+    let daemon = site.start(&[]);
+    site.deliver(&daemon, "day1.json", day1());
+    site.deliver(&daemon, "day2.ndjson", day2());
+
+    assert_eq!(dump(&site.db, "flight_times", &[]), expected_flight_times());
+    assert_eq!(
+        dump(&site.db, "batch_summary", BATCH_SUMMARY_BUT_TIME),
+        expected_batch_summary()
+    );
+    assert_eq!(
+        dump(&site.db, "batch_summary", &["ingested_at"]),
+        dump(&site.db, "ingest_inbox", &["ingested_at"]),
+    );
+    let before = views(&site.db);
+
+    // The same bytes again, under the same names and others, through the daemon.
+    site.deliver(&daemon, "day1.json", day1());
+    site.deliver(&daemon, "day2.ndjson", day2());
+    site.deliver(&daemon, "day1 (copy).JSON", day1());
+    site.deliver(&daemon, "DAY2.jsonl", day2());
+    assert_eq!(
+        crate::support::names(&site.archive()),
+        [
+            "DAY2.jsonl",
+            "day1 (copy).JSON",
+            "day1.1.json",
+            "day1.json",
+            "day2.1.ndjson",
+            "day2.ndjson"
+        ]
+    );
+    assert_eq!(views(&site.db), before, "after re-drops through the daemon");
+    daemon.stop();
+
+    // And through `spoolite ingest`.
+    let again = site.dir.path().join("again.json");
+    fs::write(&again, day1()).expect("write again.json");
+    let (code, lines) = crate::support::ingest_json(&site.db, &[&again]);
+    assert_eq!(
+        (code, lines[0]["outcome"].as_str()),
+        (0, Some("skipped_duplicate"))
+    );
+    assert_eq!(views(&site.db), before, "after a re-drop through ingest");
+
+    // The same events in other bytes are a new batch: flight_times does not move;
+    // batch_summary gains one row that changed nothing and is the last writer of
+    // nothing (five events unchanged, the landing stale since day 2 revised it).
+    let pretty = serde_json::to_string_pretty(
+        &serde_json::from_str::<Value>(&day1()).expect("day1 is JSON"),
+    )
+    .expect("pretty JSON");
+    let daemon = site.start(&[]);
+    site.deliver(&daemon, "day1-resent.json", &pretty);
+    assert_eq!(dump(&site.db, "flight_times", &[]), before[0]);
+    let mut expected = expected_batch_summary();
+    expected.push(format!(
+        "{}|OPS-2026-11-29|day1-resent.json|6|0|0|5|1|0|0|0|0",
+        sha256_hex(&pretty)
+    ));
+    expected.sort();
+    assert_eq!(
+        dump(&site.db, "batch_summary", BATCH_SUMMARY_BUT_TIME),
+        expected
+    );
+    daemon.stop();
+}
+
+// ---------------------------------------------------------------------------------
+// 7. ingest --dry-run and key
+
+/// The bytes of the database and its WAL.
+fn database_bytes(db: &Path) -> [Vec<u8>; 2] {
+    [
+        fs::read(db).expect("read database"),
+        fs::read(format!("{}-wal", db.display())).unwrap_or_default(),
+    ]
+}
+
+#[test]
+fn a_dry_run_classifies_against_the_database_and_writes_nothing() {
+    let site = Site::new();
+    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir state");
+    let day1_path = site.dir.path().join("day1.json");
+    let day2_path = site.dir.path().join("day2.ndjson");
+    fs::write(&day1_path, day1()).expect("write day1");
+    fs::write(&day2_path, day2()).expect("write day2");
+    let (code, _) = crate::support::ingest_json(&site.db, &[&day1_path]);
+    assert_eq!(code, 0);
+
+    let tables = crate::support::snapshot(&site.db);
+    let bytes = database_bytes(&site.db);
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .args(["--json", "--dry-run"])
+        .arg(&day1_path)
+        .arg(&day2_path)
+        .output()
+        .expect("run ingest --dry-run");
+    assert_eq!(output.status.code(), Some(0));
+    let lines = parse_lines(&output);
+    assert_eq!(
+        lines,
+        [
+            json!({"file": "day1.json", "outcome": "skipped_duplicate",
+                   "sha256": sha256_hex(day1()), "dry_run": true}),
+            json!({"file": "day2.ndjson", "outcome": "processed", "sha256": sha256_hex(day2()),
+                   "events_total": 9, "inserted": 6, "updated": 1, "unchanged": 0,
+                   "stale": 0, "conflicts": 1, "invalid": 1, "dry_run": true}),
+        ]
+    );
+    assert_eq!(crate::support::snapshot(&site.db), tables, "the tables");
+    assert_eq!(
+        database_bytes(&site.db),
+        bytes,
+        "the database and WAL bytes"
+    );
+
+    // The text form says so too.
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .arg("--dry-run")
+        .arg(&day2_path)
+        .output()
+        .expect("run ingest --dry-run");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("processed day2.ndjson ") && text.contains("(dry run: nothing written)"),
+        "{text}"
+    );
+    assert_eq!(database_bytes(&site.db), bytes);
+}
+
+#[test]
+fn a_dry_run_against_a_missing_database_creates_nothing() {
+    let site = Site::new();
+    let batch = site.dir.path().join("day1.json");
+    fs::write(&batch, day1()).expect("write day1");
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .args(["--json", "--dry-run"])
+        .arg(&batch)
+        .output()
+        .expect("run ingest --dry-run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = parse_lines(&output);
+    assert_eq!(lines[0]["outcome"], "processed");
+    assert_eq!(lines[0]["inserted"], 6);
+    let state = site.db.parent().expect("state folder");
+    assert!(
+        !state.exists(),
+        "a dry run wrote {:?} into {}",
+        crate::support::names(state),
+        state.display()
+    );
+}
+
+#[test]
+fn a_dry_run_needs_no_write_access_to_the_database() {
+    assert_root();
+    let mut site = Site::new();
+    let state = site.db.parent().expect("state folder").to_owned();
+    fs::create_dir_all(&state).expect("mkdir state");
+    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown state");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o2750)).expect("chmod state");
+    let_analyst_traverse(site.dir.path());
+    let daemon = site.start(&[]);
+    site.deliver(&daemon, "day1.json", day1());
+    daemon.stop();
+
+    // The analyst tries tomorrow's file before it is sent, with a copy of the
+    // binary where their uid can run it.
+    let binary = site.dir.path().join("spoolite");
+    fs::copy(env!("CARGO_BIN_EXE_spoolite"), &binary).expect("copy the binary");
+    let batch = site.dir.path().join("day2.ndjson");
+    fs::write(&batch, day2()).expect("write day2");
+    let tables = crate::support::snapshot(&site.db);
+    let output = Command::new(&binary)
+        .arg("ingest")
+        .arg("--db")
+        .arg(&site.db)
+        .args(["--json", "--dry-run"])
+        .arg(&batch)
+        .env_clear()
+        .current_dir("/")
+        .uid(ANALYST)
+        .gid(ANALYST)
+        .output()
+        .expect("run ingest --dry-run as the analyst");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a dry run by an account that may only read the database: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = parse_lines(&output);
+    assert_eq!(lines[0]["outcome"], "processed");
+    assert_eq!(lines[0]["events_total"], 9);
+    assert_eq!(crate::support::snapshot(&site.db), tables);
+}
+
+#[test]
+fn key_prints_what_an_analyst_looks_a_row_up_by() {
+    let site = Site::new();
+    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir state");
+    let batch = site.dir.path().join("day2.ndjson");
+    fs::write(&batch, day2()).expect("write day2");
+    assert_eq!(crate::support::ingest_json(&site.db, &[&batch]).0, 0);
+
+    let output = spoolite()
+        .args([
+            "key",
+            " EZY8421-20270102 ",
+            "TakeOff",
+            "2027-01-02T01:05:00.123456789+01:00",
+        ])
+        .output()
+        .expect("run key");
+    assert_eq!(output.status.code(), Some(0));
+    let key = sha256_hex("EZY8421-20270102|takeoff|2027-01-02T00:05:00.123456789Z");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "flight_id        EZY8421-20270102\nevent_kind       takeoff\n\
+             instant_utc      2027-01-02T00:05:00.123456789Z\nidempotency_key  {key}\n"
+        )
+    );
+    assert_eq!(
+        query(
+            &site.db,
+            &format!(
+                "SELECT flight_id, instant_utc FROM duty_event WHERE idempotency_key = '{key}'"
+            )
+        ),
+        [["EZY8421-20270102", "2027-01-02T00:05:00.123456789Z"]]
+    );
+
+    let output = spoolite()
+        .args(["key", "EZY8421-20270102", "takeoff", "2027-01-02T01:05:00"])
+        .output()
+        .expect("run key");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad_instant"), "{stderr}");
+}
