@@ -18,7 +18,14 @@ const EXIT_REJECTED: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn ingest(args: &IngestArgs) -> ExitCode {
-    let mut store = match Store::open(&args.db.db) {
+    // A dry run opens the database read-only (or compares against an empty one in
+    // memory when it does not exist yet): it creates, upgrades and locks nothing.
+    let opened = match (args.dry_run, args.db.db.exists()) {
+        (false, _) => Store::open(&args.db.db),
+        (true, true) => Store::open_read_only(&args.db.db),
+        (true, false) => Store::open_empty_in_memory(),
+    };
+    let mut store = match opened {
         Ok(store) => store,
         Err(error) => {
             eprintln!("spoolite: {error}");

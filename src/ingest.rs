@@ -216,7 +216,7 @@ pub fn ingest_file(
     }
 
     file.rewind().map_err(read_error)?;
-    let Some(mut batch) = store.begin(&digest, &name, &now_utc())? else {
+    let Some(mut batch) = store.begin(&digest, &name, &now_utc(), options.dry_run)? else {
         return Ok(Outcome::SkippedDuplicate { digest });
     };
     // Parsing runs on a thread of its own while this one writes to SQLite; the
@@ -259,7 +259,7 @@ pub fn ingest_file(
         Ok(header) => header,
         Err(rejection) => return rejected(rejection),
     };
-    let (counts, resent) = match batch.finish(&header, options.dry_run, options.stop) {
+    let (counts, resent) = match batch.finish(&header, options.stop) {
         Err(StoreError::Stopped) => return Err(IngestError::Stopped),
         result => result?,
     };

@@ -129,6 +129,8 @@ impl Store {
     }
 
     /// Opens an existing database without writing to it (for `status`).
+    /// Opens an existing database without writing to it (for `status` and
+    /// `ingest --dry-run`).
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let open_error = |source| StoreError::Open {
             path: path.to_owned(),
@@ -137,7 +139,33 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
+        configure_staging(&conn).map_err(open_error)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(open_error)?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            let path = path.to_owned();
+            return Err(StoreError::NewerSchema {
+                path,
+                found: version,
+                known,
+            });
+        }
         Ok(Store { conn })
+    }
+
+    /// An empty database in memory with the current schema: what a dry run
+    /// compares against when the database file does not exist yet.
+    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
+        let path = Path::new(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut store = Store { conn };
+        store.migrate(path)?;
+        Ok(store)
     }
 
     fn migrate(&mut self, path: &Path) -> Result<(), StoreError> {
@@ -215,15 +243,23 @@ impl Store {
 
     /// Starts the transaction for one batch file. Returns `None` when the batch is
     /// already in the inbox: a duplicate, with nothing to do.
+    ///
+    /// With `dry_run` the transaction only reads: outcomes are counted, nothing is
+    /// written but the temporary staging table, and no write lock is taken, so a
+    /// dry run works on a read-only connection and never holds the daemon up.
     pub fn begin(
         &mut self,
         digest: &str,
         file_name: &str,
         now: &str,
+        dry_run: bool,
     ) -> Result<Option<Batch<'_>>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let behavior = if dry_run {
+            TransactionBehavior::Deferred
+        } else {
+            TransactionBehavior::Immediate
+        };
+        let tx = self.conn.transaction_with_behavior(behavior)?;
         let seen = tx
             .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
             .query_row([digest], |_| Ok(()))
@@ -244,6 +280,7 @@ impl Store {
             file_name: file_name.to_owned(),
             now: now.to_owned(),
             counts: Counts::default(),
+            dry_run,
         }))
     }
 }
@@ -265,14 +302,19 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
     // pages of tens of millions of events, and a bounded share of the memory budget.
     conn.pragma_update(None, "cache_size", -32768)?;
-    // The staging table of a large batch spills to a temporary file, not memory.
-    conn.pragma_update(None, "temp_store", "FILE")?;
-    // The staging table's cache: large enough that sorting a batch stays mostly in
-    // memory, small enough to keep the total flat.
-    conn.pragma_update(Some("temp"), "cache_size", -16384)?;
+    configure_staging(conn)?;
     // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
     // a large file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(())
+}
+
+/// The temporary staging table of a large batch spills to a file, not memory; its
+/// cache is large enough that sorting a batch stays mostly in memory, small enough
+/// to keep the total flat.
+fn configure_staging(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "temp_store", "FILE")?;
+    conn.pragma_update(Some("temp"), "cache_size", -16384)?;
     Ok(())
 }
 
@@ -309,6 +351,8 @@ pub struct Batch<'c> {
     file_name: String,
     now: String,
     counts: Counts,
+    /// Count outcomes, write nothing (see `Store::begin`).
+    dry_run: bool,
 }
 
 /// What the stored row (or the file's earlier version of it) holds for a key.
@@ -362,6 +406,9 @@ impl Batch<'_> {
         detail: &str,
         raw: &str,
     ) -> Result<(), StoreError> {
+        if self.dry_run {
+            return Ok(());
+        }
         self.tx
             .prepare_cached(
                 "INSERT INTO quarantine
@@ -381,7 +428,7 @@ impl Batch<'_> {
     }
 
     /// Applies the staged events in key order (file order within a key), writes the
-    /// inbox row and commits, or with `dry_run` rolls all of it back. Returns the
+    /// inbox row and commits; a dry run rolls back instead. Returns the
     /// counts and whether another batch with the same `batch_id` was already
     /// ingested (a re-sent batch with different bytes).
     /// `stop` set from outside abandons the batch (rolled back) with
@@ -389,7 +436,6 @@ impl Batch<'_> {
     pub fn finish(
         mut self,
         header: &Header,
-        dry_run: bool,
         stop: &AtomicBool,
     ) -> Result<(Counts, bool), StoreError> {
         let default_revision = header.source_revision.unwrap_or(0);
@@ -416,6 +462,10 @@ impl Batch<'_> {
                 .optional()?
                 .is_some(),
         };
+        if self.dry_run {
+            self.tx.rollback()?;
+            return Ok((counts, resent));
+        }
         self.tx.execute(
             "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at, events_total,
                  inserted, updated, unchanged, stale, conflicts, invalid)
@@ -436,11 +486,7 @@ impl Batch<'_> {
         )?;
         let started = std::time::Instant::now();
         self.tx.execute("DELETE FROM temp.staging", [])?;
-        if dry_run {
-            self.tx.rollback()?;
-        } else {
-            self.tx.commit()?;
-        }
+        self.tx.commit()?;
         log::debug!("committed in {:?}", started.elapsed());
         Ok((counts, resent))
     }
@@ -533,7 +579,9 @@ impl Batch<'_> {
         current: &Current,
         winner: Option<Winner>,
     ) -> Result<(), StoreError> {
-        let Some(winner) = winner else { return Ok(()) };
+        let Some(winner) = winner.filter(|_| !self.dry_run) else {
+            return Ok(());
+        };
         debug_assert_eq!(current.revision, winner.revision);
         let changed = upsert.execute(params![
             key,
