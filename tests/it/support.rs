@@ -22,7 +22,14 @@ pub fn spoolite() -> Command {
 /// Runs `spoolite ingest --db DB --json FILES...`; returns the exit code and the
 /// parsed JSON lines.
 pub fn ingest_json(db: &Path, files: &[&Path]) -> (i32, Vec<serde_json::Value>) {
-    let output = spoolite().arg("ingest").arg("--db").arg(db).arg("--json").args(files).output().expect("run spoolite");
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(db)
+        .arg("--json")
+        .args(files)
+        .output()
+        .expect("run spoolite");
     let lines = parse_lines(&output);
     (output.status.code().expect("exit code"), lines)
 }
@@ -30,15 +37,23 @@ pub fn ingest_json(db: &Path, files: &[&Path]) -> (i32, Vec<serde_json::Value>) 
 pub fn parse_lines(output: &Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}")))
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
+        })
         .collect()
 }
 
 /// Every row of `table` as text, ordered, so two databases compare as wholes.
 /// `columns` picks the columns (all when empty).
 pub fn dump(db: &Path, table: &str, columns: &[&str]) -> Vec<String> {
-    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open db");
-    let columns = if columns.is_empty() { "*".to_owned() } else { columns.join(", ") };
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open db");
+    let columns = if columns.is_empty() {
+        "*".to_owned()
+    } else {
+        columns.join(", ")
+    };
     let sql = format!("SELECT {columns} FROM {table}");
     let mut statement = conn.prepare(&sql).expect("prepare dump");
     let width = statement.column_count();
@@ -65,15 +80,24 @@ pub fn dump(db: &Path, table: &str, columns: &[&str]) -> Vec<String> {
 }
 
 /// The event columns of duty_event, which depend only on the set of files delivered.
-pub const EVENT_COLUMNS: &[&str] =
-    &["idempotency_key", "flight_id", "event_kind", "instant_utc", "source_revision", "payload"];
+pub const EVENT_COLUMNS: &[&str] = &[
+    "idempotency_key",
+    "flight_id",
+    "event_kind",
+    "instant_utc",
+    "source_revision",
+    "payload",
+];
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes; panics with
 /// `what` on time-out.
 pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
     while !condition() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -81,7 +105,14 @@ pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bo
 /// Names of the regular files in `dir`, sorted.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries.map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned()).collect(),
+        Ok(entries) => entries
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect(),
         Err(_) => Vec::new(),
     };
     names.sort();
@@ -89,8 +120,16 @@ pub fn names(dir: &Path) -> Vec<String> {
 }
 
 /// One event as a JSON object text.
-pub fn event(flight_id: &str, kind: &str, instant: &str, revision: Option<i64>, payload: &str) -> String {
-    let revision = revision.map(|r| format!(",\"source_revision\":{r}")).unwrap_or_default();
+pub fn event(
+    flight_id: &str,
+    kind: &str,
+    instant: &str,
+    revision: Option<i64>,
+    payload: &str,
+) -> String {
+    let revision = revision
+        .map(|r| format!(",\"source_revision\":{r}"))
+        .unwrap_or_default();
     format!(
         "{{\"flight_id\":\"{flight_id}\",\"event_kind\":\"{kind}\",\"instant_utc\":\"{instant}\"{revision},\"payload\":{payload}}}"
     )
