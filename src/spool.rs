@@ -6,7 +6,7 @@ use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -317,9 +317,12 @@ fn rename_no_replace(source: &Path, target: &Path) -> io::Result<()> {
 }
 
 /// Writes `dir/name` through a temporary file: write, fsync, rename, fsync dir.
+/// The file is readable by all (0644, whatever the umask): the folder it lies in
+/// decides who may read it, and node_exporter must read the metrics file.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = File::create(&temp)?;
+    file.set_permissions(fs::Permissions::from_mode(0o644))?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
