@@ -1,7 +1,9 @@
 //! The one-shot commands: `ingest`, `status` and `key`. Each returns its exit code.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -44,7 +46,7 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match ingest::ingest_file(&mut store, path, options) {
+        match ingest_waiting_out_locks(&mut store, path, options) {
             Ok(outcome) => {
                 if matches!(outcome, Outcome::Rejected { .. }) {
                     code = code.max(EXIT_REJECTED);
@@ -80,6 +82,33 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
         }
     }
     ExitCode::from(code)
+}
+
+/// How long `ingest` keeps trying a file while the database is locked (by the
+/// daemon ingesting a large batch, or an analyst): a backfill script should wait
+/// for a lock, not fail on it.
+const LOCKED_WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// Ingests one file, trying again with back-off while the database is locked.
+fn ingest_waiting_out_locks(
+    store: &mut Store,
+    path: &Path,
+    options: ingest::Options,
+) -> Result<Outcome, ingest::IngestError> {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(250);
+    loop {
+        match ingest::ingest_file(store, path, options) {
+            Err(ingest::IngestError::Store(error))
+                if error.is_busy() && started.elapsed() < LOCKED_WAIT_MAX =>
+            {
+                log::warn!("{}: {error}; trying again in {delay:?}", path.display());
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            result => return result,
+        }
+    }
 }
 
 pub fn status(args: &StatusArgs) -> ExitCode {
