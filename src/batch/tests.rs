@@ -221,3 +221,75 @@ fn formats_by_extension() {
     assert_eq!(Format::from_name("a.csv"), None);
     assert_eq!(Format::from_name("json"), None);
 }
+
+mod never_panics {
+    //! Whatever the bytes, reading a batch ends in records or a rejection: never a
+    //! panic, never a hang.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Drains a reader; the result does not matter, only that it ends.
+    fn drain(format: Format, bytes: &[u8]) {
+        let mut reader = BatchReader::new(format, bytes);
+        for _ in 0..=bytes.len() + 1 {
+            match reader.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            }
+        }
+        panic!("the reader did not end on {} bytes", bytes.len());
+    }
+
+    /// Bytes that look like batch files: JSON punctuation, quotes, escapes, digits,
+    /// field names, multi-byte characters and newlines.
+    fn batchish() -> impl Strategy<Value = Vec<u8>> {
+        let pieces = prop::sample::select(vec![
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"",
+            "\\",
+            "\\u",
+            "\\ud83d",
+            "0",
+            "-1",
+            "1e5",
+            "2.5",
+            "true",
+            "null",
+            " ",
+            "\n",
+            "\r\n",
+            "\u{feff}",
+            "é",
+            "\"events\"",
+            "\"flight_id\"",
+            "\"instant_utc\"",
+            "\"2026-11-29T10:05:00Z\"",
+            "\"payload\"",
+            "\u{0}",
+            "\u{1f600}",
+        ]);
+        prop::collection::vec(pieces, 0..64).prop_map(|parts| parts.concat().into_bytes())
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            drain(Format::Json, &bytes);
+            drain(Format::Ndjson, &bytes);
+        }
+
+        #[test]
+        fn batch_like_text(bytes in batchish()) {
+            drain(Format::Json, &bytes);
+            drain(Format::Ndjson, &bytes);
+            let wrapped = [b"{\"events\":[".as_slice(), &bytes, b"]}"].concat();
+            drain(Format::Json, &wrapped);
+        }
+    }
+}
