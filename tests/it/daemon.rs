@@ -11,16 +11,17 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use tempfile::TempDir;
 
-use crate::support::{EVENT_COLUMNS, dump, names, query, sha256_hex, spoolite, wait_until, write};
+use crate::support::{
+    COUNT_FIELDS, Daemon, EVENT_COLUMNS, Site, dump, names, query, sha256_hex, wait_until, write,
+};
 
 // ---------------------------------------------------------------------------------
 // The daemon under test
@@ -42,73 +43,23 @@ const FAST: Settings = Settings {
     rescan: "30s",
 };
 
-/// A spool and a database in a temporary folder, served by `spoolite run`
-/// processes whose stderr all goes to one log file.
-struct Site {
-    dir: TempDir,
-    spool: PathBuf,
-    db: PathBuf,
-    log: PathBuf,
-}
-
 impl Site {
-    fn new() -> Site {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let spool = dir.path().join("spool");
-        let db = dir.path().join("data").join("spoolite.db");
-        let log = dir.path().join("daemon.log");
-        Site {
-            dir,
-            spool,
-            db,
-            log,
-        }
-    }
-
-    fn incoming(&self) -> PathBuf {
-        self.spool.join("incoming")
-    }
-
-    fn archive(&self) -> PathBuf {
-        self.spool.join("archive")
-    }
-
-    fn rejected(&self) -> PathBuf {
-        self.spool.join("rejected")
-    }
-
     /// Starts `spoolite run` on this site, its stderr appended to the site's log.
     fn start(&self, settings: Settings) -> Daemon {
         self.start_logging_to(settings, &self.log)
     }
 
     fn start_logging_to(&self, settings: Settings, log: &Path) -> Daemon {
-        let stderr = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("open daemon log");
-        let child = spoolite()
-            .arg("run")
-            .arg("--spool")
-            .arg(&self.spool)
-            .arg("--db")
-            .arg(&self.db)
-            .arg("--settle")
-            .arg(format!("{}ms", settings.settle.as_millis()))
-            .arg("--partial-timeout")
-            .arg(settings.partial_timeout)
-            .arg("--rescan")
-            .arg(settings.rescan)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start spoolite run");
-        Daemon {
-            child,
-            log: log.to_owned(),
-        }
+        Daemon::spawn(
+            self.run_command()
+                .arg("--settle")
+                .arg(format!("{}ms", settings.settle.as_millis()))
+                .arg("--partial-timeout")
+                .arg(settings.partial_timeout)
+                .arg("--rescan")
+                .arg(settings.rescan),
+            log,
+        )
     }
 
     /// Starts a daemon that must refuse to run; returns its exit status and stderr.
@@ -119,48 +70,13 @@ impl Site {
         (status, fs::read_to_string(&log).expect("read log"))
     }
 
-    fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Drops a file the way an upload does: written under a temp name, then renamed.
-    fn drop_file(&self, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
-        let temp = write(&self.incoming(), &format!(".{name}.tmp"), content);
-        let path = self.incoming().join(name);
-        fs::rename(&temp, &path).expect("rename into incoming/");
-        path
-    }
-
-    /// Files in archive/, sorted (every entry: hidden ones too).
-    fn archived(&self) -> Vec<String> {
-        names(&self.archive())
-    }
-
-    fn waiting(&self) -> Vec<String> {
-        names(&self.incoming())
-    }
-
-    fn rejected_names(&self) -> Vec<String> {
-        names(&self.rejected())
-    }
-
     /// `batch_digest|file_name|events_total|inserted|…|invalid` of every inbox row.
     fn inbox(&self) -> Vec<String> {
-        dump(
-            &self.db,
-            "ingest_inbox",
-            &[
-                "batch_digest",
-                "file_name",
-                "events_total",
-                "inserted",
-                "updated",
-                "unchanged",
-                "stale",
-                "conflicts",
-                "invalid",
-            ],
-        )
+        let columns: Vec<&str> = ["batch_digest", "file_name"]
+            .into_iter()
+            .chain(COUNT_FIELDS)
+            .collect();
+        dump(&self.db, "ingest_inbox", &columns)
     }
 
     fn inbox_digests(&self) -> BTreeSet<String> {
@@ -174,99 +90,13 @@ impl Site {
     }
 
     fn status(&self) -> Value {
-        let output = spoolite()
-            .arg("status")
-            .arg("--spool")
-            .arg(&self.spool)
-            .arg("--db")
-            .arg(&self.db)
+        let output = self
+            .status_command()
             .arg("--json")
             .output()
             .expect("run spoolite status");
         assert!(output.status.success(), "status: {output:?}");
         serde_json::from_slice(&output.stdout).expect("status --json is JSON")
-    }
-}
-
-/// A running `spoolite run`. Dropping it kills the process (SIGKILL), so no test
-/// leaks one; a test that fails prints the log.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn pid(&self) -> i32 {
-        i32::try_from(self.child.id()).expect("pid fits")
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        let rc = unsafe { libc::kill(self.pid(), signal) };
-        assert_eq!(rc, 0, "kill({}, {signal})", self.pid());
-    }
-
-    /// Panics, naming `what` and the exit status, when the daemon is gone.
-    fn assert_running(&mut self, what: &str) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!("spoolite run exited ({status}) while waiting for {what}");
-        }
-    }
-
-    /// Waits for `condition` for at most `limit`, failing at once if the daemon dies.
-    fn wait(&mut self, limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-        wait_until(limit, what, || {
-            self.assert_running(what);
-            condition()
-        });
-    }
-
-    /// Waits at most `limit` for the process to end; returns how it ended.
-    fn wait_exit(&mut self, limit: Duration, what: &str) -> ExitStatus {
-        let mut status = None;
-        wait_until(limit, what, || {
-            status = self.child.try_wait().expect("try_wait");
-            status.is_some()
-        });
-        status.expect("exited")
-    }
-
-    /// Waits until the daemon holds the spool's lock (its signal handlers are in
-    /// place by then: a SIGTERM before that would meet the default action).
-    fn wait_serving(&mut self, site: &Site) {
-        let lock = site.spool.join("spoolite.lock");
-        let pid = self.pid().to_string();
-        self.wait(
-            Duration::from_secs(20),
-            "the lock file to name the daemon",
-            || fs::read_to_string(&lock).is_ok_and(|t| t.trim() == pid),
-        );
-    }
-
-    /// kill -9, and reap the process.
-    fn kill_hard(&mut self) {
-        self.signal(libc::SIGKILL);
-        self.child.wait().expect("reap spoolite");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: as in `signal`; the child is not reaped yet.
-            unsafe { libc::kill(self.pid(), libc::SIGKILL) };
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            let log = fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(80)..];
-            eprintln!(
-                "--- last lines of {} ---\n{}",
-                self.log.display(),
-                tail.join("\n")
-            );
-        }
     }
 }
 
@@ -1617,7 +1447,7 @@ fn a_spool_reached_through_a_symbolic_link_is_served() {
 #[test]
 fn a_database_of_a_newer_schema_is_refused_at_start() {
     let site = Site::new();
-    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir data");
+    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir state");
     rusqlite::Connection::open(&site.db)
         .expect("create db")
         .execute_batch("CREATE TABLE t (x); PRAGMA user_version = 99;")
@@ -1638,7 +1468,7 @@ fn a_database_of_a_newer_schema_is_refused_at_start() {
 #[test]
 fn an_unreadable_database_is_refused_at_start() {
     let site = Site::new();
-    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir data");
+    fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir state");
     fs::write(&site.db, "this is not a SQLite database\n".repeat(200)).expect("write");
     let (status, stderr) = site.refused_start("the refused daemon to exit");
     assert!(!status.success(), "{status}\n{stderr}");

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::*;
@@ -12,8 +12,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::support::{
-    EVENT_COLUMNS, dump, event, ingest_json, json_batch, parse_lines, query, sha256_hex, snapshot,
-    spoolite, write,
+    COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, parse_lines,
+    query, sha256_hex, snapshot, spoolite, write,
 };
 
 /// A database in a temporary folder, with the batch files beside it.
@@ -56,17 +56,6 @@ impl Site {
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 }
-
-/// The counts of a `--json` line, in this order.
-const COUNT_FIELDS: [&str; 7] = [
-    "events_total",
-    "inserted",
-    "updated",
-    "unchanged",
-    "stale",
-    "conflicts",
-    "invalid",
-];
 
 /// `[events_total, inserted, updated, unchanged, stale, conflicts, invalid]` of a
 /// processed file's `--json` line.
@@ -932,10 +921,7 @@ fn a_dry_run_reports_the_outcomes_and_writes_nothing() {
     ]);
     let path = site.file("trial.json", &content);
     let before = snapshot(&site.db);
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .arg("--json")
         .arg("--dry-run")
         .arg(&path)
@@ -1337,10 +1323,7 @@ proptest! {
 fn check_rejected(site: &Site, name: &str, content: &[u8], options: &[&str], reason: &str) {
     let path = site.file(name, content);
     let before = snapshot(&site.db);
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .arg("--json")
         .args(options)
         .arg(&path)
@@ -1513,6 +1496,18 @@ fn bad_whole_files_are_rejected_with_their_reason_and_leave_no_trace() {
     assert_eq!(counts(&line), [3, 1, 1, 0, 0, 0, 1]);
 }
 
+/// duty_event holds the rows of `off_blocks(1, "{}")` and `duty_start(1, "{}")` and
+/// nothing else.
+fn assert_off_blocks_and_duty_start_only(db: &Path) {
+    assert_eq!(
+        dump(db, "duty_event", EVENT_COLUMNS),
+        [
+            format!("{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{}}"),
+            format!("{K_DUTY}|EZY8421-20270102|duty_start|2027-01-01T23:30:00Z|1|{{}}"),
+        ]
+    );
+}
+
 #[test]
 fn a_bad_file_among_good_ones_stops_only_itself() {
     let site = Site::new();
@@ -1540,13 +1535,7 @@ fn a_bad_file_among_good_ones_stops_only_itself() {
     );
     assert_eq!(lines[1]["reason"], "truncated");
     assert_eq!(counts(&lines[0]), [1, 1, 0, 0, 0, 0, 0]);
-    assert_eq!(
-        dump(&site.db, "duty_event", EVENT_COLUMNS),
-        [
-            format!("{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{}}"),
-            format!("{K_DUTY}|EZY8421-20270102|duty_start|2027-01-01T23:30:00Z|1|{{}}"),
-        ]
-    );
+    assert_off_blocks_and_duty_start_only(&site.db);
     assert_eq!(
         dump(&site.db, "ingest_inbox", &["file_name"]),
         ["good.json", "later.ndjson"]
@@ -1582,6 +1571,32 @@ fn many_events(count: usize, special: &str, special_at: usize) -> String {
     text
 }
 
+/// `output` is that of an operating error (exit 2) whose stderr names each of
+/// `mentions`, which processed no file and left the tables as `before`.
+fn assert_failed_without_trace(
+    site: &Site,
+    output: &Output,
+    before: &[Vec<String>],
+    mentions: &[&str],
+) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an operating error: {stderr}"
+    );
+    assert!(
+        mentions.iter().all(|mention| stderr.contains(mention)),
+        "{stderr}"
+    );
+    let lines = parse_lines(output);
+    assert!(
+        lines.iter().all(|line| line["outcome"] != "processed"),
+        "{lines:?}"
+    );
+    assert_eq!(snapshot(&site.db), before, "the failed file left a trace");
+}
+
 #[test]
 fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
     let site = Site::new();
@@ -1598,38 +1613,22 @@ fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
     );
     let before = snapshot(&site.db);
 
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .arg("--json")
         .arg(&poisoned)
         .output()
         .expect("run");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "an operating error: {stderr}"
+    assert_failed_without_trace(
+        &site,
+        &output,
+        &before,
+        &["forced failure", "poisoned.ndjson"],
     );
-    assert!(
-        stderr.contains("forced failure") && stderr.contains("poisoned.ndjson"),
-        "{stderr}"
-    );
-    let lines = parse_lines(&output);
-    assert!(
-        lines.iter().all(|line| line["outcome"] != "processed"),
-        "{lines:?}"
-    );
-    assert_eq!(snapshot(&site.db), before, "the failed file left a trace");
 
     // The next file of the same run still goes in.
     let next_text = json_batch(&[duty_start(1, "{}")]);
     let next = site.file("next.json", &next_text);
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .arg("--json")
         .arg(&poisoned)
         .arg(&next)
@@ -1643,13 +1642,7 @@ fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
         .expect("a line for next.json");
     assert_eq!(next_line["outcome"], "processed");
     assert_eq!(counts(next_line), [1, 1, 0, 0, 0, 0, 0]);
-    assert_eq!(
-        dump(&site.db, "duty_event", EVENT_COLUMNS),
-        [
-            format!("{K_OFF}|BA0117-20261129|off_blocks|2026-11-29T10:05:00Z|1|{{}}"),
-            format!("{K_DUTY}|EZY8421-20270102|duty_start|2027-01-01T23:30:00Z|1|{{}}"),
-        ]
-    );
+    assert_off_blocks_and_duty_start_only(&site.db);
     assert_eq!(
         dump(&site.db, "ingest_inbox", &["file_name"]),
         ["next.json", "seed.json"]
@@ -1690,19 +1683,7 @@ fn a_write_refused_by_the_file_size_limit_leaves_no_trace() {
         .arg(&big)
         .output()
         .expect("run sh");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "an operating error: {stderr}"
-    );
-    assert!(stderr.contains("big.ndjson"), "{stderr}");
-    assert!(
-        parse_lines(&output)
-            .iter()
-            .all(|line| line["outcome"] != "processed")
-    );
-    assert_eq!(snapshot(&site.db), before, "the failed file left a trace");
+    assert_failed_without_trace(&site, &output, &before, &["big.ndjson"]);
 
     let line = site.processed("big.ndjson", &big_text);
     assert_eq!(counts(&line), [5000, 4998, 1, 0, 0, 0, 1]);

@@ -18,9 +18,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::support::{dump, event, json_batch, parse_lines, query, sha256_hex, spoolite};
+use crate::support::{
+    Daemon, Site, dump, event, ingest_command, json_batch, parse_lines, query, sha256_hex, spoolite,
+};
 
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
@@ -226,74 +227,38 @@ fn views(db: &Path) -> [Vec<String>; 2] {
 }
 
 // ---------------------------------------------------------------------------------
-// A site: a spool and a database in a temporary folder, and daemons run on them.
+// Daemons run on a site as the packaged unit runs them.
 
-struct Site {
-    dir: TempDir,
-    spool: PathBuf,
-    db: PathBuf,
-    runs: u32,
+/// Sets for `command` (a `spoolite run`) what the packaged unit sets: the umask
+/// 0027, and debug logging.
+fn packaged(command: &mut Command) -> &mut Command {
+    command.env("RUST_LOG", "debug");
+    // SAFETY: umask is async-signal-safe and touches only the child.
+    unsafe {
+        command.pre_exec(|| {
+            libc::umask(0o027);
+            Ok(())
+        });
+    }
+    command
 }
 
 impl Site {
-    fn new() -> Site {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let spool = dir.path().join("spool");
-        let db = dir.path().join("state").join("spoolite.db");
-        Site {
-            dir,
-            spool,
-            db,
-            runs: 0,
-        }
-    }
-
-    fn incoming(&self) -> PathBuf {
-        self.spool.join("incoming")
-    }
-
-    fn archive(&self) -> PathBuf {
-        self.spool.join("archive")
-    }
-
-    fn rejected(&self) -> PathBuf {
-        self.spool.join("rejected")
-    }
-
-    /// Starts `spoolite run` with a short settle time and `extra` options, and waits
-    /// until its folders exist.
-    fn start(&mut self, extra: &[&str]) -> Daemon {
-        self.runs += 1;
-        let log = self.dir.path().join(format!("daemon-{}.log", self.runs));
-        let daemon = Daemon::spawn(
-            spoolite()
-                .arg("run")
-                .arg("--spool")
-                .arg(&self.spool)
-                .arg("--db")
-                .arg(&self.db)
-                .args(with_defaults(extra)),
-            log,
-        );
-        daemon.wait_until("the daemon creates its folders", || {
+    /// Starts `spoolite run` as the packaged unit does, with a short settle time and
+    /// `extra` options, and waits until its folders exist.
+    fn start_packaged(&self, extra: &[&str]) -> Daemon {
+        let mut daemon = self.spawn(packaged(self.run_command().args(with_defaults(extra))));
+        daemon.wait(WAIT, "the daemon creates its folders", || {
             self.incoming().is_dir() && self.db.exists()
         });
         daemon
     }
 
-    /// Drops a file into incoming/ the way an SFTP client does: written under a
-    /// temporary name, then renamed.
-    fn drop_file(&self, name: &str, content: impl AsRef<[u8]>) {
-        let temp = self.incoming().join(format!("{name}.part"));
-        fs::write(&temp, content).expect("write dropped file");
-        fs::rename(&temp, self.incoming().join(name)).expect("rename dropped file");
-    }
-
     /// Drops a file and waits until the daemon has moved it to archive/ or rejected/.
-    fn deliver(&self, daemon: &Daemon, name: &str, content: impl AsRef<[u8]>) {
+    fn deliver(&self, daemon: &mut Daemon, name: &str, content: impl AsRef<[u8]>) {
         let before = self.moved();
         self.drop_file(name, content);
-        daemon.wait_until(&format!("{name} leaves incoming/"), || {
+        daemon.wait(WAIT, &format!("{name} leaves incoming/"), || {
             !self.incoming().join(name).exists() && self.moved() > before
         });
     }
@@ -320,86 +285,17 @@ fn count_files(dir: &Path) -> usize {
     fs::read_dir(dir).map_or(0, |entries| entries.count())
 }
 
-/// A running `spoolite run`; stopped with SIGTERM by `stop`, killed when dropped.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
 impl Daemon {
-    /// Spawns `command` with the packaged unit's umask, its stderr in `log`.
-    fn spawn(command: &mut Command, log: PathBuf) -> Daemon {
-        let stderr = fs::File::create(&log).expect("create daemon log");
-        // systemd's variables reach the daemon only when the test sets them, never
-        // from a test runner that itself runs under systemd.
-        for variable in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
-            if !command.get_envs().any(|(key, _)| key == variable) {
-                command.env_remove(variable);
-            }
-        }
-        command
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        // SAFETY: umask is async-signal-safe and touches only the child.
-        unsafe {
-            command.pre_exec(|| {
-                libc::umask(0o027);
-                Ok(())
-            });
-        }
-        let child = command.spawn().expect("spawn spoolite run");
-        Daemon { child, log }
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Polls `condition` every 20 ms for at most `WAIT`; on time-out fails with the
-    /// daemon's log. Fails at once if the daemon has exited.
-    fn wait_until(&self, what: &str, mut condition: impl FnMut() -> bool) {
-        let start = Instant::now();
-        while !condition() {
-            assert!(
-                start.elapsed() < WAIT,
-                "timed out after {WAIT:?} waiting until {what}; daemon log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then waits (bounded) for exit 0; returns the log.
-    fn stop(mut self) -> String {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill has no memory effects; pid is our own child, not yet reaped.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "send SIGTERM");
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait for daemon") {
-                break status;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "daemon ignored SIGTERM for {WAIT:?}; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let log = self.log();
-        assert_eq!(status.code(), Some(0), "exit after SIGTERM; log:\n{log}");
-        log
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    /// SIGTERM, then waits (bounded) for exit 0.
+    fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait_exit(WAIT, "the daemon to exit after SIGTERM");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "exit after SIGTERM; log:\n{}",
+            self.log()
+        );
     }
 }
 
@@ -649,19 +545,13 @@ fn the_daemon_tells_systemd_it_is_ready_alive_and_stopping() {
     // open and migrated, and the daemon then takes the file.
     fs::create_dir_all(site.incoming()).expect("mkdir incoming");
     fs::write(site.incoming().join("early.json"), day1()).expect("write early file");
-    let daemon = Daemon::spawn(
-        spoolite()
-            .arg("run")
-            .arg("--spool")
-            .arg(&site.spool)
-            .arg("--db")
-            .arg(&site.db)
+    let mut daemon = site.spawn(packaged(
+        site.run_command()
             // The loop would sleep 30 s between rescans: only the watchdog wakes it.
             .args(["--settle", "100ms", "--rescan", "30s"])
             .env("NOTIFY_SOCKET", &notify.path)
             .env("WATCHDOG_USEC", "300000"),
-        site.dir.path().join("daemon.log"),
-    );
+    ));
     assert_eq!(notify.next(&daemon), "READY=1");
     let migrations = fs::read_dir(repo().join("schema"))
         .expect("list schema/")
@@ -686,12 +576,10 @@ fn the_daemon_tells_systemd_it_is_ready_alive_and_stopping() {
         "five pings took {:?}",
         start.elapsed()
     );
-    daemon.wait_until("the waiting file is archived", || {
+    daemon.wait(WAIT, "the waiting file is archived", || {
         site.archive().join("early.json").exists()
     });
-    let pid = daemon.child.id() as libc::pid_t;
-    // SAFETY: kill has no memory effects; pid is our own running child.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    daemon.signal(libc::SIGTERM);
     loop {
         let message = notify.next(&daemon);
         if message == "STOPPING=1" {
@@ -708,24 +596,10 @@ fn a_start_up_error_exits_2_without_ready() {
     let notify = NotifySocket::bind(site.dir.path());
     // The database path is a folder: the database cannot be opened.
     fs::create_dir_all(&site.db).expect("mkdir in the database's place");
-    let mut daemon = Daemon::spawn(
-        spoolite()
-            .arg("run")
-            .arg("--spool")
-            .arg(&site.spool)
-            .arg("--db")
-            .arg(&site.db)
-            .env("NOTIFY_SOCKET", &notify.path),
-        site.dir.path().join("daemon.log"),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = daemon.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(start.elapsed() < WAIT, "still running:\n{}", daemon.log());
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut daemon = site.spawn(packaged(
+        site.run_command().env("NOTIFY_SOCKET", &notify.path),
+    ));
+    let status = daemon.wait_exit(WAIT, "the daemon to exit");
     assert_eq!(status.code(), Some(2), "log:\n{}", daemon.log());
     assert!(
         daemon.log().contains(&site.db.display().to_string()),
@@ -753,23 +627,23 @@ fn a_start_up_error_exits_2_without_ready() {
 /// Drops day 1, day 2, a `.csv` and a `.json` that is no batch, through a daemon;
 /// returns the site with the daemon stopped.
 fn site_with_history() -> Site {
-    let mut site = Site::new();
-    let daemon = site.start(&[]);
-    site.deliver(&daemon, "day1.json", day1());
-    site.deliver(&daemon, "day2.ndjson", day2());
-    site.deliver(&daemon, "roster.csv", "flight,kind\nBA0117,off_blocks\n");
-    site.deliver(&daemon, "list.json", "[1, 2, 3]\n");
+    let site = Site::new();
+    let mut daemon = site.start_packaged(&[]);
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "day2.ndjson", day2());
+    site.deliver(
+        &mut daemon,
+        "roster.csv",
+        "flight,kind\nBA0117,off_blocks\n",
+    );
+    site.deliver(&mut daemon, "list.json", "[1, 2, 3]\n");
     daemon.stop();
     site
 }
 
 fn status_json(site: &Site) -> Value {
-    let output = spoolite()
-        .arg("status")
-        .arg("--spool")
-        .arg(&site.spool)
-        .arg("--db")
-        .arg(&site.db)
+    let output = site
+        .status_command()
         .arg("--json")
         .output()
         .expect("run status --json");
@@ -785,14 +659,7 @@ fn status_json(site: &Site) -> Value {
 }
 
 fn status_text(site: &Site) -> String {
-    let output = spoolite()
-        .arg("status")
-        .arg("--spool")
-        .arg(&site.spool)
-        .arg("--db")
-        .arg(&site.db)
-        .output()
-        .expect("run status");
+    let output = site.status_command().output().expect("run status");
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -820,9 +687,9 @@ fn status_line<'t>(text: &'t str, label: &str) -> &'t str {
 
 #[test]
 fn status_reports_every_number_an_operator_asks_for() {
-    let mut site = site_with_history();
+    let site = site_with_history();
     // A daemon that settles nothing for an hour: what is dropped now stays waiting.
-    let daemon = site.start(&["--settle", "1h"]);
+    let mut daemon = site.start_packaged(&["--settle", "1h"]);
     site.drop_file("late.json", day3());
     let upload = site.incoming().join("day4.json.part");
     fs::write(&upload, "{\"events\":[").expect("write upload");
@@ -830,7 +697,7 @@ fn status_reports_every_number_an_operator_asks_for() {
     age_file(&upload, Duration::from_secs(3600));
     // The idle daemon checkpoints: the WAL is cut back to nothing.
     let wal = PathBuf::from(format!("{}-wal", site.db.display()));
-    daemon.wait_until("the idle checkpoint truncates the WAL", || {
+    daemon.wait(WAIT, "the idle checkpoint truncates the WAL", || {
         fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
     });
 
@@ -1136,11 +1003,12 @@ fn sample(families: &BTreeMap<String, Family>, name: &str, labels: &[(&str, &str
 #[test]
 fn the_metrics_file_counts_files_and_events_by_outcome() {
     let started = unix_now_s();
-    let mut site = Site::new();
+    let site = Site::new();
     let metrics = site.dir.path().join("textfile").join("spoolite.prom");
     fs::create_dir_all(metrics.parent().expect("parent")).expect("mkdir textfile");
-    let daemon = site.start(&["--metrics-file", metrics.to_str().expect("UTF-8 path")]);
-    daemon.wait_until("the first metrics file", || metrics.exists());
+    let mut daemon =
+        site.start_packaged(&["--metrics-file", metrics.to_str().expect("UTF-8 path")]);
+    daemon.wait(WAIT, "the first metrics file", || metrics.exists());
     let first = parse_exposition(&fs::read_to_string(&metrics).expect("read metrics"));
     assert_eq!(
         sample(&first, "spoolite_files_total", &[("outcome", "processed")]),
@@ -1151,27 +1019,31 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
         0.0
     );
 
-    site.deliver(&daemon, "day1.json", day1());
-    site.deliver(&daemon, "day1 (resent).json", day1());
-    site.deliver(&daemon, "day2.ndjson", day2());
-    site.deliver(&daemon, "day3.ndjson", day3());
-    site.deliver(&daemon, "roster.csv", "flight,kind\n");
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "day1 (resent).json", day1());
+    site.deliver(&mut daemon, "day2.ndjson", day2());
+    site.deliver(&mut daemon, "day3.ndjson", day3());
+    site.deliver(&mut daemon, "roster.csv", "flight,kind\n");
     // An upload in progress, an hour old, waits and is counted.
     let upload = site.incoming().join("day4.json.part");
     fs::write(&upload, "{\"events\":[").expect("write upload");
     age_file(&upload, Duration::from_secs(3600));
 
     let mut families = BTreeMap::new();
-    daemon.wait_until("the metrics show every file and the waiting upload", || {
-        let text = fs::read_to_string(&metrics).unwrap_or_default();
-        families = parse_exposition(&text);
-        sample(
-            &families,
-            "spoolite_files_total",
-            &[("outcome", "rejected")],
-        ) == 1.0
-            && sample(&families, "spoolite_files_waiting", &[]) == 1.0
-    });
+    daemon.wait(
+        WAIT,
+        "the metrics show every file and the waiting upload",
+        || {
+            let text = fs::read_to_string(&metrics).unwrap_or_default();
+            families = parse_exposition(&text);
+            sample(
+                &families,
+                "spoolite_files_total",
+                &[("outcome", "rejected")],
+            ) == 1.0
+                && sample(&families, "spoolite_files_waiting", &[]) == 1.0
+        },
+    );
     let kinds: BTreeMap<&str, &str> = families
         .iter()
         .map(|(name, family)| (name.as_str(), family.kind.as_str()))
@@ -1378,21 +1250,26 @@ fn assert_root() {
     );
 }
 
-#[test]
-fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
-    assert_root();
-    let mut site = Site::new();
-    // The packaged layout: the folder belongs to the daemon's user with the
-    // analysts' group, setgid, group may read and list but not write.
+/// A site in the packaged layout, where a daemon has taken day 1 and stopped: the
+/// state folder belongs to the daemon's user with the analysts' group, setgid, group
+/// may read and list but not write, and the analyst can reach it.
+fn analyst_site_with_day1() -> Site {
+    let site = Site::new();
     let state = site.db.parent().expect("state folder").to_owned();
     fs::create_dir_all(&state).expect("mkdir state");
     std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown state");
     fs::set_permissions(&state, fs::Permissions::from_mode(0o2750)).expect("chmod state");
     let_analyst_traverse(site.dir.path());
-
-    let daemon = site.start(&[]);
-    site.deliver(&daemon, "day1.json", day1());
+    let mut daemon = site.start_packaged(&[]);
+    site.deliver(&mut daemon, "day1.json", day1());
     daemon.stop();
+    site
+}
+
+#[test]
+fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
+    assert_root();
+    let site = analyst_site_with_day1();
 
     // -wal and -shm persist, with the database's owner, group and mode.
     for suffix in ["", "-wal", "-shm"] {
@@ -1420,7 +1297,7 @@ fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
     );
 
     // The daemon starts again while the analyst is connected.
-    let daemon = site.start(&[]);
+    let mut daemon = site.start_packaged(&[]);
     assert_eq!(
         analyst.rows("BEGIN"),
         json!([]),
@@ -1428,8 +1305,8 @@ fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
     );
     assert_eq!(analyst.count("duty_event"), 6);
     // A long read does not hold back ingestion, and keeps its snapshot.
-    site.deliver(&daemon, "day2.ndjson", day2());
-    daemon.wait_until("day 2 is committed", || {
+    site.deliver(&mut daemon, "day2.ndjson", day2());
+    daemon.wait(WAIT, "day 2 is committed", || {
         query(&site.db, "SELECT count(*) FROM ingest_inbox") == [["2"]]
     });
     assert_eq!(analyst.count("duty_event"), 6, "the snapshot of the read");
@@ -1458,10 +1335,10 @@ fn an_analyst_who_cannot_write_the_folder_reads_across_a_restart() {
 
 #[test]
 fn re_drops_leave_the_views_unchanged() {
-    let mut site = Site::new();
-    let daemon = site.start(&[]);
-    site.deliver(&daemon, "day1.json", day1());
-    site.deliver(&daemon, "day2.ndjson", day2());
+    let site = Site::new();
+    let mut daemon = site.start_packaged(&[]);
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "day2.ndjson", day2());
 
     assert_eq!(dump(&site.db, "flight_times", &[]), expected_flight_times());
     assert_eq!(
@@ -1475,10 +1352,10 @@ fn re_drops_leave_the_views_unchanged() {
     let before = views(&site.db);
 
     // The same bytes again, under the same names and others, through the daemon.
-    site.deliver(&daemon, "day1.json", day1());
-    site.deliver(&daemon, "day2.ndjson", day2());
-    site.deliver(&daemon, "day1 (copy).JSON", day1());
-    site.deliver(&daemon, "DAY2.jsonl", day2());
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "day2.ndjson", day2());
+    site.deliver(&mut daemon, "day1 (copy).JSON", day1());
+    site.deliver(&mut daemon, "DAY2.jsonl", day2());
     assert_eq!(
         crate::support::names(&site.archive()),
         [
@@ -1510,8 +1387,8 @@ fn re_drops_leave_the_views_unchanged() {
         &serde_json::from_str::<Value>(&day1()).expect("day1 is JSON"),
     )
     .expect("pretty JSON");
-    let daemon = site.start(&[]);
-    site.deliver(&daemon, "day1-resent.json", &pretty);
+    let mut daemon = site.start_packaged(&[]);
+    site.deliver(&mut daemon, "day1-resent.json", &pretty);
     assert_eq!(dump(&site.db, "flight_times", &[]), before[0]);
     let mut expected = expected_batch_summary();
     expected.push(format!(
@@ -1550,10 +1427,7 @@ fn a_dry_run_classifies_against_the_database_and_writes_nothing() {
 
     let tables = crate::support::snapshot(&site.db);
     let bytes = database_bytes(&site.db);
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .args(["--json", "--dry-run"])
         .arg(&day1_path)
         .arg(&day2_path)
@@ -1579,10 +1453,7 @@ fn a_dry_run_classifies_against_the_database_and_writes_nothing() {
     );
 
     // The text form says so too.
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .arg("--dry-run")
         .arg(&day2_path)
         .output()
@@ -1600,10 +1471,7 @@ fn a_dry_run_against_a_missing_database_creates_nothing() {
     let site = Site::new();
     let batch = site.dir.path().join("day1.json");
     fs::write(&batch, day1()).expect("write day1");
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&site.db)
+    let output = ingest_command(&site.db)
         .args(["--json", "--dry-run"])
         .arg(&batch)
         .output()
@@ -1629,15 +1497,7 @@ fn a_dry_run_against_a_missing_database_creates_nothing() {
 #[test]
 fn a_dry_run_needs_no_write_access_to_the_database() {
     assert_root();
-    let mut site = Site::new();
-    let state = site.db.parent().expect("state folder").to_owned();
-    fs::create_dir_all(&state).expect("mkdir state");
-    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown state");
-    fs::set_permissions(&state, fs::Permissions::from_mode(0o2750)).expect("chmod state");
-    let_analyst_traverse(site.dir.path());
-    let daemon = site.start(&[]);
-    site.deliver(&daemon, "day1.json", day1());
-    daemon.stop();
+    let site = analyst_site_with_day1();
 
     // The analyst tries tomorrow's file before it is sent, with a copy of the
     // binary where their uid can run it.

@@ -1,10 +1,14 @@
-//! Shared helpers: the binary, temp folders, whole-table dumps, bounded waits.
+//! Shared helpers: the binary, temp folders, whole-table dumps, bounded waits, and a
+//! site served by `spoolite run`.
 
 #![allow(dead_code)]
 
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
 
 /// The spoolite binary under test.
 pub fn spoolite() -> Command {
@@ -22,10 +26,7 @@ pub fn spoolite() -> Command {
 /// Runs `spoolite ingest --db DB --json FILES...`; returns the exit code and the
 /// parsed JSON lines.
 pub fn ingest_json(db: &Path, files: &[&Path]) -> (i32, Vec<serde_json::Value>) {
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(db)
+    let output = ingest_command(db)
         .arg("--json")
         .args(files)
         .output()
@@ -87,6 +88,18 @@ pub const EVENT_COLUMNS: &[&str] = &[
     "instant_utc",
     "source_revision",
     "payload",
+];
+
+/// The counts of a processed file, in the order of its `--json` line and of the
+/// inbox's columns.
+pub const COUNT_FIELDS: [&str; 7] = [
+    "events_total",
+    "inserted",
+    "updated",
+    "unchanged",
+    "stale",
+    "conflicts",
+    "invalid",
 ];
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes; panics with
@@ -190,4 +203,222 @@ pub fn snapshot(db: &Path) -> Vec<Vec<String>> {
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes.as_ref()))
+}
+
+/// `spoolite ingest --db DB`, for a test to add its options and files to.
+pub fn ingest_command(db: &Path) -> Command {
+    let mut command = spoolite();
+    command.arg("ingest").arg("--db").arg(db);
+    command
+}
+
+// ---------------------------------------------------------------------------------
+// A site served by the daemon
+//
+// daemon.rs and ops.rs each add, in an `impl Site` block of their own, the way they
+// start daemons (`start` with `Settings`, `start_packaged` with the packaged unit's
+// umask and options).
+
+/// A spool and a database in a temporary folder, served by `spoolite run`
+/// processes whose stderr all goes to one log file.
+pub struct Site {
+    pub dir: TempDir,
+    pub spool: PathBuf,
+    pub db: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Site {
+    pub fn new() -> Site {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spool = dir.path().join("spool");
+        let db = dir.path().join("state").join("spoolite.db");
+        let log = dir.path().join("daemon.log");
+        Site {
+            dir,
+            spool,
+            db,
+            log,
+        }
+    }
+
+    pub fn incoming(&self) -> PathBuf {
+        self.spool.join("incoming")
+    }
+
+    pub fn archive(&self) -> PathBuf {
+        self.spool.join("archive")
+    }
+
+    pub fn rejected(&self) -> PathBuf {
+        self.spool.join("rejected")
+    }
+
+    /// The site's daemon log: the stderr of every daemon started with `spawn`.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `spoolite run --spool SPOOL --db DB`, for a test to add its options to.
+    pub fn run_command(&self) -> Command {
+        let mut command = spoolite();
+        command
+            .arg("run")
+            .arg("--spool")
+            .arg(&self.spool)
+            .arg("--db")
+            .arg(&self.db);
+        command
+    }
+
+    /// `spoolite status --spool SPOOL --db DB`, for a test to add its options to.
+    pub fn status_command(&self) -> Command {
+        let mut command = spoolite();
+        command
+            .arg("status")
+            .arg("--spool")
+            .arg(&self.spool)
+            .arg("--db")
+            .arg(&self.db);
+        command
+    }
+
+    /// Starts `command` (a `spoolite run`), its stderr appended to the site's log.
+    pub fn spawn(&self, command: &mut Command) -> Daemon {
+        Daemon::spawn(command, &self.log)
+    }
+
+    /// Drops a file the way an upload does: written under a temp name, then renamed.
+    pub fn drop_file(&self, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let temp = write(&self.incoming(), &format!(".{name}.tmp"), content);
+        let path = self.incoming().join(name);
+        fs::rename(&temp, &path).expect("rename into incoming/");
+        path
+    }
+
+    /// Files in archive/, sorted (every entry: hidden ones too).
+    pub fn archived(&self) -> Vec<String> {
+        names(&self.archive())
+    }
+
+    pub fn waiting(&self) -> Vec<String> {
+        names(&self.incoming())
+    }
+
+    pub fn rejected_names(&self) -> Vec<String> {
+        names(&self.rejected())
+    }
+}
+
+/// A running `spoolite run`. Dropping it kills the process (SIGKILL) and reaps it,
+/// so no test leaks one; a test that fails prints the tail of the log.
+pub struct Daemon {
+    pub child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Spawns `command` (a `spoolite run`) with stdin and stdout null and stderr
+    /// appended to `log`.
+    pub fn spawn(command: &mut Command, log: &Path) -> Daemon {
+        let stderr = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open daemon log");
+        // systemd's variables reach the daemon only when the test sets them, never
+        // from a test runner that itself runs under systemd.
+        for variable in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+            if !command.get_envs().any(|(key, _)| key == variable) {
+                command.env_remove(variable);
+            }
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start spoolite run");
+        Daemon {
+            child,
+            log: log.to_owned(),
+        }
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid fits")
+    }
+
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+        let rc = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(rc, 0, "kill({}, {signal})", self.pid());
+    }
+
+    /// Panics, naming `what` and the exit status, when the daemon is gone.
+    pub fn assert_running(&mut self, what: &str) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            panic!("spoolite run exited ({status}) while waiting for {what}");
+        }
+    }
+
+    /// Waits for `condition` for at most `limit`, failing at once if the daemon dies.
+    pub fn wait(&mut self, limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+        wait_until(limit, what, || {
+            self.assert_running(what);
+            condition()
+        });
+    }
+
+    /// Waits at most `limit` for the process to end; returns how it ended.
+    pub fn wait_exit(&mut self, limit: Duration, what: &str) -> ExitStatus {
+        let mut status = None;
+        wait_until(limit, what, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.expect("exited")
+    }
+
+    /// Waits until the daemon holds the spool's lock (its signal handlers are in
+    /// place by then: a SIGTERM before that would meet the default action).
+    pub fn wait_serving(&mut self, site: &Site) {
+        let lock = site.spool.join("spoolite.lock");
+        let pid = self.pid().to_string();
+        self.wait(
+            Duration::from_secs(20),
+            "the lock file to name the daemon",
+            || fs::read_to_string(&lock).is_ok_and(|t| t.trim() == pid),
+        );
+    }
+
+    /// kill -9, and reap the process.
+    pub fn kill_hard(&mut self) {
+        self.signal(libc::SIGKILL);
+        self.child.wait().expect("reap spoolite");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: as in `signal`; the child is not reaped yet.
+            unsafe { libc::kill(self.pid(), libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(80)..];
+            eprintln!(
+                "--- last lines of {} ---\n{}",
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
+    }
 }
