@@ -1688,3 +1688,47 @@ fn a_write_refused_by_the_file_size_limit_leaves_no_trace() {
     let line = site.processed("big.ndjson", &big_text);
     assert_eq!(counts(&line), [5000, 4998, 1, 0, 0, 0, 1]);
 }
+
+#[test]
+fn ingest_waits_out_an_analysts_lock_instead_of_failing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    let first = write(
+        dir.path(),
+        "first.json",
+        json_batch(&[event("LK1", "takeoff", "2026-11-29T10:00:00Z", None, "{}")]),
+    );
+    let (code, _) = ingest_json(&db, &[&first]);
+    assert_eq!(code, 0);
+    // An analyst holds the write lock for longer than one busy timeout (5 s).
+    let locked = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let analyst = {
+        let db = db.clone();
+        let locked = locked.clone();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&db).expect("analyst opens");
+            conn.execute_batch("BEGIN EXCLUSIVE")
+                .expect("analyst locks");
+            locked.wait();
+            std::thread::sleep(std::time::Duration::from_secs(7));
+            conn.execute_batch("ROLLBACK").expect("analyst releases");
+        })
+    };
+    locked.wait();
+    let second = write(
+        dir.path(),
+        "second.json",
+        json_batch(&[event("LK2", "landing", "2026-11-29T12:00:00Z", None, "{}")]),
+    );
+    let started = std::time::Instant::now();
+    let (code, lines) = ingest_json(&db, &[&second]);
+    analyst.join().expect("analyst thread");
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "processed");
+    assert_eq!(lines[0]["inserted"], 1);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(6),
+        "it waited for the release"
+    );
+    assert_eq!(dump(&db, "duty_event", &["flight_id"]), ["LK1", "LK2"]);
+}
