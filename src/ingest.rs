@@ -168,8 +168,8 @@ pub fn ingest_file(
         });
     }
     let size = meta.len();
-    let scan = scan(&mut file).map_err(read_error)?;
-    let digest = scan.digest.clone();
+    // The first pass only digests, so that a re-drop costs one SHA-256 of the file.
+    let (digest, bytes) = digest_file(&mut file).map_err(read_error)?;
     let rejected = |rejection| {
         Ok(Outcome::Rejected {
             digest: Some(digest.clone()),
@@ -191,13 +191,19 @@ pub fn ingest_file(
             ),
         ));
     }
-    if scan.bytes == 0 {
+    if bytes == 0 {
         return rejected(Rejection::new(
             RejectReason::Empty,
             "the file is empty (0 bytes)",
         ));
     }
-    if let Utf8::InvalidAt(offset) = scan.utf8 {
+    if store.contains_batch(&digest)? {
+        return Ok(Outcome::SkippedDuplicate { digest });
+    }
+    // A new file: is it UTF-8 throughout? (A committed one was.)
+    file.rewind().map_err(read_error)?;
+    let utf8 = check_file_utf8(&mut file).map_err(read_error)?;
+    if let Utf8::InvalidAt(offset) = utf8 {
         return rejected(Rejection::new(
             RejectReason::NotUtf8,
             format!(
@@ -205,10 +211,7 @@ pub fn ingest_file(
             ),
         ));
     }
-    if store.contains_batch(&digest)? {
-        return Ok(Outcome::SkippedDuplicate { digest });
-    }
-    if scan.utf8 == Utf8::CutAtEnd {
+    if utf8 == Utf8::CutAtEnd {
         return rejected(Rejection::new(
             RejectReason::Truncated,
             "the file ends inside a UTF-8 character; it may still be arriving",
@@ -233,14 +236,14 @@ pub fn ingest_file(
                 Message::End {
                     result,
                     digest: read_digest,
-                    bytes,
+                    bytes: read_bytes,
                 } => {
                     let header = match result {
                         Ok(header) => header,
                         Err(ReadError::Io(source)) => return Err(read_error(source)),
                         Err(ReadError::Rejected(rejection)) => return Ok(Err(rejection)),
                     };
-                    if read_digest != digest || bytes != scan.bytes {
+                    if read_digest != digest || read_bytes != bytes {
                         return Err(IngestError::Changed {
                             path: path.display().to_string(),
                         });
@@ -288,41 +291,46 @@ enum Utf8 {
     CutAtEnd,
 }
 
-struct Scan {
-    digest: String,
-    bytes: u64,
-    utf8: Utf8,
+/// Calls `each` with successive chunks of `file` from where it stands to its end.
+fn for_each_chunk(file: &mut File, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => each(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
-/// The first pass over a file: its SHA-256 and whether it is UTF-8.
-fn scan(file: &mut File) -> io::Result<Scan> {
+/// The SHA-256 (lowercase hex) and length of a file.
+fn digest_file(file: &mut File) -> io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; READ_BUFFER_BYTES];
     let mut bytes = 0u64;
+    for_each_chunk(file, |chunk| {
+        hasher.update(chunk);
+        bytes += chunk.len() as u64;
+    })?;
+    Ok((hex::encode(hasher.finalize()), bytes))
+}
+
+/// Whether a file is UTF-8 throughout, and where it is not.
+fn check_file_utf8(file: &mut File) -> io::Result<Utf8> {
     let mut utf8 = Utf8::Valid;
+    let mut offset = 0u64;
     // Up to 3 bytes of a character cut by the end of the previous chunk.
     let mut carry: Vec<u8> = Vec::with_capacity(4);
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        hasher.update(&buf[..n]);
-        if let Utf8::Valid = utf8 {
-            utf8 = check_utf8(&mut carry, &buf[..n], bytes);
+    for_each_chunk(file, |chunk| {
+        if utf8 == Utf8::Valid {
+            utf8 = check_utf8(&mut carry, chunk, offset);
         }
-        bytes += n as u64;
-    }
+        offset += chunk.len() as u64;
+    })?;
     if utf8 == Utf8::Valid && !carry.is_empty() {
         utf8 = Utf8::CutAtEnd;
     }
-    Ok(Scan {
-        digest: hex::encode(hasher.finalize()),
-        bytes,
-        utf8,
-    })
+    Ok(utf8)
 }
 
 /// Validates `chunk` (which starts at `offset` in the file) after the `carry` left
