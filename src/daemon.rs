@@ -320,9 +320,11 @@ impl Daemon {
         };
         let result = ingest::ingest_file(&mut self.store, &path, options);
         let now = Instant::now();
-        let failures = self.store_retry.recover();
-        if failures > 0 && !matches!(result, Err(IngestError::Store(_))) {
-            log::info!("database usable again after {failures} failed attempts");
+        if !matches!(result, Err(IngestError::Store(_))) {
+            let failures = self.store_retry.recover();
+            if failures > 0 {
+                log::info!("database usable again after {failures} failed attempts");
+            }
         }
         let outcome = match result {
             Ok(outcome) => outcome,
@@ -331,7 +333,6 @@ impl Daemon {
                 return;
             }
             Err(IngestError::Store(error)) => {
-                self.store_retry.failures = failures;
                 if self.store_retry.fail(now) {
                     let attempts = self.store_retry.failures;
                     let wait = self.store_retry.delay();
