@@ -17,8 +17,11 @@ use crate::store::{Counts, Store, StoreError};
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
 pub const FILE_BYTES_MAX_DEFAULT: u64 = 2 << 30;
 
-/// Read buffer for both passes over a file.
-const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Read buffer for every pass over a file. 64 KiB stays under glibc's mmap
+/// threshold, so the buffer comes from the heap: a fresh 256 KiB mmap region made
+/// the kernel's copy into it three times slower (a re-drop of a 171 MiB file took
+/// 0.25 s instead of 0.165 s, the SHA-256 alone being 0.145 s).
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// What happened to one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
