@@ -24,7 +24,10 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
     // memory when it does not exist yet): it creates, upgrades and locks nothing.
     let opened = match (args.dry_run, args.db.db.exists()) {
         (false, _) => Store::open(&args.db.db),
-        (true, true) => Store::open_read_only(&args.db.db),
+        (true, true) => Store::open_read_only(&args.db.db).and_then(|store| {
+            store.require_current_schema(&args.db.db)?;
+            Ok(store)
+        }),
         (true, false) => Store::open_empty_in_memory(),
     };
     let mut store = match opened {

@@ -14,6 +14,7 @@ use crate::batch::{Header, Record};
 const MIGRATIONS: &[&str] = &[
     include_str!("../schema/0001_initial.sql"),
     include_str!("../schema/0002_analyst_views.sql"),
+    include_str!("../schema/0003_binary_key.sql"),
 ];
 
 /// Rows applied between two looks at the stop flag.
@@ -40,6 +41,15 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    #[error(
+        "database {path} has schema version {found}, older than this spoolite's ({known}); \
+         a dry run upgrades nothing, so run the daemon or `spoolite ingest` once first"
+    )]
+    OlderSchema {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("create database folder {path}: {source}")]
     CreateDir {
         path: PathBuf,
@@ -54,9 +64,10 @@ impl StoreError {
     pub fn is_busy(&self) -> bool {
         let code = match self {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. } | StoreError::CreateDir { .. } | StoreError::Stopped => {
-                None
-            }
+            StoreError::NewerSchema { .. }
+            | StoreError::OlderSchema { .. }
+            | StoreError::CreateDir { .. }
+            | StoreError::Stopped => None,
         };
         matches!(
             code,
@@ -128,9 +139,9 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens an existing database without writing to it (for `status`).
     /// Opens an existing database without writing to it (for `status` and
-    /// `ingest --dry-run`).
+    /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
+    /// version has; see `require_current_schema`.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let open_error = |source| StoreError::Open {
             path: path.to_owned(),
@@ -153,6 +164,23 @@ impl Store {
             });
         }
         Ok(Store { conn })
+    }
+
+    /// Refuses a database whose schema is older than this spoolite's: a dry run
+    /// opened read-only cannot upgrade it, and its statements need the current one.
+    pub fn require_current_schema(&self, path: &Path) -> Result<(), StoreError> {
+        let found: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let known = MIGRATIONS.len() as i64;
+        if found < known {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found,
+                known,
+            });
+        }
+        Ok(())
     }
 
     /// An empty database in memory with the current schema: what a dry run
@@ -277,7 +305,7 @@ impl Store {
         }
         tx.execute_batch(
             "CREATE TEMP TABLE IF NOT EXISTS staging (
-                 key TEXT NOT NULL, seq INTEGER NOT NULL, flight_id TEXT NOT NULL,
+                 key BLOB NOT NULL, seq INTEGER NOT NULL, flight_id TEXT NOT NULL,
                  event_kind TEXT NOT NULL, instant_utc TEXT NOT NULL,
                  source_revision INTEGER, payload TEXT NOT NULL, raw TEXT NOT NULL);
              DELETE FROM temp.staging;",
@@ -382,7 +410,7 @@ impl Batch<'_> {
             match &record.event {
                 Ok(event) => {
                     staging.execute(params![
-                        event.key_hex(),
+                        event.key(),
                         index,
                         event.flight_id(),
                         event.event_kind(),
@@ -507,19 +535,19 @@ impl Batch<'_> {
              FROM temp.staging ORDER BY key, seq",
         )?;
         let mut rows = staged.query([])?;
-        let mut lookup = self.tx.prepare(
-            "SELECT source_revision, payload FROM duty_event WHERE idempotency_key = ?1",
-        )?;
+        let mut lookup = self
+            .tx
+            .prepare("SELECT source_revision, payload FROM duty_event_data WHERE key = ?1")?;
         let mut upsert = self.tx.prepare(UPSERT)?;
         // The key being applied, its state so far and the last event that won.
-        let mut group: Option<(String, Current, Option<Winner>)> = None;
+        let mut group: Option<([u8; 32], Current, Option<Winner>)> = None;
         let mut applied: u64 = 0;
         while let Some(row) = rows.next()? {
             applied += 1;
             if applied.is_multiple_of(STOP_CHECK_ROWS) && stop.load(Ordering::Relaxed) {
                 return Err(StoreError::Stopped);
             }
-            let key: String = row.get(0)?;
+            let key: [u8; 32] = row.get(0)?;
             let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
             let payload: String = row.get(6)?;
             if group.as_ref().is_none_or(|(k, _, _)| *k != key) {
@@ -527,7 +555,7 @@ impl Batch<'_> {
                     self.write(&mut upsert, &key, &current, winner)?;
                 }
                 let current = current(&mut lookup, &key)?;
-                group = Some((key.clone(), current, None));
+                group = Some((key, current, None));
             }
             let (_, current, winner) = group.as_mut().expect("a group is open");
             let outcome = if !current.stored && winner.is_none() {
@@ -583,7 +611,7 @@ impl Batch<'_> {
     fn write(
         &self,
         upsert: &mut rusqlite::Statement<'_>,
-        key: &str,
+        key: &[u8; 32],
         current: &Current,
         winner: Option<Winner>,
     ) -> Result<(), StoreError> {
@@ -611,18 +639,18 @@ impl Batch<'_> {
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
 /// revision guard: a row is only ever replaced by a higher revision.
-const UPSERT: &str = "INSERT INTO duty_event (idempotency_key, flight_id, event_kind, instant_utc,
+const UPSERT: &str = "INSERT INTO duty_event_data (key, flight_id, event_kind, instant_utc,
          source_revision, payload, batch_digest, first_seen_at, updated_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
-     ON CONFLICT (idempotency_key) DO UPDATE SET
+     ON CONFLICT (key) DO UPDATE SET
          source_revision = excluded.source_revision,
          payload = excluded.payload,
          batch_digest = excluded.batch_digest,
          updated_at = excluded.updated_at
-     WHERE excluded.source_revision > duty_event.source_revision";
+     WHERE excluded.source_revision > duty_event_data.source_revision";
 
 /// The stored revision and payload for `key`, if any.
-fn current(lookup: &mut rusqlite::Statement<'_>, key: &str) -> Result<Current, StoreError> {
+fn current(lookup: &mut rusqlite::Statement<'_>, key: &[u8; 32]) -> Result<Current, StoreError> {
     let stored = lookup
         .query_row([key], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;

@@ -1608,7 +1608,7 @@ fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
     // written whether events are applied in file order (POISON is event 500) or in key
     // order (its key starts 544e…, about a third of the way).
     site.execute(
-        "CREATE TRIGGER poison BEFORE INSERT ON duty_event WHEN NEW.flight_id = 'POISON'
+        "CREATE TRIGGER poison BEFORE INSERT ON duty_event_data WHEN NEW.flight_id = 'POISON'
          BEGIN SELECT RAISE(ABORT, 'forced failure'); END;",
     );
     let before = snapshot(&site.db);
@@ -1731,4 +1731,77 @@ fn ingest_waits_out_an_analysts_lock_instead_of_failing() {
         "it waited for the release"
     );
     assert_eq!(dump(&db, "duty_event", &["flight_id"]), ["LK1", "LK2"]);
+}
+
+#[test]
+fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
+    let site = Site::new();
+    // A database as spoolite left it before schema 3: duty_event a table keyed by the
+    // hex key, with one batch's row in it.
+    {
+        let conn = rusqlite::Connection::open(&site.db).expect("create db");
+        conn.execute_batch(include_str!("../../schema/0001_initial.sql"))
+            .expect("schema 1");
+        conn.execute_batch(include_str!("../../schema/0002_analyst_views.sql"))
+            .expect("schema 2");
+        let digest = "d".repeat(64);
+        conn.execute_batch(&format!(
+            "INSERT INTO ingest_inbox VALUES ('{digest}', 'old', 'old.json',
+                 '2026-11-29T12:00:00Z', 1, 1, 0, 0, 0, 0, 0);
+             INSERT INTO duty_event VALUES ('{K_OFF}', 'BA0117-20261129', 'off_blocks',
+                 '2026-11-29T10:05:00Z', 1, '{{}}', '{digest}',
+                 '2026-11-29T12:00:00Z', '2026-11-29T12:00:00Z');
+             PRAGMA user_version = 2;"
+        ))
+        .expect("schema 2 rows");
+    }
+    let old_rows = dump(&site.db, "duty_event", EVENT_COLUMNS);
+
+    // The same event again (unchanged) and a new one: the upgraded database tells
+    // them apart by key exactly as before.
+    site.processed(
+        "new.json",
+        &json_batch(&[off_blocks(1, "{}"), duty_start(1, "{}")]),
+    );
+    assert_eq!(query(&site.db, "PRAGMA user_version"), [["3"]]);
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT type, name FROM sqlite_schema WHERE name LIKE 'duty_event%' ORDER BY name"
+        ),
+        [
+            ["view", "duty_event"],
+            ["table", "duty_event_data"],
+            ["index", "duty_event_data_batch"],
+            ["index", "duty_event_data_flight"],
+            ["index", "duty_event_data_kind_instant"],
+        ]
+    );
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT events_total, inserted, unchanged FROM ingest_inbox WHERE file_name = 'new.json'"
+        ),
+        [["2", "1", "1"]]
+    );
+    let rows = dump(&site.db, "duty_event", EVENT_COLUMNS);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.contains(&old_rows[0]), "{rows:?} keeps {old_rows:?}");
+    assert_eq!(
+        query(
+            &site.db,
+            &format!(
+                "SELECT batch_digest, first_seen_at FROM duty_event WHERE idempotency_key = '{K_OFF}'"
+            )
+        ),
+        [["d".repeat(64), "2026-11-29T12:00:00Z".to_owned()]],
+        "the old row is untouched"
+    );
+    assert_eq!(
+        query(
+            &site.db,
+            &format!("SELECT count(*) FROM duty_event WHERE idempotency_key = '{K_DUTY}'")
+        ),
+        [["1"]]
+    );
 }

@@ -1565,6 +1565,30 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
         ),
         [["EZY8421-20270102", "2027-01-02T00:05:00.123456789Z"]]
     );
+    // The README's look-up by key goes through the primary key's index: the key as
+    // a blob literal finds the row, the view shows it as the contract reads.
+    let by_key = format!(
+        "SELECT e.* FROM duty_event_data AS k
+         JOIN duty_event AS e USING (flight_id, event_kind, instant_utc)
+         WHERE k.key = x'{key}'"
+    );
+    assert_eq!(
+        query(&site.db, &by_key),
+        query(
+            &site.db,
+            &format!("SELECT * FROM duty_event WHERE idempotency_key = '{key}'")
+        )
+    );
+    let plan = query(&site.db, &format!("EXPLAIN QUERY PLAN {by_key}"));
+    let steps: Vec<&str> = plan.iter().map(|row| row[3].as_str()).collect();
+    assert!(
+        steps[0].starts_with("SEARCH k USING INDEX sqlite_autoindex_duty_event_data_1 (key=?)"),
+        "{steps:?}"
+    );
+    assert!(
+        steps.iter().all(|step| step.starts_with("SEARCH")),
+        "{steps:?}"
+    );
 
     let output = spoolite()
         .args(["key", "EZY8421-20270102", "takeoff", "2027-01-02T01:05:00"])

@@ -26,17 +26,9 @@ const READ_BUFFER_BYTES: usize = 256 * 1024;
 /// The inbox row every floor row points at (the schema's foreign key wants one).
 const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The floor's own table, used only when `duty_event` is not a plain table (a view
-/// over another layout, say): the naive layout of schema 1.
-const FLOOR_TABLE_DDL: &str = "
-    CREATE TABLE IF NOT EXISTS bench_floor (
-        idempotency_key TEXT PRIMARY KEY NOT NULL, flight_id TEXT NOT NULL,
-        event_kind TEXT NOT NULL, instant_utc TEXT NOT NULL,
-        source_revision INTEGER NOT NULL, payload TEXT NOT NULL,
-        batch_digest TEXT NOT NULL, first_seen_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-    CREATE INDEX IF NOT EXISTS bench_floor_flight_instant ON bench_floor (flight_id, instant_utc);
-    CREATE INDEX IF NOT EXISTS bench_floor_kind_instant ON bench_floor (event_kind, instant_utc);
-    CREATE INDEX IF NOT EXISTS bench_floor_batch ON bench_floor (batch_digest);";
+/// Where the floor writes: the store's own table behind the `duty_event` view, so
+/// the floor stores exactly the rows spoolite stores, in the same layout.
+const FLOOR_TABLE: &str = "duty_event_data";
 
 /// Arguments of the hidden subcommands.
 #[derive(Debug, clap::Args)]
@@ -104,7 +96,7 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
 pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     drop(Store::open(&args.db)?);
     let mut conn = open_like_store(&args.db)?;
-    let table = floor_table(&conn)?;
+    let table = FLOOR_TABLE;
     let name = args.file.to_string_lossy();
     let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
     let started = Instant::now();
@@ -119,7 +111,7 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         params![FLOOR_DIGEST, now],
     )?;
     let mut insert = tx.prepare(&format!(
-        "INSERT INTO {table} (idempotency_key, flight_id, event_kind, instant_utc,
+        "INSERT INTO {table} (key, flight_id, event_kind, instant_utc,
              source_revision, payload, batch_digest, first_seen_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
     ))?;
@@ -130,7 +122,7 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     {
         let Ok(event) = record.event else { continue };
         insert.execute(params![
-            event.key_hex(),
+            event.key(),
             event.flight_id(),
             event.event_kind(),
             event.instant_utc(),
@@ -162,22 +154,6 @@ fn open_like_store(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "temp_store", "FILE")?;
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(conn)
-}
-
-/// `duty_event` while it is a plain table; otherwise the floor's own table.
-fn floor_table(conn: &Connection) -> rusqlite::Result<&'static str> {
-    let kind: Option<String> = conn
-        .query_row(
-            "SELECT type FROM sqlite_schema WHERE name = 'duty_event'",
-            [],
-            |row| row.get(0),
-        )
-        .ok();
-    if kind.as_deref() == Some("table") {
-        return Ok("duty_event");
-    }
-    conn.execute_batch(FLOOR_TABLE_DDL)?;
-    Ok("bench_floor")
 }
 
 /// Runs this binary's hidden subcommand `which` on `file` and `db` in a child.

@@ -39,6 +39,43 @@ enum Hidden {
     Ingest(child::ChildArgs),
     #[command(name = "__floor", hide = true)]
     Floor(child::ChildArgs),
+    /// Writes one generated batch file, for profiling a section by hand (see
+    /// BENCHMARKS.md).
+    #[command(name = "__generate", hide = true)]
+    Generate(GenerateArgs),
+}
+
+/// Arguments of `__generate`: the events `offset .. offset + count` of the bench's
+/// deterministic sequence, as the bench itself writes them.
+#[derive(Debug, Args)]
+struct GenerateArgs {
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    #[arg(long, default_value_t = 1_000_000)]
+    count: u64,
+    #[arg(long, default_value_t = 1)]
+    revision: i64,
+    #[arg(long, default_value_t = 0x5EED_0117)]
+    seed: u64,
+    /// The file to write; `.json` or `.ndjson` picks the layout.
+    file: PathBuf,
+}
+
+fn generate(args: &GenerateArgs) -> BenchResult<()> {
+    let layout = match args.file.extension().and_then(|e| e.to_str()) {
+        Some("json") => generate::Layout::Json,
+        Some("ndjson") => generate::Layout::Ndjson,
+        _ => return Err("the file name must end in .json or .ndjson".into()),
+    };
+    let spec = generate::BatchSpec {
+        offset: args.offset,
+        count: args.count,
+        revision: args.revision,
+        crew_changed: false,
+        batch_id: format!("generated-{}-{}", args.offset, args.count),
+    };
+    generate::write_batch_file(&args.file, args.seed, &spec, layout)?;
+    Ok(())
 }
 
 #[derive(Debug, Clone, Args)]
@@ -106,6 +143,7 @@ fn main() -> ExitCode {
     let result = match &cli.child {
         Some(Hidden::Ingest(args)) => child::ingest(args).map(|()| ExitCode::SUCCESS),
         Some(Hidden::Floor(args)) => child::floor(args).map(|()| ExitCode::SUCCESS),
+        Some(Hidden::Generate(args)) => generate(args).map(|()| ExitCode::SUCCESS),
         None => run::bench(cli.options.resolved()),
     };
     result.unwrap_or_else(|error| {
