@@ -206,6 +206,9 @@ impl Store {
         if version == known {
             return Ok(());
         }
+        // A new database gets one log line; an existing one a line before and after
+        // each step, since a step may copy every row.
+        let fresh = version == 0;
         loop {
             let tx = self
                 .conn
@@ -219,16 +222,31 @@ impl Store {
                 });
             }
             if version == known {
+                if fresh {
+                    log::info!(
+                        "database {}: created, schema version {known}",
+                        path.display()
+                    );
+                }
                 return Ok(());
             }
+            let next = version + 1;
+            if !fresh {
+                log::info!(
+                    "database {}: upgrading schema to version {next}; on a large database \
+                     this takes minutes",
+                    path.display()
+                );
+            }
             tx.execute_batch(MIGRATIONS[version as usize])?;
-            tx.pragma_update(None, "user_version", version + 1)?;
+            tx.pragma_update(None, "user_version", next)?;
             tx.commit()?;
-            log::info!(
-                "database {}: schema upgraded to version {}",
-                path.display(),
-                version + 1
-            );
+            if !fresh {
+                log::info!(
+                    "database {}: schema upgraded to version {next}",
+                    path.display()
+                );
+            }
         }
     }
 
