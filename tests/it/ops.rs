@@ -1599,3 +1599,49 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad_instant"), "{stderr}");
 }
+
+#[test]
+fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
+    let site = Site::new();
+    let day1_path = crate::support::write(site.dir.path(), "day1.json", day1());
+    let (code, _) = crate::support::ingest_json(&site.db, &[&day1_path]);
+    assert_eq!(code, 0);
+
+    let readme = fs::read_to_string(repo().join("README.md")).expect("read README.md");
+    let mut statements = Vec::new();
+    let mut rest = readme.as_str();
+    while let Some(start) = rest.find("```sql\n") {
+        let block = &rest[start + "```sql\n".len()..];
+        let end = block.find("```").expect("every sql block is closed");
+        statements.extend(
+            block[..end]
+                .split(";\n")
+                .map(str::trim)
+                .filter(|sql| !sql.is_empty())
+                .map(str::to_owned),
+        );
+        rest = &block[end..][3..];
+    }
+    assert!(statements.len() >= 4, "{statements:?}");
+    // `query` panics with the statement when SQLite refuses it.
+    for sql in &statements {
+        query(&site.db, sql);
+    }
+    // The look-up by key finds the row the view shows for that key.
+    let by_key = statements
+        .iter()
+        .find(|sql| sql.contains("k.key = x'"))
+        .expect("the README looks a row up by key");
+    let row = query(
+        &site.db,
+        "SELECT * FROM duty_event WHERE flight_id = 'BA0117-20261129'
+         AND event_kind = 'off_blocks'",
+    );
+    assert_eq!(row.len(), 1);
+    assert!(
+        by_key.contains(&row[0][0]),
+        "{by_key} looks up {}",
+        row[0][0]
+    );
+    assert_eq!(query(&site.db, by_key), row);
+}
