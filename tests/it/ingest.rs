@@ -1757,6 +1757,22 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     }
     let old_rows = dump(&site.db, "duty_event", EVENT_COLUMNS);
 
+    // A dry run opens read-only and cannot upgrade: it says so and changes nothing.
+    let probe = site.file("probe.json", json_batch(&[duty_start(1, "{}")]));
+    let output = ingest_command(&site.db)
+        .args(["--json", "--dry-run"])
+        .arg(&probe)
+        .output()
+        .expect("run ingest --dry-run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("has schema version 2, older than this spoolite's (3)"),
+        "{stderr}"
+    );
+    assert_eq!(query(&site.db, "PRAGMA user_version"), [["2"]]);
+
     // The same event again (unchanged) and a new one: the upgraded database tells
     // them apart by key exactly as before.
     site.processed(

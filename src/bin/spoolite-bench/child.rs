@@ -23,7 +23,7 @@ use crate::BenchResult;
 /// Read buffer of the floor loop, the same as spoolite's.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
 
-/// The inbox row every floor row points at (the schema's foreign key wants one).
+/// The batch digest of every floor row, and of the one inbox row the floor writes.
 const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Where the floor writes: the store's own table behind the `duty_event` view, so
