@@ -166,12 +166,16 @@ impl Store {
         Ok(Store { conn })
     }
 
+    fn schema_version(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))?)
+    }
+
     /// Refuses a database whose schema is older than this spoolite's: a dry run
     /// opened read-only cannot upgrade it, and its statements need the current one.
     pub fn require_current_schema(&self, path: &Path) -> Result<(), StoreError> {
-        let found: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let found = self.schema_version()?;
         let known = MIGRATIONS.len() as i64;
         if found < known {
             return Err(StoreError::OlderSchema {
@@ -285,7 +289,14 @@ impl Store {
         };
         Ok(Totals {
             batches: count("SELECT count(*) FROM ingest_inbox")?,
-            events: count("SELECT count(*) FROM duty_event")?,
+            // The view joins every row to its flight; the table has the same rows.
+            // A database not yet upgraded (status reads any version) has the table
+            // under the view's name.
+            events: count(if self.schema_version()? >= 3 {
+                "SELECT count(*) FROM duty_event_data"
+            } else {
+                "SELECT count(*) FROM duty_event"
+            })?,
             quarantined: count("SELECT count(*) FROM quarantine")?,
             last_ingest_at: self.conn.query_row(
                 "SELECT max(ingested_at) FROM ingest_inbox",
@@ -548,9 +559,26 @@ impl Batch<'_> {
     /// Returns the counts of the staged (valid) events' outcomes.
     fn apply_staged(&self, default_revision: i64, stop: &AtomicBool) -> Result<Counts, StoreError> {
         let mut counts = Counts::default();
+        if !self.dry_run {
+            // Number the batch's new flights first, in flight_id order: one pass along
+            // the index of ids instead of a random insert per flight. Each staged
+            // flight ends up referred to: a key new to the table is inserted, and a
+            // stored key already has its flight.
+            self.tx.execute(
+                "INSERT INTO flight (flight_id)
+                 SELECT DISTINCT flight_id FROM temp.staging WHERE true ORDER BY flight_id
+                 ON CONFLICT (flight_id) DO NOTHING",
+                [],
+            )?;
+        }
+        // The flight numbers are looked up as the staging table is read in file order,
+        // where one flight's events sit together, before SQLite sorts by key. A dry
+        // run's new flights have none.
         let mut staged = self.tx.prepare(
-            "SELECT key, seq, flight_id, event_kind, instant_utc, source_revision, payload, raw
-             FROM temp.staging ORDER BY key, seq",
+            "SELECT s.key, s.seq, f.ref, s.event_kind, s.instant_utc, s.source_revision,
+                    s.payload, s.raw
+             FROM temp.staging AS s LEFT JOIN flight AS f ON f.flight_id = s.flight_id
+             ORDER BY s.key, s.seq",
         )?;
         let mut rows = staged.query([])?;
         let mut lookup = self
@@ -592,7 +620,7 @@ impl Batch<'_> {
                     current.revision = revision;
                     current.payload.clone_from(&payload);
                     *winner = Some(Winner {
-                        flight_id: row.get(2)?,
+                        flight_ref: row.get(2)?,
                         event_kind: row.get(3)?,
                         instant_utc: row.get(4)?,
                         revision,
@@ -637,9 +665,12 @@ impl Batch<'_> {
             return Ok(());
         };
         debug_assert_eq!(current.revision, winner.revision);
+        let flight_ref = winner
+            .flight_ref
+            .expect("the apply numbers every staged flight first");
         let changed = upsert.execute(params![
             key,
-            winner.flight_id,
+            flight_ref,
             winner.event_kind,
             winner.instant_utc,
             winner.revision,
@@ -657,7 +688,7 @@ impl Batch<'_> {
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
 /// revision guard: a row is only ever replaced by a higher revision.
-const UPSERT: &str = "INSERT INTO duty_event_data (key, flight_id, event_kind, instant_utc,
+const UPSERT: &str = "INSERT INTO duty_event_data (key, flight_ref, event_kind, instant_utc,
          source_revision, payload, batch_digest, first_seen_at, updated_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
      ON CONFLICT (key) DO UPDATE SET
@@ -687,7 +718,8 @@ fn current(lookup: &mut rusqlite::Statement<'_>, key: &[u8; 32]) -> Result<Curre
 }
 
 struct Winner {
-    flight_id: String,
+    /// None only in a dry run, which numbers no new flight.
+    flight_ref: Option<i64>,
     event_kind: String,
     instant_utc: String,
     revision: i64,

@@ -1603,12 +1603,14 @@ fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
     site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
     let poisoned_text = many_events(1000, "POISON", 500);
     let poisoned = site.file("poisoned.ndjson", &poisoned_text);
-    // A trigger of the test's own makes the insert of one row fail inside the file's
-    // transaction, after its invalid event was quarantined and hundreds of rows were
-    // written whether events are applied in file order (POISON is event 500) or in key
-    // order (its key starts 544e…, about a third of the way).
+    // A trigger of the test's own makes the insert of one row (the POISON flight's
+    // event) fail inside the file's transaction, after its invalid event was
+    // quarantined, the file's flights numbered and hundreds of rows written whether
+    // events are applied in file order (POISON is event 500) or in key order (its
+    // key starts 544e…, about a third of the way).
     site.execute(
-        "CREATE TRIGGER poison BEFORE INSERT ON duty_event_data WHEN NEW.flight_id = 'POISON'
+        "CREATE TRIGGER poison BEFORE INSERT ON duty_event_data
+         WHEN NEW.flight_ref = (SELECT ref FROM flight WHERE flight_id = 'POISON')
          BEGIN SELECT RAISE(ABORT, 'forced failure'); END;",
     );
     let before = snapshot(&site.db);
@@ -1783,7 +1785,8 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     assert_eq!(
         query(
             &site.db,
-            "SELECT type, name FROM sqlite_schema WHERE name LIKE 'duty_event%' ORDER BY name"
+            "SELECT type, name FROM sqlite_schema
+             WHERE name LIKE 'duty_event%' OR name LIKE '%flight%' ORDER BY name"
         ),
         [
             ["view", "duty_event"],
@@ -1791,7 +1794,15 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
             ["index", "duty_event_data_batch"],
             ["index", "duty_event_data_flight"],
             ["index", "duty_event_data_kind_instant"],
+            ["table", "flight"],
+            ["view", "flight_times"],
+            ["index", "sqlite_autoindex_flight_1"],
         ]
+    );
+    // The old flight was numbered by the upgrade, the new one by the ingest after it.
+    assert_eq!(
+        query(&site.db, "SELECT ref, flight_id FROM flight ORDER BY ref"),
+        [["1", "BA0117-20261129"], ["2", "EZY8421-20270102"]]
     );
     assert_eq!(
         query(

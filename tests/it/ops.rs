@@ -1569,7 +1569,9 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
     // a blob literal finds the row, the view shows it as the contract reads.
     let by_key = format!(
         "SELECT e.* FROM duty_event_data AS k
-         JOIN duty_event AS e USING (flight_id, event_kind, instant_utc)
+         JOIN flight AS f ON f.ref = k.flight_ref
+         JOIN duty_event AS e ON e.flight_id = f.flight_id
+             AND e.event_kind = k.event_kind AND e.instant_utc = k.instant_utc
          WHERE k.key = x'{key}'"
     );
     assert_eq!(

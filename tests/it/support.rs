@@ -190,10 +190,11 @@ fn value_text(value: rusqlite::types::Value) -> String {
     }
 }
 
-/// The three tables analysts read, every column, each sorted: what a later state of
-/// the database must equal when nothing may have changed.
+/// The three tables analysts read and the flight numbers behind `duty_event`, every
+/// column, each sorted: what a later state of the database must equal when nothing
+/// may have changed.
 pub fn snapshot(db: &Path) -> Vec<Vec<String>> {
-    ["duty_event", "ingest_inbox", "quarantine"]
+    ["duty_event", "ingest_inbox", "quarantine", "flight"]
         .iter()
         .map(|table| dump(db, table, &[]))
         .collect()

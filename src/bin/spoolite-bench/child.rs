@@ -11,7 +11,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::json;
 use spoolite::batch::{BatchReader, Format};
@@ -111,19 +111,29 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         params![FLOOR_DIGEST, now],
     )?;
     let mut insert = tx.prepare(&format!(
-        "INSERT INTO {table} (key, flight_id, event_kind, instant_utc,
+        "INSERT INTO {table} (key, flight_ref, event_kind, instant_utc,
              source_revision, payload, batch_digest, first_seen_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
     ))?;
+    // Each flight id is numbered once in `flight`, as the store does.
+    let mut flight_lookup = tx.prepare("SELECT ref FROM flight WHERE flight_id = ?1")?;
+    let mut flight_insert = tx.prepare("INSERT INTO flight (flight_id) VALUES (?1)")?;
     let mut rows = 0u64;
     while let Some(record) = reader
         .next_record()
         .map_err(|e| format!("read {name}: {e:?}"))?
     {
         let Ok(event) = record.event else { continue };
+        let found: Option<i64> = flight_lookup
+            .query_row([event.flight_id()], |row| row.get(0))
+            .optional()?;
+        let flight_ref = match found {
+            Some(flight_ref) => flight_ref,
+            None => flight_insert.insert([event.flight_id()])?,
+        };
         insert.execute(params![
             event.key(),
-            event.flight_id(),
+            flight_ref,
             event.event_kind(),
             event.instant_utc(),
             event.revision().unwrap_or(0),
@@ -133,7 +143,7 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         ])?;
         rows += 1;
     }
-    drop(insert);
+    drop((insert, flight_lookup, flight_insert));
     tx.commit()?;
     let seconds = started.elapsed().as_secs_f64();
     let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": table});
