@@ -11,8 +11,8 @@
 -- the next number, so a batch of new flights appends to the end of that index
 -- instead of writing one random page of it per event, which is what made a large
 -- database slow to grow: flight ids of one batch spread over every flight number
--- the database holds. The flight table is one row per flight, not per event, so its
--- own index of ids stays small enough to keep in cache.
+-- the database holds. The flight table is one row per flight, not per event; a
+-- batch numbers its new flights in one pass in flight_id order.
 
 CREATE TABLE flight (
     ref        INTEGER PRIMARY KEY,
