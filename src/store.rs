@@ -151,25 +151,13 @@ impl Store {
         let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
         configure_staging(&conn).map_err(open_error)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(open_error)?;
-        let known = MIGRATIONS.len() as i64;
-        if version > known {
-            let path = path.to_owned();
-            return Err(StoreError::NewerSchema {
-                path,
-                found: version,
-                known,
-            });
-        }
+        let version = user_version(&conn).map_err(open_error)?;
+        refuse_newer(path, version)?;
         Ok(Store { conn })
     }
 
     fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |row| row.get(0))?)
+        Ok(user_version(&self.conn)?)
     }
 
     /// Refuses a database whose schema is older than this spoolite's: a dry run
@@ -204,9 +192,7 @@ impl Store {
         let known = MIGRATIONS.len() as i64;
         // A look without the write lock first: an analyst's lock must not keep a
         // daemon from starting on an up-to-date database.
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let version = self.schema_version()?;
         if version == known {
             return Ok(());
         }
@@ -217,14 +203,8 @@ impl Store {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-            if version > known {
-                return Err(StoreError::NewerSchema {
-                    path: path.to_owned(),
-                    found: version,
-                    known,
-                });
-            }
+            let version = user_version(&tx)?;
+            refuse_newer(path, version)?;
             if version == known {
                 if fresh {
                     log::info!(
@@ -257,12 +237,7 @@ impl Store {
     /// Whether a batch with this digest is already committed (a quick look before
     /// taking the write lock; `Batch::begin` checks again under the lock).
     pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
-        let found = self
-            .conn
-            .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
-            .query_row([digest], |_| Ok(()))
-            .optional()?;
-        Ok(found.is_some())
+        inbox_has(&self.conn, digest)
     }
 
     /// Copies the WAL back into the database and truncates it, as far as readers
@@ -325,11 +300,7 @@ impl Store {
             TransactionBehavior::Immediate
         };
         let tx = self.conn.transaction_with_behavior(behavior)?;
-        let seen = tx
-            .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
-            .query_row([digest], |_| Ok(()))
-            .optional()?;
-        if seen.is_some() {
+        if inbox_has(&tx, digest)? {
             return Ok(None);
         }
         tx.execute_batch(
@@ -348,6 +319,33 @@ impl Store {
             dry_run,
         }))
     }
+}
+
+/// The number of migrations applied to the database (`PRAGMA user_version`).
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// Refuses a database that a newer spoolite has migrated further than this one can.
+fn refuse_newer(path: &Path, found: i64) -> Result<(), StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    if found > known {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known,
+        });
+    }
+    Ok(())
+}
+
+/// Whether the inbox holds a batch with this digest.
+fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
+        .query_row([digest], |_| Ok(()))
+        .optional()?;
+    Ok(found.is_some())
 }
 
 /// Sets the pragmas spoolite relies on, each for a reason.

@@ -262,21 +262,19 @@ impl Site {
 
     /// `spoolite run --spool SPOOL --db DB`, for a test to add its options to.
     pub fn run_command(&self) -> Command {
-        let mut command = spoolite();
-        command
-            .arg("run")
-            .arg("--spool")
-            .arg(&self.spool)
-            .arg("--db")
-            .arg(&self.db);
-        command
+        self.command("run")
     }
 
     /// `spoolite status --spool SPOOL --db DB`, for a test to add its options to.
     pub fn status_command(&self) -> Command {
+        self.command("status")
+    }
+
+    /// `spoolite SUBCOMMAND --spool SPOOL --db DB`.
+    fn command(&self, subcommand: &str) -> Command {
         let mut command = spoolite();
         command
-            .arg("status")
+            .arg(subcommand)
             .arg("--spool")
             .arg(&self.spool)
             .arg("--db")

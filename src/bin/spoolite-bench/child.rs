@@ -96,7 +96,6 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
 pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     drop(Store::open(&args.db)?);
     let mut conn = open_like_store(&args.db)?;
-    let table = FLOOR_TABLE;
     let name = args.file.to_string_lossy();
     let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
     let started = Instant::now();
@@ -111,7 +110,7 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         params![FLOOR_DIGEST, now],
     )?;
     let mut insert = tx.prepare(&format!(
-        "INSERT INTO {table} (key, flight_ref, event_kind, instant_utc,
+        "INSERT INTO {FLOOR_TABLE} (key, flight_ref, event_kind, instant_utc,
              source_revision, payload, batch_digest, first_seen_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
     ))?;
@@ -146,7 +145,7 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     drop((insert, flight_lookup, flight_insert));
     tx.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": table});
+    let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": FLOOR_TABLE});
     println!("{line}");
     Ok(())
 }
