@@ -63,6 +63,22 @@ pub struct FileBytesMaxArg {
 }
 
 #[derive(Debug, Args)]
+pub struct EventBytesMaxArg {
+    /// An event longer than this many bytes is quarantined as too_large, keeping its
+    /// first BYTES as raw; no more of it is ever held in memory.
+    #[arg(long, env = "SPOOLITE_EVENT_BYTES_MAX", default_value_t = crate::batch::EVENT_BYTES_MAX_DEFAULT, value_name = "BYTES")]
+    pub event_bytes_max: usize,
+}
+
+impl EventBytesMaxArg {
+    pub fn limits(&self) -> crate::batch::Limits {
+        crate::batch::Limits {
+            event_bytes_max: self.event_bytes_max,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub spool: SpoolArg,
@@ -81,6 +97,8 @@ pub struct RunArgs {
     pub rescan: Duration,
     #[command(flatten)]
     pub file_bytes_max: FileBytesMaxArg,
+    #[command(flatten)]
+    pub event_bytes_max: EventBytesMaxArg,
     /// Write Prometheus text-format metrics to this file (for node_exporter's
     /// textfile collector) after every file and every rescan.
     #[arg(long, env = "SPOOLITE_METRICS_FILE", value_name = "PATH")]
@@ -99,6 +117,8 @@ pub struct IngestArgs {
     pub dry_run: bool,
     #[command(flatten)]
     pub file_bytes_max: FileBytesMaxArg,
+    #[command(flatten)]
+    pub event_bytes_max: EventBytesMaxArg,
     /// The batch files to ingest.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,

@@ -40,6 +40,8 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
     let stop = AtomicBool::new(false);
     let options = ingest::Options {
         file_bytes_max: args.file_bytes_max.file_bytes_max,
+        limits: args.event_bytes_max.limits(),
+        progress: None,
         dry_run: args.dry_run,
         stop: &stop,
     };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::batch::event::now_utc;
+use crate::clock::now_utc;
 use crate::ingest::{self, IngestError, Outcome};
 use crate::metrics::Metrics;
 use crate::report;
@@ -31,6 +31,7 @@ pub struct Config {
     pub partial_timeout: Duration,
     pub rescan: Duration,
     pub file_bytes_max: u64,
+    pub limits: crate::batch::Limits,
     pub metrics_file: Option<PathBuf>,
 }
 
@@ -315,6 +316,8 @@ impl Daemon {
         let path = self.spool.incoming.join(name);
         let options = ingest::Options {
             file_bytes_max: self.config.file_bytes_max,
+            limits: self.config.limits,
+            progress: None,
             dry_run: false,
             stop: &self.stop,
         };

@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use crate::batch::event::now_utc;
-use crate::batch::{BatchReader, Format, Header, ReadError, Record, RejectReason, Rejection};
+use crate::batch::{
+    BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection,
+};
+use crate::clock::now_utc;
 use crate::store::{Counts, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
@@ -74,11 +76,25 @@ pub enum IngestError {
     Stopped,
 }
 
+/// How far the ingest of one file has come, for a progress bar or a log line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the file parsed so far, out of `bytes_total`.
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+    /// Events read so far.
+    pub events: u64,
+}
+
 /// How one file is ingested.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Options<'a> {
     /// Files over this many bytes are rejected as `too_large`.
     pub file_bytes_max: u64,
+    /// What one event may cost in memory (see `batch::Limits`).
+    pub limits: Limits,
+    /// Called as the file's events are read (every chunk of them), when given.
+    pub progress: Option<&'a dyn Fn(Progress)>,
     /// Classify every event, then roll back instead of committing.
     pub dry_run: bool,
     /// Set from outside (a signal) to abandon the file; its transaction rolls back.
@@ -103,7 +119,12 @@ enum Message {
 
 /// The reader thread: parses `file` and sends its records in chunks. Stops early
 /// when the receiver is gone (the writer failed).
-fn read_records(file: File, format: Format, sender: crossbeam_channel::Sender<Message>) {
+fn read_records(
+    file: File,
+    format: Format,
+    limits: Limits,
+    sender: crossbeam_channel::Sender<Message>,
+) {
     let mut hashing = HashingReader {
         inner: file,
         hasher: Sha256::new(),
@@ -112,6 +133,7 @@ fn read_records(file: File, format: Format, sender: crossbeam_channel::Sender<Me
     let mut reader = BatchReader::new(
         format,
         BufReader::with_capacity(READ_BUFFER_BYTES, &mut hashing),
+        limits,
     );
     let mut chunk = Vec::with_capacity(RECORDS_PER_CHUNK);
     let result = loop {
@@ -229,7 +251,7 @@ pub fn ingest_file(
     // bounded channel keeps memory flat whatever the size of the file.
     let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
     let header = std::thread::scope(|scope| {
-        scope.spawn(|| read_records(file, format, sender));
+        scope.spawn(|| read_records(file, format, options.limits, sender));
         // Owned here, so that an early return drops it and a reader blocked on a
         // full channel ends instead of being waited for forever.
         let receiver = receiver;

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod daemon;
 pub mod ingest;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod report;
 pub mod service;
 pub mod spool;
+pub mod state;
 pub mod status;
 pub mod store;
 pub mod watch;

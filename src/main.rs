@@ -30,6 +30,7 @@ fn run(args: &RunArgs) -> ExitCode {
         partial_timeout: args.partial_timeout,
         rescan: args.rescan,
         file_bytes_max: args.file_bytes_max.file_bytes_max,
+        limits: args.event_bytes_max.limits(),
         metrics_file: args.metrics_file.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -26,6 +26,7 @@ pub enum InvalidReason {
     NotObject,
     NotJson,
     TooDeep,
+    TooLarge,
 }
 
 impl InvalidReason {
@@ -42,6 +43,7 @@ impl InvalidReason {
             InvalidReason::NotObject => "not_object",
             InvalidReason::NotJson => "not_json",
             InvalidReason::TooDeep => "too_deep",
+            InvalidReason::TooLarge => "too_large",
         }
     }
 }
@@ -238,14 +240,6 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
     }
     out.push('Z');
     out
-}
-
-/// The current time in the canonical form, to the millisecond.
-pub fn now_utc() -> String {
-    let now = jiff::Timestamp::now();
-    let millis = now.as_millisecond();
-    let ts = jiff::Timestamp::from_millisecond(millis).expect("now is in range");
-    format_utc(jiff::tz::Offset::UTC.to_datetime(ts))
 }
 
 /// A source revision: an integer from 0 to 2^63−1.

@@ -121,6 +121,25 @@ pub struct Header {
     pub source_revision: Option<i64>,
 }
 
+/// The limits on what one file may make spoolite hold in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// An event (or any one JSON value of a file, a `batch_id` included) longer than
+    /// this many bytes is `too_large`; no more of it than this is ever held.
+    pub event_bytes_max: usize,
+}
+
+/// `--event-bytes-max` unless told otherwise: 16 MiB.
+pub const EVENT_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            event_bytes_max: EVENT_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
 /// Reads the records of one batch file, one at a time.
 pub enum BatchReader<R> {
     Json(JsonReader<R>),
@@ -128,7 +147,8 @@ pub enum BatchReader<R> {
 }
 
 impl<R: BufRead> BatchReader<R> {
-    pub fn new(format: Format, input: R) -> BatchReader<R> {
+    pub fn new(format: Format, input: R, limits: Limits) -> BatchReader<R> {
+        let _ = limits;
         match format {
             Format::Json => BatchReader::Json(JsonReader::new(input)),
             Format::Ndjson => BatchReader::Ndjson(NdjsonReader::new(input)),

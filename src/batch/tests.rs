@@ -8,7 +8,7 @@ type ReadAll = Result<(Vec<(u64, String)>, Header), (RejectReason, String)>;
 /// What a file reads as: the records (index, and the event's key or the invalid
 /// reason), then the header or the rejection code.
 fn read_all(format: Format, bytes: &[u8]) -> ReadAll {
-    let mut reader = BatchReader::new(format, bytes);
+    let mut reader = BatchReader::new(format, bytes, Limits::default());
     let mut records = Vec::new();
     loop {
         match reader.next_record() {
@@ -205,7 +205,7 @@ fn ndjson_rejections() {
 #[test]
 fn raw_text_is_kept_exactly() {
     let text = format!("{{\"events\":[ {E1} ,\n  {{ \"x\" : 1 }} ]}}");
-    let mut reader = BatchReader::new(Format::Json, text.as_bytes());
+    let mut reader = BatchReader::new(Format::Json, text.as_bytes(), Limits::default());
     let first = reader.next_record().unwrap().unwrap();
     let second = reader.next_record().unwrap().unwrap();
     assert_eq!(first.raw, E1);
@@ -231,7 +231,7 @@ mod never_panics {
 
     /// Drains a reader; the result does not matter, only that it ends.
     fn drain(format: Format, bytes: &[u8]) {
-        let mut reader = BatchReader::new(format, bytes);
+        let mut reader = BatchReader::new(format, bytes, Limits::default());
         for _ in 0..=bytes.len() + 1 {
             match reader.next_record() {
                 Ok(Some(_)) => {}

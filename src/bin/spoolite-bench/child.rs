@@ -74,6 +74,8 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
     let stop = AtomicBool::new(false);
     let options = ingest::Options {
         file_bytes_max: u64::MAX,
+        limits: spoolite::batch::Limits::default(),
+        progress: None,
         dry_run: false,
         stop: &stop,
     };
@@ -100,8 +102,12 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
     let started = Instant::now();
     let file = File::open(&args.file)?;
-    let mut reader = BatchReader::new(format, BufReader::with_capacity(READ_BUFFER_BYTES, file));
-    let now = spoolite::batch::event::now_utc();
+    let mut reader = BatchReader::new(
+        format,
+        BufReader::with_capacity(READ_BUFFER_BYTES, file),
+        spoolite::batch::Limits::default(),
+    );
+    let now = spoolite::clock::now_utc();
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute(
         "INSERT INTO ingest_inbox (batch_digest, file_name, ingested_at, events_total,

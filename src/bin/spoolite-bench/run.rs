@@ -366,7 +366,7 @@ impl Bench {
         let n = self.events();
         let digest = sha256_hex(&files.json.path)?;
         let rows = self.data.join("rows.ndjson");
-        let now = spoolite::batch::event::now_utc();
+        let now = spoolite::clock::now_utc();
         let spec = BatchSpec {
             offset: 0,
             count: n,
@@ -620,7 +620,7 @@ impl Bench {
     fn finish(self) -> BenchResult<ExitCode> {
         let mut text = format!(
             "# spoolite-bench results\n\n- run at: {}\n- command: `{}`\n{}\n\n{}",
-            spoolite::batch::event::now_utc(),
+            spoolite::clock::now_utc(),
             std::env::args().collect::<Vec<_>>().join(" "),
             machine::describe(&self.options.out),
             table::render(&self.rows)

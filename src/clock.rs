@@ -1,0 +1,71 @@
+//! Time as spoolite writes it, and the clock the daemon's loop is given.
+//!
+//! Every time spoolite writes itself (`ingested_at`, `first_seen_at`, `updated_at`,
+//! `quarantined_at`, `rejected_at`, `last_ingest_at`, …) is UTC with exactly three
+//! fraction digits, `2026-12-01T09:43:49.150Z`, so that as text they sort in time
+//! order.
+
+use std::time::{Instant, SystemTime};
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time (milliseconds, truncated).
+pub fn format_millis(time: SystemTime) -> String {
+    let millis = match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(since) => i64::try_from(since.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    };
+    let ts = jiff::Timestamp::from_millisecond(millis).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let utc = jiff::tz::Offset::UTC.to_datetime(ts);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        utc.year(),
+        utc.month(),
+        utc.day(),
+        utc.hour(),
+        utc.minute(),
+        utc.second(),
+        utc.subsec_nanosecond() / 1_000_000
+    )
+}
+
+/// The current time as spoolite writes it.
+pub fn now_utc() -> String {
+    format_millis(SystemTime::now())
+}
+
+/// Where the daemon's loop reads the time, so that tests can drive it with chosen
+/// instants instead of sleeping.
+pub trait Clock {
+    /// Monotonic time, for settle, timeouts and back-off.
+    fn now(&self) -> Instant;
+    /// Wall-clock time, for what is written down.
+    fn wall(&self) -> SystemTime;
+}
+
+/// The real clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn three_fraction_digits_always() {
+        let at = |ms: u64| format_millis(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_764_582_229_150), "2025-12-01T09:43:49.150Z");
+        assert_eq!(at(1_764_582_229_152), "2025-12-01T09:43:49.152Z");
+        assert!(at(1_764_582_229_150) < at(1_764_582_229_152));
+        assert_eq!(now_utc().len(), "2026-12-01T09:43:49.150Z".len());
+    }
+}

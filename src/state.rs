@@ -1,0 +1,53 @@
+//! What a running daemon tells `spoolite status` that only it knows: when it first
+//! saw the oldest file waiting in incoming/ (an upload may carry an old modification
+//! time, so that is no measure of waiting) and whether the database is failing, since
+//! when. Written beside the lock, `SPOOL/spoolite.state.json`, temp → fsync → rename,
+//! when a figure changes and at most once a second.
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the state file in the spool root.
+pub const STATE_FILE: &str = "spoolite.state.json";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonState {
+    /// The daemon that wrote this.
+    pub pid: u32,
+    /// When the daemon started serving the spool.
+    pub since: String,
+    /// When this was written.
+    pub written_at: String,
+    /// Regular files in incoming/ at the daemon's last look, temp-named ones included.
+    pub files_waiting: u64,
+    /// When the daemon first saw the file that has waited longest, if any waits.
+    pub oldest_waiting_seen_at: Option<String>,
+    /// The database has failed every try since `since`.
+    pub database_fault: Option<DatabaseFault>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseFault {
+    pub since: String,
+    pub error: String,
+}
+
+/// Reads the state file of the spool at `root`; `None` when there is none.
+pub fn read(root: &Path) -> io::Result<Option<DaemonState>> {
+    match std::fs::read(root.join(STATE_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the state file of the spool at `root` atomically.
+pub fn write(root: &Path, state: &DaemonState) -> io::Result<()> {
+    let mut text = serde_json::to_string_pretty(state).map_err(io::Error::other)?;
+    text.push('\n');
+    crate::spool::write_atomic(root, STATE_FILE, text.as_bytes())
+}
