@@ -14,6 +14,7 @@ pub mod commands;
 pub mod daemon;
 pub mod ingest;
 pub mod metrics;
+pub mod names;
 pub mod report;
 pub mod service;
 pub mod spool;

@@ -21,6 +21,8 @@ pub struct Metrics {
     pub last_success_unix_s: Option<f64>,
     pub files_waiting: u64,
     pub oldest_waiting_age_s: f64,
+    /// Listings of incoming/ since the daemon started.
+    pub scans: u64,
     duration_counts: [u64; DURATION_BUCKETS_S.len()],
     duration_count: u64,
     duration_sum_s: f64,
@@ -92,8 +94,14 @@ impl Metrics {
         family(
             "spoolite_oldest_waiting_age_seconds",
             "gauge",
-            "Age (by modification time) of the oldest file waiting in incoming/.",
+            "Seconds since the daemon first saw the file that has waited longest in incoming/.",
             &[sample("", &self.oldest_waiting_age_s)],
+        );
+        family(
+            "spoolite_scans_total",
+            "counter",
+            "Listings of incoming/ since the daemon started.",
+            &[sample("", &self.scans)],
         );
         let mut buckets: Vec<(String, String)> = DURATION_BUCKETS_S
             .iter()
