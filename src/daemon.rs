@@ -3,6 +3,8 @@
 //! step, and stops when told to.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,9 +15,10 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::clock::now_utc;
 use crate::ingest::{self, IngestError, Outcome};
 use crate::metrics::Metrics;
+use crate::names;
 use crate::report;
 use crate::service::Notifier;
-use crate::spool::{self, Spool, SpoolError};
+use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
 use crate::store::{Store, StoreError};
 
 /// The longest wait between two tries of a file or of the database.
@@ -114,9 +117,9 @@ pub struct Daemon {
     store: Store,
     config: Config,
     stop: Arc<AtomicBool>,
-    tracked: HashMap<String, Tracked>,
+    tracked: HashMap<OsString, Tracked>,
     /// Entries of incoming/ that are never taken, logged once each.
-    ignored: HashSet<String>,
+    ignored: HashSet<OsString>,
     /// Faults of the database, which hold every file back.
     store_retry: Backoff,
     /// The last fault listing incoming/ (logged once per interval).
@@ -209,7 +212,7 @@ impl Daemon {
                 wake(left);
                 continue;
             }
-            self.take(&file.name);
+            self.take(&file.name, &file.identity);
             return Step::Worked;
         }
         self.idle();
@@ -273,12 +276,13 @@ impl Daemon {
         }
     }
 
-    fn note_ignored(&mut self, ignored: &[String]) {
+    fn note_ignored(&mut self, ignored: &[OsString]) {
         for name in ignored {
             if self.ignored.insert(name.clone()) {
+                let name = names::escaped(&names::lossy(name));
                 log::warn!(
-                    "incoming/{name} is not a regular file (folder, link, FIFO, socket or device) \
-                     or its name is not UTF-8: left in place, never taken"
+                    "incoming/{name} is not a regular file (folder, link, FIFO, socket or device): \
+                     left in place, never taken"
                 );
             }
         }
@@ -287,8 +291,9 @@ impl Daemon {
 
     /// Notes new files and changes, and forgets files that are gone.
     fn track(&mut self, files: &[spool::Waiting], now: Instant) {
-        let names: HashSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
-        self.tracked.retain(|name, _| names.contains(name.as_str()));
+        let names: HashSet<&OsStr> = files.iter().map(|f| f.name.as_os_str()).collect();
+        self.tracked
+            .retain(|name, _| names.contains(name.as_os_str()));
         for file in files {
             let fresh = Tracked {
                 size: file.size,
@@ -310,10 +315,13 @@ impl Daemon {
         }
     }
 
-    /// Ingests one file and moves it, or leaves it for later.
-    fn take(&mut self, name: &str) {
+    /// Ingests one file and moves it, or leaves it for later. `listed` is the file
+    /// as the listing saw it: it is moved only if it is still that file.
+    fn take(&mut self, raw_name: &OsStr, listed: &FileIdentity) {
         let started = Instant::now();
-        let path = self.spool.incoming.join(name);
+        let path = self.spool.incoming.join(raw_name);
+        let recorded = names::lossy(raw_name);
+        let name = &names::escaped(&recorded);
         let options = ingest::Options {
             file_bytes_max: self.config.file_bytes_max,
             limits: self.config.limits,
@@ -346,11 +354,14 @@ impl Daemon {
                 return;
             }
             Err(error) => {
-                self.retry_later(name, &error.to_string(), now);
+                self.retry_later(raw_name, &error.to_string(), now);
                 return;
             }
         };
-        let tracked = self.tracked.get_mut(name).expect("taken files are tracked");
+        let tracked = self
+            .tracked
+            .get_mut(raw_name)
+            .expect("taken files are tracked");
         if let Outcome::Rejected { rejection, .. } = &outcome {
             let still = now.duration_since(tracked.changed_at);
             if rejection.reason.may_still_arrive() && still < self.config.partial_timeout {
@@ -367,10 +378,11 @@ impl Daemon {
         let moved = match &outcome {
             Outcome::Rejected { .. } => {
                 let rejected_at = now_utc();
-                let reason = |_: &str| report::reason_json(name, &outcome, &rejected_at);
-                self.spool.reject(name, outcome.digest(), reason)
+                let reason = |_: &str| report::reason_json(&recorded, &outcome, &rejected_at);
+                self.spool
+                    .reject(raw_name, listed, outcome.digest(), reason)
             }
-            _ => self.spool.archive(name),
+            _ => self.spool.archive(raw_name, listed),
         };
         if matches!(outcome, Outcome::Processed { .. }) {
             self.wal_dirty = true;
@@ -378,14 +390,23 @@ impl Daemon {
         let millis = started.elapsed().as_millis();
         let line = report::outcome_line(name, &outcome);
         match moved {
-            Ok(final_name) if final_name != name => {
+            Ok(final_name) if final_name != recorded => {
+                let final_name = names::escaped(&final_name);
                 log::info!("{line} {millis}ms (kept as {final_name})")
             }
             Ok(_) if matches!(outcome, Outcome::Rejected { .. }) => log::warn!("{line} {millis}ms"),
             Ok(_) => log::info!("{line} {millis}ms"),
-            Err(error) => {
+            Err(MoveError::Changed) => {
+                // Its bytes may not be the ones just read: taken again from the start.
                 log::info!("{line} {millis}ms");
-                self.retry_later(name, &format!("move it out of incoming/: {error}"), now);
+                log::info!(
+                    "{name} changed while it was ingested: left in incoming/ to be taken again"
+                );
+                return;
+            }
+            Err(MoveError::Io(error)) => {
+                log::info!("{line} {millis}ms");
+                self.retry_later(raw_name, &format!("move it out of incoming/: {error}"), now);
                 return;
             }
         }
@@ -399,13 +420,14 @@ impl Daemon {
                 "{name}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
             );
         }
-        self.tracked.remove(name);
+        self.tracked.remove(raw_name);
     }
 
-    fn retry_later(&mut self, name: &str, why: &str, now: Instant) {
-        let Some(tracked) = self.tracked.get_mut(name) else {
+    fn retry_later(&mut self, raw_name: &OsStr, why: &str, now: Instant) {
+        let Some(tracked) = self.tracked.get_mut(raw_name) else {
             return;
         };
+        let name = names::escaped(&names::lossy(raw_name));
         if tracked.retry.fail(now) {
             let attempts = tracked.retry.failures;
             let wait = tracked.retry.delay();
