@@ -1,30 +1,41 @@
 //! The daemon: one step takes at most one file from incoming/ through ingest to
-//! archive/ or rejected/; the loop only waits for the doorbell or a timer, calls the
-//! step, and stops when told to.
+//! archive/ or rejected/ and says what happened; the loop only waits for the doorbell
+//! or a timer, calls the step, logs its report, and stops when told to.
+//!
+//! A listing of incoming/ starts a pass: every file ready then is queued, oldest
+//! first, and taken one step at a time before the folder is listed again, so a
+//! backlog costs the same per file whatever its size. The folder is listed again
+//! only when the doorbell rang, a timer (settle, partial timeout, back-off, rescan)
+//! came due, or at start.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::clock::now_utc;
-use crate::ingest::{self, IngestError, Outcome};
+use crate::batch::{Limits, RejectReason, Rejection};
+use crate::clock::{Clock, SystemClock, format_millis};
+use crate::ingest::{self, IngestError, Outcome, Progress};
 use crate::metrics::Metrics;
 use crate::names;
+use crate::readiness::{Backoff, Readiness, Rules, Tracked};
 use crate::report;
 use crate::service::Notifier;
 use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
-use crate::store::{Store, StoreError};
+use crate::state::{self, DaemonState, DatabaseFault};
+use crate::store::{FaultClass, Store, StoreError};
 
-/// The longest wait between two tries of a file or of the database.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// The first wait after a failed try.
-const BACKOFF_FIRST: Duration = Duration::from_millis(250);
+/// Tries of one file that the database refuses for something in the file (a value
+/// too big, say) before the file is rejected.
+const IN_FILE_TRIES_MAX: u32 = 3;
+/// The metrics and state files are rewritten at most this often.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+/// A file that takes longer than this is logged with its progress, this often.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -34,7 +45,7 @@ pub struct Config {
     pub partial_timeout: Duration,
     pub rescan: Duration,
     pub file_bytes_max: u64,
-    pub limits: crate::batch::Limits,
+    pub limits: Limits,
     pub metrics_file: Option<PathBuf>,
 }
 
@@ -52,177 +63,536 @@ pub enum DaemonError {
 }
 
 /// What one step did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// A file was taken (ingested, skipped, rejected, or left to retry): call again.
-    Worked,
-    /// Nothing is ready; something may be in `wake_in` (a file settling, a retry).
+#[derive(Debug)]
+pub enum Report {
+    /// A file was taken: processed, skipped as a duplicate or rejected, and moved
+    /// out of incoming/ as `final_name`.
+    Took {
+        name: String,
+        outcome: Outcome,
+        final_name: String,
+        elapsed: Duration,
+    },
+    /// A file was looked at and left in incoming/ for now.
+    Waiting { name: String, why: Left },
+    /// A try failed for a reason that is not in the file; it (or, for a database
+    /// fault, every file) is tried again after a back-off.
+    RetryLater { name: String, fault: Fault },
+    /// A stop was asked for while a file was in hand: it was rolled back and left
+    /// untouched in incoming/.
+    Stopped { name: String },
+    /// Nothing to do until `wake_in` passes or the doorbell rings.
     Idle { wake_in: Option<Duration> },
 }
 
-/// What the daemon remembers of a file in incoming/.
-#[derive(Debug, Clone)]
-struct Tracked {
-    size: u64,
-    mtime: SystemTime,
-    /// When spoolite last saw its size or modification time change.
-    changed_at: Instant,
-    /// Its content was found cut short at this version: wait for a change or for
-    /// the partial timeout.
-    partial: bool,
-    retry: Backoff,
+/// Why a file was left in incoming/.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Left {
+    /// Its content ends early: the rest may still come (`detail` says where).
+    StillArriving { detail: String },
+    /// It changed since it was listed or while it was read: it is taken again once
+    /// it has settled.
+    Changed,
+    /// It is gone (moved or deleted by someone else) or no longer a regular file.
+    Gone,
 }
 
-/// Bounded exponential back-off with a log line at most once per interval.
-#[derive(Debug, Clone, Default)]
-struct Backoff {
-    failures: u32,
-    retry_at: Option<Instant>,
-    logged_at: Option<Instant>,
-}
-
-impl Backoff {
-    fn delay(&self) -> Duration {
-        let shift = self.failures.saturating_sub(1).min(16);
-        BACKOFF_FIRST.saturating_mul(1 << shift).min(BACKOFF_MAX)
-    }
-
-    /// Records a failure; returns whether it should be logged now.
-    fn fail(&mut self, now: Instant) -> bool {
-        self.failures += 1;
-        self.retry_at = Some(now + self.delay());
-        let log = self
-            .logged_at
-            .is_none_or(|at| now.duration_since(at) >= BACKOFF_MAX);
-        if log {
-            self.logged_at = Some(now);
-        }
-        log
-    }
-
-    fn waiting(&self, now: Instant) -> Option<Duration> {
-        self.retry_at
-            .and_then(|at| at.checked_duration_since(now))
-            .filter(|d| !d.is_zero())
-    }
-
-    /// Clears the back-off; returns how many failures came before.
-    fn recover(&mut self) -> u32 {
-        std::mem::take(self).failures
-    }
+/// A passing fault, and whether it holds back every file or this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub error: String,
+    /// The database failed: every file waits.
+    pub database: bool,
+    /// Failures in a row of what failed (the database, or this file).
+    pub attempts: u32,
+    pub next_in: Duration,
+    /// Whether this failure is to be logged (the first, then once per 30 s).
+    pub log: bool,
 }
 
 pub struct Daemon {
     spool: Spool,
-    store: Store,
     config: Config,
+    rules: Rules,
     stop: Arc<AtomicBool>,
-    tracked: HashMap<OsString, Tracked>,
+    clock: Box<dyn Clock + Send>,
+    /// None until the database opens; dropped when a fault can outlive it.
+    store: Option<Store>,
+    store_retry: Backoff,
+    store_fault: Option<DatabaseFault>,
+    /// Every regular file of incoming/ at the last listing, temp-named ones too.
+    tracked: HashMap<OsString, Tracked<FileIdentity>>,
     /// Entries of incoming/ that are never taken, logged once each.
     ignored: HashSet<OsString>,
-    /// Faults of the database, which hold every file back.
-    store_retry: Backoff,
-    /// The last fault listing incoming/ (logged once per interval).
+    /// The files of the current pass that were ready when it was listed.
+    queue: VecDeque<OsString>,
+    /// The doorbell rang since the last listing (or none happened yet).
+    notified: bool,
+    /// When the folder must be listed again even without a ring.
+    list_at: Option<Instant>,
     list_retry: Backoff,
     metrics: Metrics,
+    metrics_dirty: bool,
+    published_at: Option<Instant>,
+    state: DaemonState,
+    state_written: Option<DaemonState>,
     /// Something was committed since the last checkpoint.
     wal_dirty: bool,
 }
 
 impl Daemon {
-    pub fn new(spool: Spool, store: Store, config: Config, stop: Arc<AtomicBool>) -> Daemon {
+    pub fn new(
+        spool: Spool,
+        store: Option<Store>,
+        config: Config,
+        stop: Arc<AtomicBool>,
+        clock: Box<dyn Clock + Send>,
+    ) -> Daemon {
+        let rules = Rules {
+            settle: config.settle,
+            partial_timeout: config.partial_timeout,
+        };
+        let state = DaemonState {
+            pid: std::process::id(),
+            since: format_millis(clock.wall()),
+            ..DaemonState::default()
+        };
         Daemon {
             spool,
-            store,
             config,
+            rules,
             stop,
+            clock,
+            store,
+            store_retry: Backoff::default(),
+            store_fault: None,
             tracked: HashMap::new(),
             ignored: HashSet::new(),
-            store_retry: Backoff::default(),
+            queue: VecDeque::new(),
+            notified: true,
+            list_at: None,
             list_retry: Backoff::default(),
             metrics: Metrics::default(),
+            metrics_dirty: true,
+            published_at: None,
+            state,
+            state_written: None,
             wal_dirty: false,
         }
     }
 
-    /// Takes at most one ready file, oldest first.
-    pub fn step(&mut self) -> Step {
-        let now = Instant::now();
-        if let Some(wait) = self.store_retry.waiting(now) {
-            return Step::Idle {
-                wake_in: Some(wait),
+    /// The doorbell rang: something in incoming/ may have appeared or changed.
+    pub fn notify(&mut self) {
+        self.notified = true;
+    }
+
+    /// Takes at most one file, oldest first, and says what happened.
+    pub fn step(&mut self, now: Instant) -> Report {
+        let report = self.work(now);
+        self.record(&report, now);
+        report
+    }
+
+    fn work(&mut self, now: Instant) -> Report {
+        if self.queue.is_empty() && self.listing_due(now) {
+            self.list(now);
+        }
+        let database_wait = self.store_retry.waiting(now);
+        if self.queue.is_empty() || database_wait.is_some() {
+            self.idle(now);
+            return Report::Idle {
+                wake_in: Some(self.soonest(now, database_wait)),
             };
         }
+        if self.store.is_none()
+            && let Some(report) = self.open_store(now)
+        {
+            return report;
+        }
+        let name = self.queue.pop_front().expect("the queue is not empty");
+        match self.not_ready(&name, now) {
+            None => self.take(name, now),
+            Some(report) => report,
+        }
+    }
+
+    /// A file queued at the listing may have changed or gone since (a long pass
+    /// over a backlog): one look before it is taken; what to report if it is not
+    /// to be taken now.
+    fn not_ready(&mut self, name: &OsStr, now: Instant) -> Option<Report> {
+        let recorded = || names::lossy(name);
+        let Some(tracked) = self.tracked.get_mut(name) else {
+            return Some(Report::Waiting {
+                name: recorded(),
+                why: Left::Gone,
+            });
+        };
+        match std::fs::symlink_metadata(self.spool.incoming.join(name)) {
+            Ok(meta) if meta.is_file() => {
+                if tracked.observe(FileIdentity::of(&meta), now) {
+                    let wake = wake_in(tracked.readiness(&self.rules, now));
+                    self.due_in(wake, now);
+                    return Some(Report::Waiting {
+                        name: recorded(),
+                        why: Left::Changed,
+                    });
+                }
+                None
+            }
+            // Gone, or replaced by something that is not a regular file: the next
+            // listing says what it is.
+            _ => {
+                self.tracked.remove(name);
+                self.notified = true;
+                Some(Report::Waiting {
+                    name: recorded(),
+                    why: Left::Gone,
+                })
+            }
+        }
+    }
+
+    /// Makes the next listing come at most `wake` from now.
+    fn due_in(&mut self, wake: Duration, now: Instant) {
+        let at = now + wake;
+        self.list_at = Some(self.list_at.map_or(at, |list_at| list_at.min(at)));
+    }
+
+    fn listing_due(&self, now: Instant) -> bool {
+        self.notified || self.list_at.is_none_or(|at| now >= at)
+    }
+
+    /// The shortest wait until something is due: the next listing, a publish of the
+    /// metrics held back by the once-a-second limit, `extra`.
+    fn soonest(&self, now: Instant, extra: Option<Duration>) -> Duration {
+        let listing = self
+            .list_at
+            .map_or(self.config.rescan, |at| at.saturating_duration_since(now));
+        let publish = self
+            .publish_pending()
+            .then(|| self.publish_wait(now))
+            .flatten();
+        [Some(listing), publish, extra]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.config.rescan)
+    }
+
+    /// Lists incoming/, notes what changed, and queues every file that is ready.
+    fn list(&mut self, now: Instant) {
+        self.notified = false;
+        self.metrics.scans += 1;
+        self.metrics_dirty = true;
+        let mut list_at = now + self.config.rescan;
         let listing = match self.spool.list_incoming() {
             Ok(listing) => {
-                if self.list_retry.failures > 0 {
+                if self.list_retry.failures() > 0 {
                     log::info!("listing {} works again", self.spool.incoming.display());
                     self.list_retry.recover();
                 }
                 listing
             }
             Err(error) => {
-                if self.list_retry.fail(now) {
+                let error = error.to_string();
+                if self.list_retry.fail(now, &error) {
                     log::error!("list {}: {error}", self.spool.incoming.display());
                 }
-                return Step::Idle {
-                    wake_in: self.list_retry.waiting(now),
-                };
+                self.list_at = Some(now + self.list_retry.delay());
+                return;
             }
         };
-        self.note_ignored(&listing.ignored);
-        self.observe_waiting(&listing.files);
-        let mut files: Vec<spool::Waiting> = listing
+        self.note_ignored(listing.ignored);
+        self.track(&listing.files, now);
+        let mut candidates: Vec<&spool::Waiting> = listing
             .files
-            .into_iter()
+            .iter()
             .filter(|f| !spool::is_temp_name(&f.name))
             .collect();
-        self.track(&files, now);
-        files.sort_by(|a, b| {
+        candidates.sort_by(|a, b| {
             a.mtime
                 .cmp(&b.mtime)
-                .then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()))
+                .then_with(|| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()))
         });
-
-        let mut wake_in: Option<Duration> = None;
-        let mut wake = |d: Duration| wake_in = Some(wake_in.map_or(d, |w| w.min(d)));
-        for file in &files {
-            let tracked = &self.tracked[&file.name];
-            let still = now.duration_since(tracked.changed_at);
-            if let Some(left) = self
-                .config
-                .settle
-                .checked_sub(still)
-                .filter(|d| !d.is_zero())
-            {
-                wake(left);
-                continue;
+        for file in candidates {
+            match self.tracked[&file.name].readiness(&self.rules, now) {
+                Readiness::Ready => self.queue.push_back(file.name.clone()),
+                Readiness::Wait { wake_in, .. } => list_at = list_at.min(now + wake_in),
             }
-            if tracked.partial
-                && let Some(left) = self
-                    .config
-                    .partial_timeout
-                    .checked_sub(still)
-                    .filter(|d| !d.is_zero())
-            {
-                wake(left);
-                continue;
-            }
-            if let Some(left) = tracked.retry.waiting(now) {
-                wake(left);
-                continue;
-            }
-            self.take(&file.name, &file.identity);
-            return Step::Worked;
         }
-        self.idle();
-        Step::Idle { wake_in }
+        self.list_at = Some(list_at);
     }
 
-    /// With nothing ready: checkpoint what was committed, publish the metrics.
-    fn idle(&mut self) {
-        if self.wal_dirty {
-            match self.store.checkpoint() {
+    /// Notes new files and changes, and forgets files that are gone.
+    fn track(&mut self, files: &[spool::Waiting], now: Instant) {
+        let names: HashSet<&OsStr> = files.iter().map(|f| f.name.as_os_str()).collect();
+        self.tracked
+            .retain(|name, _| names.contains(name.as_os_str()));
+        for file in files {
+            match self.tracked.get_mut(&file.name) {
+                Some(tracked) => {
+                    tracked.observe(file.identity.clone(), now);
+                }
+                None => {
+                    self.tracked
+                        .insert(file.name.clone(), Tracked::new(file.identity.clone(), now));
+                }
+            }
+        }
+    }
+
+    fn note_ignored(&mut self, ignored: Vec<OsString>) {
+        for name in &ignored {
+            if !self.ignored.contains(name) {
+                log::warn!(
+                    "incoming/{} is not a regular file (folder, link, FIFO, socket or device): \
+                     left in place, never taken",
+                    names::escaped(&names::lossy(name))
+                );
+            }
+        }
+        self.ignored = ignored.into_iter().collect();
+    }
+
+    /// Opens the database after a fault (or when it could not be opened at start).
+    /// Returns what to report when it fails.
+    fn open_store(&mut self, now: Instant) -> Option<Report> {
+        match Store::open(&self.config.db) {
+            Ok(store) => {
+                self.store = Some(store);
+                None
+            }
+            Err(error) => Some(self.database_fault(None, String::new(), &error, now)),
+        }
+    }
+
+    /// Ingests one file and moves it, or leaves it for later.
+    fn take(&mut self, name: OsString, now: Instant) -> Report {
+        let recorded = names::lossy(&name);
+        let started = Instant::now();
+        let path = self.spool.incoming.join(&name);
+        let progress = progress_logger(recorded.clone(), started);
+        let options = ingest::Options {
+            file_bytes_max: self.config.file_bytes_max,
+            limits: self.config.limits,
+            progress: Some(&progress),
+            dry_run: false,
+            stop: &self.stop,
+        };
+        let store = self
+            .store
+            .as_mut()
+            .expect("the store is open before a take");
+        let ingested = match ingest::ingest(store, &path, options) {
+            Ok(ingested) => ingested,
+            Err(IngestError::Stopped) => return Report::Stopped { name: recorded },
+            Err(IngestError::Changed { .. }) => return self.changed(recorded),
+            Err(IngestError::Store(error)) => return self.store_fault(&name, recorded, error, now),
+            Err(IngestError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                self.tracked.remove(&name);
+                return Report::Waiting {
+                    name: recorded,
+                    why: Left::Gone,
+                };
+            }
+            Err(error @ IngestError::Read { .. }) => {
+                return self.file_fault(&name, recorded, error.to_string(), now);
+            }
+        };
+        let mut outcome = ingested.outcome;
+        if matches!(
+            outcome,
+            Outcome::Processed { .. } | Outcome::SkippedDuplicate { .. }
+        ) {
+            self.database_recovered();
+        }
+        if let Outcome::Rejected { rejection, .. } = &mut outcome
+            && rejection.reason.may_still_arrive()
+        {
+            let tracked = self
+                .tracked
+                .get_mut(&name)
+                .expect("taken files are tracked");
+            if tracked.still_arriving(&self.rules, now) {
+                let wake = wake_in(tracked.readiness(&self.rules, now));
+                self.due_in(wake, now);
+                return Report::Waiting {
+                    name: recorded,
+                    why: Left::StillArriving {
+                        detail: rejection.detail.clone(),
+                    },
+                };
+            }
+            rejection.detail = format!(
+                "{}; it has not changed for {:?} (--partial-timeout)",
+                rejection.detail, self.config.partial_timeout
+            );
+        }
+        let read = FileIdentity::of(&ingested.opened);
+        self.finish(&name, recorded, outcome, &read, started, now)
+    }
+
+    /// Moves a taken file to archive/ or rejected/.
+    fn finish(
+        &mut self,
+        name: &OsStr,
+        recorded: String,
+        outcome: Outcome,
+        read: &FileIdentity,
+        started: Instant,
+        now: Instant,
+    ) -> Report {
+        let moved = match &outcome {
+            Outcome::Rejected { .. } => {
+                let rejected_at = format_millis(self.clock.wall());
+                let reason = |_: &str| report::reason_json(&recorded, &outcome, &rejected_at);
+                self.spool.reject(name, read, outcome.digest(), reason)
+            }
+            _ => self.spool.archive(name, read),
+        };
+        let final_name = match moved {
+            Ok(final_name) => final_name,
+            Err(MoveError::Changed) => return self.changed(recorded),
+            Err(MoveError::Io(error)) => {
+                let why = format!("move it out of incoming/: {error}");
+                return self.file_fault(name, recorded, why, now);
+            }
+        };
+        if matches!(outcome, Outcome::Processed { .. }) {
+            self.wal_dirty = true;
+        }
+        self.tracked.remove(name);
+        Report::Took {
+            name: recorded,
+            outcome,
+            final_name,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// The file changed while it was read: leave it, and look again soon.
+    fn changed(&mut self, recorded: String) -> Report {
+        self.notified = true;
+        Report::Waiting {
+            name: recorded,
+            why: Left::Changed,
+        }
+    }
+
+    fn store_fault(
+        &mut self,
+        name: &OsStr,
+        recorded: String,
+        error: StoreError,
+        now: Instant,
+    ) -> Report {
+        match error.class() {
+            FaultClass::Database { .. } => self.database_fault(Some(name), recorded, &error, now),
+            FaultClass::ThisFile => self.file_fault(name, recorded, error.to_string(), now),
+            FaultClass::InFile => {
+                let text = error.to_string();
+                let report = self.file_fault(name, recorded.clone(), text.clone(), now);
+                let tries = self.tracked.get(name).map_or(0, |t| t.retry.same_error());
+                if tries < IN_FILE_TRIES_MAX {
+                    return report;
+                }
+                let rejection = Rejection::new(
+                    RejectReason::TooLarge,
+                    format!(
+                        "the database refused this file {tries} times ({text}); an event or \
+                         value in it is too big to store: lower --event-bytes-max or split it"
+                    ),
+                );
+                let outcome = Outcome::Rejected {
+                    digest: None,
+                    rejection,
+                };
+                // The version listed: a file changed since is not rejected unread.
+                let Some(listed) = self.tracked.get(name).map(|t| t.version().clone()) else {
+                    return report;
+                };
+                self.finish(name, recorded, outcome, &listed, Instant::now(), now)
+            }
+        }
+    }
+
+    /// The database failed: every file waits one back-off; a fault that can outlive
+    /// the connection closes it, so the next try opens the database again.
+    fn database_fault(
+        &mut self,
+        name: Option<&OsStr>,
+        recorded: String,
+        error: &StoreError,
+        now: Instant,
+    ) -> Report {
+        if let FaultClass::Database { reopen: true } = error.class() {
+            self.store = None;
+        }
+        let text = error.to_string();
+        let log = self.store_retry.fail(now, &text);
+        self.store_fault.get_or_insert_with(|| DatabaseFault {
+            since: format_millis(self.clock.wall()),
+            error: text.clone(),
+        });
+        // The file was not taken: it stays first in line.
+        if let Some(name) = name {
+            self.queue.push_front(name.to_owned());
+        }
+        Report::RetryLater {
+            name: recorded,
+            fault: Fault {
+                error: text,
+                database: true,
+                attempts: self.store_retry.failures(),
+                next_in: self.store_retry.delay(),
+                log,
+            },
+        }
+    }
+
+    fn database_recovered(&mut self) {
+        let failures = self.store_retry.recover();
+        if failures > 0 {
+            log::info!("database usable again after {failures} failed attempts");
+        }
+        self.store_fault = None;
+    }
+
+    /// This file failed: it alone waits its back-off; later files keep flowing.
+    fn file_fault(
+        &mut self,
+        name: &OsStr,
+        recorded: String,
+        error: String,
+        now: Instant,
+    ) -> Report {
+        let Some(tracked) = self.tracked.get_mut(name) else {
+            return Report::Idle { wake_in: None };
+        };
+        let log = tracked.retry.fail(now, &error);
+        let next_in = tracked.retry.delay();
+        let attempts = tracked.retry.failures();
+        self.due_in(next_in, now);
+        Report::RetryLater {
+            name: recorded,
+            fault: Fault {
+                error,
+                database: false,
+                attempts,
+                next_in,
+                log,
+            },
+        }
+    }
+
+    /// With nothing ready: checkpoint what was committed, publish the figures.
+    fn idle(&mut self, now: Instant) {
+        if self.wal_dirty
+            && let Some(store) = &self.store
+        {
+            match store.checkpoint() {
                 Ok(complete) => {
                     self.wal_dirty = !complete;
                     if !complete {
@@ -232,209 +602,187 @@ impl Daemon {
                 Err(error) => log::warn!("checkpoint: {error}"),
             }
         }
-        self.publish_metrics();
+        self.publish(now);
     }
 
-    fn observe_waiting(&mut self, files: &[spool::Waiting]) {
-        let now = SystemTime::now();
-        self.metrics.files_waiting = files.len() as u64;
-        self.metrics.oldest_waiting_age_s = files
-            .iter()
-            .map(|f| {
-                now.duration_since(f.mtime)
-                    .unwrap_or_default()
-                    .as_secs_f64()
-            })
-            .fold(0.0, f64::max);
-    }
-
-    fn observe_outcome(&mut self, outcome: &Outcome, elapsed: Duration) {
-        self.metrics.observe_duration(elapsed);
-        match outcome {
-            Outcome::Processed { counts, .. } => {
-                self.metrics.files_processed += 1;
-                self.metrics.events.add(counts);
-            }
-            Outcome::SkippedDuplicate { .. } => self.metrics.files_skipped += 1,
-            Outcome::Rejected { .. } => self.metrics.files_rejected += 1,
-        }
-        if !matches!(outcome, Outcome::Rejected { .. }) {
-            let unix = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default();
-            self.metrics.last_success_unix_s = Some(unix.as_secs_f64());
-        }
-        self.metrics.files_waiting = self.metrics.files_waiting.saturating_sub(1);
-        self.publish_metrics();
-    }
-
-    fn publish_metrics(&mut self) {
-        if let Some(path) = &self.config.metrics_file
-            && let Err(error) = self.metrics.write(path)
+    /// Updates the figures from what a step did.
+    fn record(&mut self, report: &Report, now: Instant) {
+        if let Report::Took {
+            outcome, elapsed, ..
+        } = report
         {
-            log::warn!("write metrics {}: {error}", path.display());
+            self.metrics
+                .observe_outcome(outcome, *elapsed, self.clock.wall());
+            self.metrics_dirty = true;
+        }
+        self.refresh_state(now);
+        if !matches!(report, Report::Idle { .. }) {
+            self.publish(now);
         }
     }
 
-    fn note_ignored(&mut self, ignored: &[OsString]) {
-        for name in ignored {
-            if self.ignored.insert(name.clone()) {
-                let name = names::escaped(&names::lossy(name));
-                log::warn!(
-                    "incoming/{name} is not a regular file (folder, link, FIFO, socket or device): \
-                     left in place, never taken"
-                );
-            }
+    /// The figures of waiting files and of the database, from what is tracked.
+    fn refresh_state(&mut self, now: Instant) {
+        let oldest = self.tracked.values().map(|t| t.first_seen).min();
+        let waiting = self.tracked.len() as u64;
+        let age = oldest.map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+        if self.metrics.files_waiting != waiting {
+            self.metrics_dirty = true;
         }
-        self.ignored.retain(|name| ignored.contains(name));
+        self.metrics.files_waiting = waiting;
+        self.metrics.oldest_waiting_age_s = age;
+        let wall_now = self.clock.wall();
+        self.state.files_waiting = waiting;
+        self.state.oldest_waiting_seen_at = oldest.map(|at| {
+            let ago = now.saturating_duration_since(at);
+            format_millis(wall_now.checked_sub(ago).unwrap_or(wall_now))
+        });
+        self.state.database_fault = self.store_fault.clone();
     }
 
-    /// Notes new files and changes, and forgets files that are gone.
-    fn track(&mut self, files: &[spool::Waiting], now: Instant) {
-        let names: HashSet<&OsStr> = files.iter().map(|f| f.name.as_os_str()).collect();
-        self.tracked
-            .retain(|name, _| names.contains(name.as_os_str()));
-        for file in files {
-            let fresh = Tracked {
-                size: file.size,
-                mtime: file.mtime,
-                changed_at: now,
-                partial: false,
-                retry: Backoff::default(),
-            };
-            let tracked = self
-                .tracked
-                .entry(file.name.clone())
-                .or_insert_with(|| fresh.clone());
-            if tracked.size != file.size || tracked.mtime != file.mtime {
-                *tracked = Tracked {
-                    retry: tracked.retry.clone(),
-                    ..fresh
-                };
-            }
-        }
+    fn publish_pending(&self) -> bool {
+        let state_changed = self.state_written.as_ref().is_none_or(|written| {
+            let mut current = self.state.clone();
+            current.written_at.clone_from(&written.written_at);
+            current != *written
+        });
+        state_changed || (self.metrics_dirty && self.config.metrics_file.is_some())
     }
 
-    /// Ingests one file and moves it, or leaves it for later. `listed` is the file
-    /// as the listing saw it: it is moved only if it is still that file.
-    fn take(&mut self, raw_name: &OsStr, listed: &FileIdentity) {
-        let started = Instant::now();
-        let path = self.spool.incoming.join(raw_name);
-        let recorded = names::lossy(raw_name);
-        let name = &names::escaped(&recorded);
-        let options = ingest::Options {
-            file_bytes_max: self.config.file_bytes_max,
-            limits: self.config.limits,
-            progress: None,
-            dry_run: false,
-            stop: &self.stop,
-        };
-        let result = ingest::ingest_file(&mut self.store, &path, options);
-        let now = Instant::now();
-        if !matches!(result, Err(IngestError::Store(_))) {
-            let failures = self.store_retry.recover();
-            if failures > 0 {
-                log::info!("database usable again after {failures} failed attempts");
-            }
-        }
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(IngestError::Stopped) => {
-                log::info!("stopping: {name} rolled back and left in incoming/");
-                return;
-            }
-            Err(IngestError::Store(error)) => {
-                if self.store_retry.fail(now) {
-                    let attempts = self.store_retry.failures;
-                    let wait = self.store_retry.delay();
-                    log::warn!(
-                        "{name} waits in incoming/: {error} ({attempts} failed attempts, next in {wait:?})"
-                    );
-                }
-                return;
-            }
-            Err(error) => {
-                self.retry_later(raw_name, &error.to_string(), now);
-                return;
-            }
-        };
-        let tracked = self
-            .tracked
-            .get_mut(raw_name)
-            .expect("taken files are tracked");
-        if let Outcome::Rejected { rejection, .. } = &outcome {
-            let still = now.duration_since(tracked.changed_at);
-            if rejection.reason.may_still_arrive() && still < self.config.partial_timeout {
-                if !tracked.partial {
-                    log::info!(
-                        "{name} looks incomplete ({}); waiting for the rest",
-                        rejection.detail
-                    );
-                }
-                tracked.partial = true;
-                return;
-            }
-        }
-        let moved = match &outcome {
-            Outcome::Rejected { .. } => {
-                let rejected_at = now_utc();
-                let reason = |_: &str| report::reason_json(&recorded, &outcome, &rejected_at);
-                self.spool
-                    .reject(raw_name, listed, outcome.digest(), reason)
-            }
-            _ => self.spool.archive(raw_name, listed),
-        };
-        if matches!(outcome, Outcome::Processed { .. }) {
-            self.wal_dirty = true;
-        }
-        let millis = started.elapsed().as_millis();
-        let line = report::outcome_line(name, &outcome);
-        match moved {
-            Ok(final_name) if final_name != recorded => {
-                let final_name = names::escaped(&final_name);
-                log::info!("{line} {millis}ms (kept as {final_name})")
-            }
-            Ok(_) if matches!(outcome, Outcome::Rejected { .. }) => log::warn!("{line} {millis}ms"),
-            Ok(_) => log::info!("{line} {millis}ms"),
-            Err(MoveError::Changed) => {
-                // Its bytes may not be the ones just read: taken again from the start.
-                log::info!("{line} {millis}ms");
-                log::info!(
-                    "{name} changed while it was ingested: left in incoming/ to be taken again"
-                );
-                return;
-            }
-            Err(MoveError::Io(error)) => {
-                log::info!("{line} {millis}ms");
-                self.retry_later(raw_name, &format!("move it out of incoming/: {error}"), now);
-                return;
-            }
-        }
-        self.observe_outcome(&outcome, started.elapsed());
-        if let Outcome::Processed {
-            resent_batch_id: Some(id),
-            ..
-        } = &outcome
-        {
-            log::warn!(
-                "{name}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
-            );
-        }
-        self.tracked.remove(raw_name);
+    fn publish_wait(&self, now: Instant) -> Option<Duration> {
+        let at = self.published_at? + PUBLISH_EVERY;
+        Some(at.saturating_duration_since(now))
     }
 
-    fn retry_later(&mut self, raw_name: &OsStr, why: &str, now: Instant) {
-        let Some(tracked) = self.tracked.get_mut(raw_name) else {
+    /// Writes the metrics and state files when a figure changed, at most once a
+    /// second.
+    fn publish(&mut self, now: Instant) {
+        if !self.publish_pending() || self.publish_wait(now).is_some_and(|w| !w.is_zero()) {
             return;
-        };
-        let name = names::escaped(&names::lossy(raw_name));
-        if tracked.retry.fail(now) {
-            let attempts = tracked.retry.failures;
-            let wait = tracked.retry.delay();
+        }
+        self.published_at = Some(now);
+        if self.metrics_dirty
+            && let Some(path) = &self.config.metrics_file
+        {
+            if let Err(error) = self.metrics.write(path) {
+                log::warn!("write metrics {}: {error}", path.display());
+            }
+            self.metrics_dirty = false;
+        }
+        self.state.written_at = format_millis(self.clock.wall());
+        match state::write(&self.spool.root, &self.state) {
+            Ok(()) => self.state_written = Some(self.state.clone()),
+            Err(error) => log::warn!(
+                "write {}: {error}",
+                self.spool.root.join(state::STATE_FILE).display()
+            ),
+        }
+    }
+}
+
+/// Logs the progress of a file that takes longer than `PROGRESS_EVERY`, that often.
+fn progress_logger(name: String, started: Instant) -> impl Fn(Progress) {
+    let last = std::cell::Cell::new(started);
+    move |progress: Progress| {
+        let now = Instant::now();
+        if now.duration_since(last.get()) < PROGRESS_EVERY {
+            return;
+        }
+        last.set(now);
+        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+        log::info!(
+            "{}: {} events so far, {:.0} of {:.0} MiB read, {:.0} s",
+            names::escaped(&name),
+            progress.events,
+            mib(progress.bytes_done),
+            mib(progress.bytes_total),
+            now.duration_since(started).as_secs_f64()
+        );
+    }
+}
+
+/// Logs what a step did: outcomes at info (rejections and quarantines at warn),
+/// faults once per interval with their count.
+pub fn log_report(report: &Report) {
+    match report {
+        Report::Took {
+            name,
+            outcome,
+            final_name,
+            elapsed,
+        } => {
+            let line = report::outcome_line(&names::escaped(name), outcome);
+            let millis = elapsed.as_millis();
+            let kept = if final_name != name {
+                format!(" (kept as {})", names::escaped(final_name))
+            } else {
+                String::new()
+            };
+            match outcome {
+                Outcome::Rejected { .. } => log::warn!("{line} {millis}ms{kept}"),
+                _ => log::info!("{line} {millis}ms{kept}"),
+            }
+            if let Outcome::Processed {
+                reasons,
+                resent_batch_id,
+                ..
+            } = outcome
+            {
+                if !reasons.is_empty() {
+                    let total: u64 = reasons.values().sum();
+                    let by_reason: Vec<String> = reasons
+                        .iter()
+                        .map(|(code, n)| format!("{code}={n}"))
+                        .collect();
+                    log::warn!(
+                        "{}: {total} events quarantined: {}",
+                        names::escaped(name),
+                        by_reason.join(" ")
+                    );
+                }
+                if let Some(id) = resent_batch_id {
+                    log::warn!(
+                        "{}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)",
+                        names::escaped(name)
+                    );
+                }
+            }
+        }
+        Report::Waiting { name, why } => match why {
+            Left::StillArriving { detail } => log::info!(
+                "{} looks incomplete ({detail}); waiting for the rest",
+                names::escaped(name)
+            ),
+            Left::Changed => log::info!(
+                "{} changed while it was read; left in incoming/ to be taken again",
+                names::escaped(name)
+            ),
+            Left::Gone => log::debug!("{} is gone from incoming/", names::escaped(name)),
+        },
+        Report::RetryLater { name, fault } if fault.log => {
+            let what = if name.is_empty() {
+                "files wait in incoming/".to_owned()
+            } else {
+                format!("{} waits in incoming/", names::escaped(name))
+            };
+            let failed = if fault.database {
+                "database failed"
+            } else {
+                "file failed"
+            };
             log::warn!(
-                "{name} waits in incoming/: {why} ({attempts} failed attempts, next in {wait:?})"
+                "{what}: {} ({failed} {} times in a row, next try in {:?})",
+                fault.error,
+                fault.attempts,
+                fault.next_in
             );
         }
+        Report::RetryLater { .. } => {}
+        Report::Stopped { name } => log::info!(
+            "stopping: {} rolled back and left in incoming/",
+            names::escaped(name)
+        ),
+        Report::Idle { .. } => {}
     }
 }
 
@@ -455,7 +803,16 @@ pub fn run(
         Ok(_) => {}
         Err(error) => log::warn!("clean rejected/ of temporary files: {error}"),
     }
-    let store = Store::open(&config.db)?;
+    // A database that cannot be used for a passing reason (read-only, locked, disk
+    // full) does not stop the daemon: it serves and tries again with back-off.
+    let store = match Store::open(&config.db) {
+        Ok(store) => Some(store),
+        Err(error) if error.is_fatal_at_start() => return Err(error.into()),
+        Err(error) => {
+            log::warn!("{error}; serving the spool and trying again");
+            None
+        }
+    };
     // The watch goes in before the first listing, so nothing dropped between the
     // two is missed.
     let _watcher =
@@ -475,14 +832,21 @@ pub fn run(
     let longest_sleep = notifier
         .watchdog_every()
         .map_or(config.rescan, |w| w.min(config.rescan));
-    let mut daemon = Daemon::new(spool, store, config, stop.clone());
+    let clock = Box::new(SystemClock);
+    let mut daemon = Daemon::new(spool, store, config, stop.clone(), clock);
     notifier.ready();
     while !stop.load(Ordering::SeqCst) {
-        let step = daemon.step();
+        if wake.try_recv().is_ok() {
+            daemon.notify();
+        }
+        let report = daemon.step(Instant::now());
+        log_report(&report);
         notifier.ping_if_due();
-        if let Step::Idle { wake_in } = step {
+        if let Report::Idle { wake_in } = report {
             let wait = wake_in.map_or(longest_sleep, |w| w.min(longest_sleep));
-            let _ = wake.recv_timeout(wait);
+            if wake.recv_timeout(wait).is_ok() {
+                daemon.notify();
+            }
         }
     }
     notifier.stopping();
@@ -490,24 +854,13 @@ pub fn run(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap_and_logs_once_per_interval() {
-        let mut backoff = Backoff::default();
-        let now = Instant::now();
-        assert!(backoff.fail(now));
-        assert_eq!(backoff.delay(), Duration::from_millis(250));
-        assert!(!backoff.fail(now));
-        assert_eq!(backoff.delay(), Duration::from_millis(500));
-        for _ in 0..20 {
-            backoff.fail(now);
-        }
-        assert_eq!(backoff.delay(), BACKOFF_MAX);
-        assert!(backoff.fail(now + BACKOFF_MAX));
-        assert_eq!(backoff.recover(), 23);
-        assert_eq!(backoff.waiting(now), None);
+/// How long a file has to wait, given its readiness.
+fn wake_in(readiness: Readiness) -> Duration {
+    match readiness {
+        Readiness::Ready => Duration::ZERO,
+        Readiness::Wait { wake_in, .. } => wake_in,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,14 @@
-//! One batch file into the database: open it safely, digest it, skip it when the
-//! inbox already has it, otherwise stream its records into one store transaction.
-//! Moves no files; the daemon and the `ingest` command decide what happens next.
+//! One batch file into the database, in its steps: open it safely, digest it, the
+//! whole-file rules, the inbox, then stream its records into one store transaction
+//! and finish it. Moves no files; the daemon and the `ingest` command decide what
+//! happens next.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{self, BufReader, Read, Seek};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -14,7 +16,8 @@ use crate::batch::{
     BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection,
 };
 use crate::clock::now_utc;
-use crate::store::{Counts, Store, StoreError};
+use crate::names;
+use crate::store::{Counts, Reasons, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
 pub const FILE_BYTES_MAX_DEFAULT: u64 = 2 << 30;
@@ -32,6 +35,8 @@ pub enum Outcome {
         digest: String,
         counts: Counts,
         resent_batch_id: Option<String>,
+        /// Quarantined events by reason code.
+        reasons: Reasons,
     },
     SkippedDuplicate {
         digest: String,
@@ -61,6 +66,14 @@ impl Outcome {
             Outcome::Rejected { digest, .. } => digest.as_deref(),
         }
     }
+}
+
+/// What `ingest_file` did, and the file it read as it stood when reading began
+/// (the daemon moves it only if it still is that file).
+#[derive(Debug)]
+pub struct Ingested {
+    pub outcome: Outcome,
+    pub opened: Metadata,
 }
 
 /// A fault that is not in the file: the file stays where it is and is tried again.
@@ -101,13 +114,21 @@ pub struct Options<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// Records parsed per message from the reader thread.
-const RECORDS_PER_CHUNK: usize = 1024;
-/// Chunks parsed ahead of the writer, at most.
-const CHUNKS_IN_FLIGHT: usize = 4;
+/// Records parsed per message from the reader thread, at most.
+const RECORDS_PER_CHUNK: usize = 2048;
+/// A chunk is sent once its records' text reaches this many bytes, so that large
+/// events travel a few at a time.
+const CHUNK_BYTES_MAX: usize = 512 * 1024;
+/// Chunks parsed ahead of the writer, at most. With the chunk being parsed and the
+/// one being written, at most four chunks are alive: four events at the
+/// `--event-bytes-max` limit, whatever the file holds.
+const CHUNKS_IN_FLIGHT: usize = 2;
+/// How often the writer, waiting for the reader, looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 enum Message {
-    Records(Vec<Record>),
+    /// Records, and how many bytes of the file have been read so far.
+    Records(Vec<Record>, u64),
     /// The end of the file: its header or why it is rejected, and the digest and
     /// length of the bytes the reader saw.
     End {
@@ -118,17 +139,20 @@ enum Message {
 }
 
 /// The reader thread: parses `file` and sends its records in chunks. Stops early
-/// when the receiver is gone (the writer failed).
+/// when the receiver is gone (the writer failed) or `stop` is set.
 fn read_records(
     file: File,
     format: Format,
     limits: Limits,
+    stop: &AtomicBool,
     sender: crossbeam_channel::Sender<Message>,
 ) {
+    let read = std::cell::Cell::new(0u64);
     let mut hashing = HashingReader {
         inner: file,
         hasher: Sha256::new(),
-        bytes: 0,
+        bytes: &read,
+        stop,
     };
     let mut reader = BatchReader::new(
         format,
@@ -136,13 +160,16 @@ fn read_records(
         limits,
     );
     let mut chunk = Vec::with_capacity(RECORDS_PER_CHUNK);
+    let mut chunk_bytes = 0;
     let result = loop {
         match reader.next_record() {
             Ok(Some(record)) => {
+                chunk_bytes += record.raw.len();
                 chunk.push(record);
-                if chunk.len() == RECORDS_PER_CHUNK {
+                if chunk.len() == RECORDS_PER_CHUNK || chunk_bytes >= CHUNK_BYTES_MAX {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(RECORDS_PER_CHUNK));
-                    if sender.send(Message::Records(full)).is_err() {
+                    chunk_bytes = 0;
+                    if sender.send(Message::Records(full, read.get())).is_err() {
                         return;
                     }
                 }
@@ -157,107 +184,156 @@ fn read_records(
         io::copy(&mut hashing, &mut io::sink())?;
         Ok(header)
     });
-    if !chunk.is_empty() && sender.send(Message::Records(chunk)).is_err() {
+    if !chunk.is_empty() && sender.send(Message::Records(chunk, read.get())).is_err() {
         return;
     }
     let digest = hex::encode(hashing.hasher.finalize());
     let _ = sender.send(Message::End {
         result,
         digest,
-        bytes: hashing.bytes,
+        bytes: read.get(),
     });
 }
 
-/// Ingests the file at `path`.
+/// Ingests the file at `path` (the one-shot commands' entry).
 pub fn ingest_file(
     store: &mut Store,
     path: &Path,
     options: Options,
 ) -> Result<Outcome, IngestError> {
-    let file_bytes_max = options.file_bytes_max;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let read_error = |source| IngestError::Read {
-        path: path.display().to_string(),
-        source,
-    };
+    ingest(store, path, options).map(|ingested| ingested.outcome)
+}
+
+/// Ingests the file at `path`: open, digest, the whole-file rules, the inbox, then
+/// stream and finish.
+pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingested, IngestError> {
+    let name = names::base_name(path);
+    let read_error = |source| read_fault(path, source, options.stop);
     let mut file = open_no_follow(path).map_err(read_error)?;
-    let meta = file.metadata().map_err(read_error)?;
-    if !meta.is_file() {
+    let opened = file.metadata().map_err(read_error)?;
+    let done = |outcome| {
+        Ok(Ingested {
+            outcome,
+            opened: opened.clone(),
+        })
+    };
+    if !opened.is_file() {
         let rejection = Rejection::new(RejectReason::UnsupportedType, "not a regular file");
-        return Ok(Outcome::Rejected {
+        return done(Outcome::Rejected {
             digest: None,
             rejection,
         });
     }
-    let size = meta.len();
     // The first pass only digests, so that a re-drop costs one SHA-256 of the file.
-    let (digest, bytes) = digest_file(&mut file).map_err(read_error)?;
+    let (digest, bytes) = digest_file(&mut file, options.stop).map_err(read_error)?;
     let rejected = |rejection| {
-        Ok(Outcome::Rejected {
+        done(Outcome::Rejected {
             digest: Some(digest.clone()),
             rejection,
         })
     };
+    if bytes != opened.len() {
+        return Err(IngestError::Changed {
+            path: path.display().to_string(),
+        });
+    }
+    let format = match preflight(&name, bytes, options.file_bytes_max) {
+        Ok(format) => format,
+        Err(rejection) => return rejected(rejection),
+    };
+    if store.contains_batch(&digest)? {
+        return done(Outcome::SkippedDuplicate { digest });
+    }
+    // A new file: is it UTF-8 throughout? (A committed one was.)
+    file.rewind().map_err(read_error)?;
+    if let Some(rejection) = check_file_utf8(&mut file, options.stop).map_err(read_error)? {
+        return rejected(rejection);
+    }
+    file.rewind().map_err(read_error)?;
+    let outcome = match stream(store, file, format, &digest, &name, bytes, options)? {
+        Ok(outcome) => outcome,
+        Err(rejection) => return rejected(rejection),
+    };
+    done(outcome)
+}
 
-    let Some(format) = Format::from_name(&name) else {
-        return rejected(Rejection::new(
+/// The whole-file rules that need only the name and the size: the format by
+/// extension, the size limit, an empty file.
+fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, Rejection> {
+    let Some(format) = Format::from_name(name) else {
+        return Err(Rejection::new(
             RejectReason::UnsupportedType,
-            format!("{name:?} does not end in .json, .ndjson or .jsonl"),
+            format!(
+                "{:?} does not end in .json, .ndjson or .jsonl; rename it if it is a batch",
+                names::escaped(name)
+            ),
         ));
     };
-    if size > file_bytes_max {
-        return rejected(Rejection::new(
+    if bytes > file_bytes_max {
+        return Err(Rejection::new(
             RejectReason::TooLarge,
             format!(
-                "the file is {size} bytes, over the limit of {file_bytes_max} (--file-bytes-max)"
+                "the file is {bytes} bytes, over the limit of {file_bytes_max} (--file-bytes-max); \
+                 split it into smaller batches"
             ),
         ));
     }
     if bytes == 0 {
-        return rejected(Rejection::new(
+        return Err(Rejection::new(
             RejectReason::Empty,
             "the file is empty (0 bytes)",
         ));
     }
-    if store.contains_batch(&digest)? {
-        return Ok(Outcome::SkippedDuplicate { digest });
-    }
-    // A new file: is it UTF-8 throughout? (A committed one was.)
-    file.rewind().map_err(read_error)?;
-    let utf8 = check_file_utf8(&mut file).map_err(read_error)?;
-    if let Utf8::InvalidAt(offset) = utf8 {
-        return rejected(Rejection::new(
-            RejectReason::NotUtf8,
-            format!(
-                "the file is not UTF-8: invalid byte at offset {offset}; save it as UTF-8 and drop it again"
-            ),
-        ));
-    }
-    if utf8 == Utf8::CutAtEnd {
-        return rejected(Rejection::new(
-            RejectReason::Truncated,
-            "the file ends inside a UTF-8 character; it may still be arriving",
-        ));
-    }
+    Ok(format)
+}
 
-    file.rewind().map_err(read_error)?;
-    let Some(mut batch) = store.begin(&digest, &name, &now_utc(), options.dry_run)? else {
-        return Ok(Outcome::SkippedDuplicate { digest });
+/// Streams the records of a new batch into one store transaction and finishes it:
+/// the outcome, or why the whole file is rejected. Parsing runs on a thread of its
+/// own while this one writes to SQLite; the bounded channel keeps memory flat
+/// whatever the size of the file.
+fn stream(
+    store: &mut Store,
+    file: File,
+    format: Format,
+    digest: &str,
+    name: &str,
+    bytes: u64,
+    options: Options,
+) -> Result<Result<Outcome, Rejection>, IngestError> {
+    let stopped = |error: StoreError| match error {
+        StoreError::Stopped => IngestError::Stopped,
+        _ if options.stop.load(Ordering::Relaxed) => IngestError::Stopped,
+        error => IngestError::Store(error),
     };
-    // Parsing runs on a thread of its own while this one writes to SQLite; the
-    // bounded channel keeps memory flat whatever the size of the file.
+    let Some(mut batch) = store
+        .begin(digest, name, &now_utc(), options.dry_run)
+        .map_err(stopped)?
+    else {
+        return Ok(Ok(Outcome::SkippedDuplicate {
+            digest: digest.to_owned(),
+        }));
+    };
     let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
+    let mut events = 0u64;
     let header = std::thread::scope(|scope| {
-        scope.spawn(|| read_records(file, format, options.limits, sender));
+        scope.spawn(|| read_records(file, format, options.limits, options.stop, sender));
         // Owned here, so that an early return drops it and a reader blocked on a
         // full channel ends instead of being waited for forever.
         let receiver = receiver;
-        for message in &receiver {
-            let chunk = match message {
-                Message::Records(chunk) => chunk,
+        loop {
+            if options.stop.load(Ordering::Relaxed) {
+                return Err(IngestError::Stopped);
+            }
+            let message = match receiver.recv_timeout(STOP_POLL) {
+                Ok(message) => message,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    let gone = io::Error::other("the reader thread ended before the file did");
+                    return Err(read_fault(Path::new(name), gone, options.stop));
+                }
+            };
+            let (chunk, read) = match message {
+                Message::Records(chunk, read) => (chunk, read),
                 Message::End {
                     result,
                     digest: read_digest,
@@ -265,38 +341,57 @@ pub fn ingest_file(
                 } => {
                     let header = match result {
                         Ok(header) => header,
-                        Err(ReadError::Io(source)) => return Err(read_error(source)),
+                        Err(ReadError::Io(source)) => {
+                            return Err(read_fault(Path::new(name), source, options.stop));
+                        }
                         Err(ReadError::Rejected(rejection)) => return Ok(Err(rejection)),
                     };
                     if read_digest != digest || read_bytes != bytes {
                         return Err(IngestError::Changed {
-                            path: path.display().to_string(),
+                            path: name.to_owned(),
                         });
                     }
                     return Ok(Ok(header));
                 }
             };
-            batch.stage(&chunk)?;
-            if options.stop.load(Ordering::Relaxed) {
-                return Err(IngestError::Stopped);
+            batch.stage(&chunk).map_err(stopped)?;
+            events += chunk.len() as u64;
+            if let Some(progress) = options.progress {
+                progress(Progress {
+                    bytes_done: read.min(bytes),
+                    bytes_total: bytes,
+                    events,
+                });
             }
         }
-        unreachable!("the reader thread always ends with Message::End")
     })?;
     let header = match header {
         Ok(header) => header,
-        Err(rejection) => return rejected(rejection),
+        Err(rejection) => return Ok(Err(rejection)),
     };
-    let (counts, resent) = match batch.finish(&header, options.stop) {
-        Err(StoreError::Stopped) => return Err(IngestError::Stopped),
-        result => result?,
+    let finished = batch.finish(&header, options.stop).map_err(stopped)?;
+    let resent_batch_id = if finished.resent {
+        header.batch_id
+    } else {
+        None
     };
-    let resent_batch_id = if resent { header.batch_id } else { None };
-    Ok(Outcome::Processed {
-        digest,
-        counts,
+    Ok(Ok(Outcome::Processed {
+        digest: digest.to_owned(),
+        counts: finished.counts,
         resent_batch_id,
-    })
+        reasons: finished.reasons,
+    }))
+}
+
+/// A read that failed: `Stopped` when it failed because the process is stopping.
+fn read_fault(path: &Path, source: io::Error, stop: &AtomicBool) -> IngestError {
+    if stop.load(Ordering::Relaxed) {
+        return IngestError::Stopped;
+    }
+    IngestError::Read {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// Opens a file for reading without following a symbolic link and without blocking
@@ -316,10 +411,18 @@ enum Utf8 {
     CutAtEnd,
 }
 
-/// Calls `each` with successive chunks of `file` from where it stands to its end.
-fn for_each_chunk(file: &mut File, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+/// Calls `each` with successive chunks of `file` from where it stands to its end;
+/// gives up when `stop` is set.
+fn for_each_chunk(
+    file: &mut File,
+    stop: &AtomicBool,
+    mut each: impl FnMut(&[u8]),
+) -> io::Result<()> {
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
         match file.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(n) => each(&buf[..n]),
@@ -330,34 +433,65 @@ fn for_each_chunk(file: &mut File, mut each: impl FnMut(&[u8])) -> io::Result<()
 }
 
 /// The SHA-256 (lowercase hex) and length of a file.
-fn digest_file(file: &mut File) -> io::Result<(String, u64)> {
+fn digest_file(file: &mut File, stop: &AtomicBool) -> io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut bytes = 0u64;
-    for_each_chunk(file, |chunk| {
+    for_each_chunk(file, stop, |chunk| {
         hasher.update(chunk);
         bytes += chunk.len() as u64;
     })?;
     Ok((hex::encode(hasher.finalize()), bytes))
 }
 
-/// Whether a file is UTF-8 throughout, and where it is not.
-fn check_file_utf8(file: &mut File) -> io::Result<Utf8> {
+/// Whether a file is UTF-8 throughout; if not, why it is rejected: `not_utf8` with
+/// where (line, column, byte), or `truncated` when only its last character is cut.
+fn check_file_utf8(file: &mut File, stop: &AtomicBool) -> io::Result<Option<Rejection>> {
     let mut utf8 = Utf8::Valid;
     let mut offset = 0u64;
+    // Where the bad byte stands: lines before it and where its line starts.
+    let mut lines = 0u64;
+    let mut line_start = 0u64;
     // Up to 3 bytes of a character cut by the end of the previous chunk.
     let mut carry: Vec<u8> = Vec::with_capacity(4);
-    for_each_chunk(file, |chunk| {
-        if utf8 == Utf8::Valid {
-            utf8 = check_utf8(&mut carry, chunk, offset);
+    for_each_chunk(file, stop, |chunk| {
+        if utf8 != Utf8::Valid {
+            return;
+        }
+        utf8 = check_utf8(&mut carry, chunk, offset);
+        let upto = match utf8 {
+            Utf8::InvalidAt(at) => (at.saturating_sub(offset) as usize).min(chunk.len()),
+            _ => chunk.len(),
+        };
+        for (i, _) in chunk[..upto]
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+        {
+            lines += 1;
+            line_start = offset + i as u64 + 1;
         }
         offset += chunk.len() as u64;
     })?;
     if utf8 == Utf8::Valid && !carry.is_empty() {
         utf8 = Utf8::CutAtEnd;
     }
-    Ok(utf8)
+    Ok(match utf8 {
+        Utf8::Valid => None,
+        Utf8::InvalidAt(at) => Some(Rejection::new(
+            RejectReason::NotUtf8,
+            format!(
+                "the file is not UTF-8: invalid byte at line {}, column {} (byte {at}); \
+                 save it as UTF-8 and drop it again",
+                lines + 1,
+                at - line_start + 1
+            ),
+        )),
+        Utf8::CutAtEnd => Some(Rejection::new(
+            RejectReason::Truncated,
+            "the file ends inside a UTF-8 character; it may still be arriving",
+        )),
+    })
 }
-
 /// Validates `chunk` (which starts at `offset` in the file) after the `carry` left
 /// by the previous chunk; leaves in `carry` an incomplete character at its end.
 fn check_utf8(carry: &mut Vec<u8>, chunk: &[u8], offset: u64) -> Utf8 {
@@ -388,18 +522,22 @@ fn check_utf8(carry: &mut Vec<u8>, chunk: &[u8], offset: u64) -> Utf8 {
 }
 
 /// Hashes what passes through it, so the second pass proves it read the bytes the
-/// first pass digested.
-struct HashingReader {
+/// first pass digested; counts them for progress; gives up when `stop` is set.
+struct HashingReader<'a> {
     inner: File,
     hasher: Sha256,
-    bytes: u64,
+    bytes: &'a std::cell::Cell<u64>,
+    stop: &'a AtomicBool,
 }
 
-impl Read for HashingReader {
+impl Read for HashingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
         let n = self.inner.read(buf)?;
         self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
+        self.bytes.set(self.bytes.get() + n as u64);
         Ok(n)
     }
 }

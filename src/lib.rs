@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod ingest;
 pub mod metrics;
 pub mod names;
+pub mod readiness;
 pub mod report;
 pub mod service;
 pub mod spool;

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use crate::ingest::Outcome;
 
 use crate::store::Counts;
 
@@ -29,6 +31,25 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Counts a file taken from incoming/ and how long it took.
+    pub fn observe_outcome(&mut self, outcome: &Outcome, elapsed: Duration, now: SystemTime) {
+        self.observe_duration(elapsed);
+        match outcome {
+            Outcome::Processed { counts, .. } => {
+                self.files_processed += 1;
+                self.events.add(counts);
+            }
+            Outcome::SkippedDuplicate { .. } => self.files_skipped += 1,
+            Outcome::Rejected { .. } => self.files_rejected += 1,
+        }
+        if !matches!(outcome, Outcome::Rejected { .. }) {
+            let unix = now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.last_success_unix_s = Some(unix.as_secs_f64());
+        }
+    }
+
     pub fn observe_duration(&mut self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         for (bound, count) in DURATION_BUCKETS_S

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../schema/0001_initial.sql"),
     include_str!("../schema/0002_analyst_views.sql"),
     include_str!("../schema/0003_binary_key.sql"),
+    include_str!("../schema/0004_times_sort.sql"),
 ];
 
 /// Rows applied between two looks at the stop flag.
@@ -22,6 +23,61 @@ const STOP_CHECK_ROWS: u64 = 4096;
 
 /// How long a statement waits on another connection's lock before SQLITE_BUSY.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the busy handler sleeps between two looks at a lock.
+const BUSY_SLEEP: Duration = Duration::from_millis(10);
+
+/// Set once the process is stopping (SIGTERM, SIGINT): a wait on another
+/// connection's lock gives up at once instead of after `BUSY_TIMEOUT`, so that a
+/// stop is honoured within a second even while an analyst holds a lock.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Makes every wait on a lock give up (see `STOPPING`).
+pub fn stop_waiting_for_locks() {
+    STOPPING.store(true, Ordering::SeqCst);
+}
+
+/// SQLite's busy handler: waits up to `BUSY_TIMEOUT` for a lock, unless stopping.
+fn wait_for_lock(attempts: i32) -> bool {
+    let waited = BUSY_SLEEP.saturating_mul(u32::try_from(attempts).unwrap_or(u32::MAX));
+    if STOPPING.load(Ordering::Relaxed) || waited >= BUSY_TIMEOUT {
+        return false;
+    }
+    std::thread::sleep(BUSY_SLEEP);
+    true
+}
+
+/// `wait_for_lock` as SQLite calls it.
+unsafe extern "C" fn busy_callback(
+    _: *mut std::ffi::c_void,
+    attempts: std::ffi::c_int,
+) -> std::ffi::c_int {
+    std::ffi::c_int::from(wait_for_lock(attempts))
+}
+
+/// Waits on other connections' locks (`wait`) or fails at once when one is held.
+fn wait_for_locks(conn: &Connection, wait: bool) -> rusqlite::Result<()> {
+    if !wait {
+        return conn.busy_timeout(Duration::ZERO);
+    }
+    // SAFETY: the handle is open for the life of `conn`; the callback is a plain
+    // function that touches no data behind the (null) pointer. rusqlite's own
+    // `busy_handler` needs `&mut Connection`, which the callers here do not hold.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_busy_handler(
+            conn.handle(),
+            Some(busy_callback),
+            std::ptr::null_mut(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            None,
+        ));
+    }
+    Ok(())
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -50,6 +106,8 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    #[error("database {path} is a folder, not a file; point --db at a file")]
+    NotAFile { path: PathBuf },
     #[error("create database folder {path}: {source}")]
     CreateDir {
         path: PathBuf,
@@ -59,7 +117,68 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
 }
 
+/// What a database fault means for the daemon (ARCHITECTURE.md has the table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultClass {
+    /// The database cannot be used now (locked, busy, read-only, disk full, I/O,
+    /// cannot open): every file waits, with one back-off. `reopen` says the fault can
+    /// outlive the connection (a connection opened read-only stays read-only), so
+    /// the next try opens the database again.
+    Database { reopen: bool },
+    /// Something in this file the database refuses (a value too big): only this
+    /// file waits; after a few tries with the same error it is rejected.
+    InFile,
+    /// Anything else: only this file waits and is tried again, never rejected for
+    /// it, since the fault may not be in the file.
+    ThisFile,
+}
+
 impl StoreError {
+    /// How the daemon treats this fault.
+    pub fn class(&self) -> FaultClass {
+        use rusqlite::ErrorCode::*;
+        let code = match self {
+            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
+            StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
+            StoreError::NewerSchema { .. }
+            | StoreError::OlderSchema { .. }
+            | StoreError::NotAFile { .. } => {
+                return FaultClass::Database { reopen: true };
+            }
+            StoreError::Stopped => return FaultClass::ThisFile,
+        };
+        match code {
+            Some(DatabaseBusy | DatabaseLocked) => FaultClass::Database { reopen: false },
+            Some(DiskFull) => FaultClass::Database { reopen: false },
+            Some(
+                ReadOnly
+                | CannotOpen
+                | SystemIoFailure
+                | PermissionDenied
+                | NotADatabase
+                | DatabaseCorrupt
+                | FileLockingProtocolFailed
+                | OutOfMemory,
+            ) => FaultClass::Database { reopen: true },
+            Some(TooBig) => FaultClass::InFile,
+            _ => FaultClass::ThisFile,
+        }
+    }
+
+    /// A fault that will not pass by itself when the daemon starts: refuse to start
+    /// (a file that is not a database, a newer schema), naming the database.
+    pub fn is_fatal_at_start(&self) -> bool {
+        let code = match self {
+            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
+            StoreError::NewerSchema { .. } | StoreError::NotAFile { .. } => return true,
+            _ => return false,
+        };
+        matches!(
+            code,
+            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+        )
+    }
+
     /// A lock held by another connection: waiting helps.
     pub fn is_busy(&self) -> bool {
         let code = match self {
@@ -67,6 +186,7 @@ impl StoreError {
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
             | StoreError::CreateDir { .. }
+            | StoreError::NotAFile { .. }
             | StoreError::Stopped => None,
         };
         matches!(
@@ -125,6 +245,11 @@ impl Store {
             path: path.to_owned(),
             source,
         };
+        if path.is_dir() {
+            return Err(StoreError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::CreateDir {
                 path: parent.to_owned(),
@@ -149,7 +274,7 @@ impl Store {
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
+        wait_for_locks(&conn, true).map_err(open_error)?;
         configure_staging(&conn).map_err(open_error)?;
         let version = user_version(&conn).map_err(open_error)?;
         refuse_newer(path, version)?;
@@ -234,6 +359,20 @@ impl Store {
         }
     }
 
+    /// Lowers SQLite's limit on one value's size, so that tests can meet a value the
+    /// database refuses (SQLITE_TOOBIG) without gigabytes of input.
+    #[cfg(test)]
+    pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
+        // SAFETY: the handle is open for the life of `self.conn`.
+        unsafe {
+            rusqlite::ffi::sqlite3_limit(
+                self.conn.handle(),
+                rusqlite::ffi::SQLITE_LIMIT_LENGTH,
+                bytes,
+            );
+        }
+    }
+
     /// Whether a batch with this digest is already committed (a quick look before
     /// taking the write lock; `Batch::begin` checks again under the lock).
     pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
@@ -244,13 +383,13 @@ impl Store {
     /// allow, without waiting for them: an analyst's long read holds back only
     /// the frames it still needs. Returns whether the WAL was fully checkpointed.
     pub fn checkpoint(&self) -> Result<bool, StoreError> {
-        self.conn.busy_timeout(Duration::ZERO)?;
+        wait_for_locks(&self.conn, false)?;
         let result = self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
                 row.get::<_, i64>(0)
             });
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        wait_for_locks(&self.conn, true)?;
         match result.map_err(StoreError::from) {
             Ok(busy) => Ok(busy == 0),
             Err(e) if e.is_busy() => Ok(false),
@@ -316,6 +455,7 @@ impl Store {
             file_name: file_name.to_owned(),
             now: now.to_owned(),
             counts: Counts::default(),
+            reasons: Reasons::new(),
             dry_run,
         }))
     }
@@ -359,7 +499,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     // An analyst's lock delays a batch instead of failing it at once; the daemon
     // retries with back-off after this.
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    wait_for_locks(conn, true)?;
     // quarantine's reference to its inbox row is checked at commit.
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
@@ -414,9 +554,24 @@ pub struct Batch<'c> {
     file_name: String,
     now: String,
     counts: Counts,
+    /// Quarantined events by reason code.
+    reasons: Reasons,
     /// Count outcomes, write nothing (see `Store::begin`).
     dry_run: bool,
 }
+
+/// What a committed (or, in a dry run, classified) batch came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub counts: Counts,
+    /// Another batch with the same `batch_id` and other bytes was ingested before.
+    pub resent: bool,
+    /// Quarantined events by reason code.
+    pub reasons: Reasons,
+}
+
+/// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
+pub type Reasons = std::collections::BTreeMap<&'static str, u64>;
 
 /// What the stored row (or the file's earlier version of it) holds for a key.
 struct Current {
@@ -455,6 +610,7 @@ impl Batch<'_> {
                         &record.raw,
                     )?;
                     self.counts.invalid += 1;
+                    *self.reasons.entry(invalid.reason.code()).or_default() += 1;
                 }
             }
             self.counts.events_total += 1;
@@ -491,16 +647,10 @@ impl Batch<'_> {
     }
 
     /// Applies the staged events in key order (file order within a key), writes the
-    /// inbox row and commits; a dry run rolls back instead. Returns the
-    /// counts and whether another batch with the same `batch_id` was already
-    /// ingested (a re-sent batch with different bytes).
+    /// inbox row and commits; a dry run rolls back instead.
     /// `stop` set from outside abandons the batch (rolled back) with
     /// `StoreError::Stopped`.
-    pub fn finish(
-        mut self,
-        header: &Header,
-        stop: &AtomicBool,
-    ) -> Result<(Counts, bool), StoreError> {
+    pub fn finish(mut self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
         let default_revision = header.source_revision.unwrap_or(0);
         let started = std::time::Instant::now();
         let applied = self.apply_staged(default_revision, stop)?;
@@ -510,6 +660,9 @@ impl Batch<'_> {
             started.elapsed()
         );
         self.counts.add(&applied);
+        if applied.conflicts > 0 {
+            self.reasons.insert("conflict", applied.conflicts);
+        }
         let counts = self.counts;
         assert_eq!(
             counts.events_total,
@@ -525,9 +678,14 @@ impl Batch<'_> {
                 .optional()?
                 .is_some(),
         };
+        let finished = Finished {
+            counts,
+            resent,
+            reasons: std::mem::take(&mut self.reasons),
+        };
         if self.dry_run {
             self.tx.rollback()?;
-            return Ok((counts, resent));
+            return Ok(finished);
         }
         self.tx.execute(
             "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at, events_total,
@@ -551,7 +709,7 @@ impl Batch<'_> {
         self.tx.execute("DELETE FROM temp.staging", [])?;
         self.tx.commit()?;
         log::debug!("committed in {:?}", started.elapsed());
-        Ok((counts, resent))
+        Ok(finished)
     }
 
     /// Returns the counts of the staged (valid) events' outcomes.

@@ -84,9 +84,10 @@ fn utc_millis(text: &str) -> i64 {
     let (whole, fraction) = utc.split_once('.').unwrap_or((utc, ""));
     assert_eq!(whole.len(), 19, "{text:?} is not YYYY-MM-DDTHH:MM:SS");
     assert!(fraction.bytes().all(|b| b.is_ascii_digit()), "{text:?}");
-    assert!(
-        !utc.contains('.') || !fraction.is_empty() && !fraction.ends_with('0'),
-        "{text:?} is not canonical"
+    assert_eq!(
+        fraction.len(),
+        3,
+        "{text:?} has not exactly three fraction digits"
     );
     let number = |from: usize, to: usize| {
         whole[from..to]
@@ -1770,7 +1771,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("has schema version 2, older than this spoolite's (3)"),
+        stderr.contains("has schema version 2, older than this spoolite's (4)"),
         "{stderr}"
     );
     assert_eq!(query(&site.db, "PRAGMA user_version"), [["2"]]);
@@ -1781,7 +1782,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         "new.json",
         &json_batch(&[off_blocks(1, "{}"), duty_start(1, "{}")]),
     );
-    assert_eq!(query(&site.db, "PRAGMA user_version"), [["3"]]);
+    assert_eq!(query(&site.db, "PRAGMA user_version"), [["4"]]);
     assert_eq!(
         query(
             &site.db,
@@ -1821,8 +1822,8 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
                 "SELECT batch_digest, first_seen_at FROM duty_event WHERE idempotency_key = '{K_OFF}'"
             )
         ),
-        [["d".repeat(64), "2026-11-29T12:00:00Z".to_owned()]],
-        "the old row is untouched"
+        [["d".repeat(64), "2026-11-29T12:00:00.000Z".to_owned()]],
+        "the old row is untouched but for schema 4's three fraction digits"
     );
     assert_eq!(
         query(
