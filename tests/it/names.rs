@@ -304,3 +304,45 @@ fn a_file_rewritten_in_place_while_it_is_ingested_is_archived_only_with_its_dige
     }
     stop(daemon);
 }
+
+#[test]
+fn sigterm_while_long_names_are_rejected_exits_0_at_once_leaving_each_file_whole() {
+    let site = Site::new();
+    let mut daemon = start(&site);
+    let content = b"{\"events\": not JSON\n";
+    let names: Vec<OsString> = (240..=250).map(|len| long_name(len, ".json")).collect();
+    for name in &names {
+        drop_named(&site, name, content);
+    }
+    // The daemon is at work on them (the first is out) when the signal comes.
+    daemon.wait(MOVE_LIMIT, "a long-named file rejected", || {
+        entries(&site.incoming()).len() < names.len()
+    });
+    stop(daemon);
+    // Each file is either still waiting or rejected beside its reason file.
+    let waiting = entries(&site.incoming());
+    let rejected = entries(&site.rejected());
+    let data: Vec<&OsString> = rejected
+        .iter()
+        .filter(|n| !n.as_bytes().ends_with(b".reason.json"))
+        .collect();
+    assert_eq!(
+        waiting.len() + data.len(),
+        names.len(),
+        "{waiting:?} {rejected:?}"
+    );
+    assert_eq!(rejected.len(), data.len() * 2, "{rejected:?}");
+    for name in &waiting {
+        assert!(names.contains(name), "{name:?}");
+        assert_eq!(
+            fs::read(site.incoming().join(name)).expect("waiting"),
+            content
+        );
+    }
+    for name in data {
+        let mut reason_name = name.clone();
+        reason_name.push(".reason.json");
+        let reason = read_json(&site.rejected().join(&reason_name));
+        assert_eq!(reason["reason"], "not_json", "{reason}");
+    }
+}
