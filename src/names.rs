@@ -186,6 +186,45 @@ mod tests {
     }
 
     #[test]
+    fn every_numbered_name_fits_keeps_its_extension_and_cuts_only_between_characters() {
+        let units: [&[u8]; 5] = [
+            b"a",
+            "é".as_bytes(),
+            "日".as_bytes(),
+            "😀".as_bytes(),
+            b"\xff",
+        ];
+        for room in [243, 255] {
+            for len in 1..=255 {
+                for unit in units {
+                    let mut stem = b"s".to_vec();
+                    while stem.len() + unit.len() + 5 <= len {
+                        stem.extend_from_slice(unit);
+                    }
+                    let name = [stem.as_slice(), b".json"].concat();
+                    for n in [0, 1, 9, 10, 999, u32::MAX] {
+                        let got = numbered(os(&name), n, room).expect("a name fits");
+                        let got = got.as_bytes();
+                        assert!(got.len() <= room, "{:?}", os(got));
+                        let tail = if n == 0 {
+                            b".json".to_vec()
+                        } else {
+                            format!(".{n}.json").into_bytes()
+                        };
+                        assert!(got.ends_with(&tail), "{:?}", os(got));
+                        let kept = &got[..got.len() - tail.len()];
+                        assert!(stem.starts_with(kept), "{:?}", os(got));
+                        // Cut between characters: valid UTF-8 stays valid.
+                        if unit != b"\xff" {
+                            assert!(std::str::from_utf8(got).is_ok(), "{:?}", os(got));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn names_never_split_a_log_line() {
         assert_eq!(escaped("a.json"), "a.json");
         assert_eq!(

@@ -1,6 +1,11 @@
 //! The spool directory: its three folders, the lock that keeps one daemon per spool,
 //! listing what waits in incoming/, and moving a file to archive/ or rejected/ by
 //! rename, never overwriting, with the directories fsynced after.
+//!
+//! Names never stop a file: a name need not be UTF-8, a name taken gets a counter
+//! before its extension, and a name too long for the filesystem (with its counter,
+//! or with `.reason.json` beside it in rejected/) is cut to fit. A file is moved
+//! only while it is still the file that was read (`FileIdentity`).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File};
@@ -193,8 +198,8 @@ impl Spool {
         Ok(file)
     }
 
-    /// Removes the hidden temporary reason files that a crash in `write_atomic`
-    /// can leave in rejected/. Called under the spool lock, so none is in use.
+    /// Removes the hidden temporary reason files that a crash in `write_atomic` or
+    /// `write_reason_file` can leave in rejected/. Called under the spool lock, so none is in use.
     pub fn remove_stale_temp_files(&self) -> io::Result<Vec<String>> {
         let mut removed = Vec::new();
         for entry in fs::read_dir(&self.rejected)? {
@@ -241,7 +246,15 @@ impl Spool {
         let room = names::name_bytes_max(&self.archive);
         let archive = &self.archive;
         let taken = |candidate: &OsStr| exists(&archive.join(candidate));
-        let final_name = move_to_free_name(&self.incoming, name, archive, room, taken, |_| Ok(()))?;
+        let final_name = move_to_free_name(
+            &self.incoming,
+            name,
+            archive,
+            room,
+            taken,
+            |_| Ok(()),
+            |_| {},
+        )?;
         sync_dir(archive)?;
         sync_dir(&self.incoming)?;
         Ok(final_name)
@@ -272,8 +285,20 @@ impl Spool {
             let text = reason(&names::lossy(candidate));
             write_reason_file(rejected, &reason_name(candidate), text.as_bytes())
         };
-        let final_name =
-            move_to_free_name(&self.incoming, name, rejected, room, taken, write_reason)?;
+        // The name was taken between our look and the rename: our reason file
+        // would describe someone else's file.
+        let unwrite_reason = |candidate: &OsStr| {
+            let _ = fs::remove_file(rejected.join(reason_name(candidate)));
+        };
+        let final_name = move_to_free_name(
+            &self.incoming,
+            name,
+            rejected,
+            room,
+            taken,
+            write_reason,
+            unwrite_reason,
+        )?;
         sync_dir(rejected)?;
         sync_dir(&self.incoming)?;
         Ok(final_name)
@@ -354,10 +379,11 @@ pub fn is_temp_name(name: &OsStr) -> bool {
 }
 
 /// Renames `from/name` to the first free numbered name in `to` that fits in
-/// `room` bytes, calling `before` with that name first; returns the name as
-/// recorded. The rename refuses to replace (RENAME_NOREPLACE), so a name taken
-/// meanwhile is skipped, never overwritten. At most `NAME_TRIES_MAX` names are
-/// looked at, and any error but "taken" ends the search.
+/// `room` bytes, calling `before` with that name first (and `undo` when the rename
+/// then finds the name taken); returns the name as recorded. The rename refuses
+/// to replace (RENAME_NOREPLACE), so a name taken meanwhile is skipped, never
+/// overwritten. At most `NAME_TRIES_MAX` names are looked at, and any error but
+/// "taken" ends the search.
 fn move_to_free_name(
     from: &Path,
     name: &OsStr,
@@ -365,34 +391,34 @@ fn move_to_free_name(
     room: usize,
     taken: impl Fn(&OsStr) -> io::Result<bool>,
     before: impl Fn(&OsStr) -> io::Result<()>,
+    undo: impl Fn(&OsStr),
 ) -> io::Result<String> {
     let source = from.join(name);
+    let no_free_name = |why: String| {
+        io::Error::other(format!(
+            "find a free name for {} in {}: {why}",
+            names::escaped(&names::lossy(name)),
+            to.display()
+        ))
+    };
     let mut tries = 0;
     let mut probe = |n: u32| -> io::Result<(bool, OsString)> {
         tries += 1;
         if tries > NAME_TRIES_MAX {
-            return Err(io::Error::other(format!(
-                "find a free name for {} in {}: none after {NAME_TRIES_MAX} tries",
-                names::escaped(&names::lossy(name)),
-                to.display()
-            )));
+            return Err(no_free_name(format!("none after {NAME_TRIES_MAX} tries")));
         }
-        let candidate = names::numbered(name, n, room).ok_or_else(|| {
-            io::Error::other(format!(
-                "find a free name for {} in {}: no name fits in {room} bytes",
-                names::escaped(&names::lossy(name)),
-                to.display()
-            ))
-        })?;
+        let candidate = names::numbered(name, n, room)
+            .ok_or_else(|| no_free_name(format!("no name fits in {room} bytes")))?;
         Ok((taken(&candidate)?, candidate))
     };
     loop {
-        let candidate = first_free(&mut probe)?;
+        let candidate = first_free(&mut probe)?
+            .ok_or_else(|| no_free_name("every counter is taken".to_owned()))?;
         before(&candidate)?;
         match rename_no_replace(&source, &to.join(&candidate)) {
             Ok(()) => return Ok(names::lossy(&candidate)),
             // Taken since we looked; the next search counts against the same tries.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => undo(&candidate),
             Err(e) => return Err(e),
         }
     }
@@ -401,12 +427,14 @@ fn move_to_free_name(
 /// The first free candidate: counters one by one up to `NAME_TRIES_LINEAR`, then
 /// (a folder with that many copies of one name) doubling until a free one, then
 /// halving back to the first free after the last taken, so that ten thousand
-/// copies cost tens of looks, not ten thousand.
-fn first_free(probe: &mut impl FnMut(u32) -> io::Result<(bool, OsString)>) -> io::Result<OsString> {
+/// copies cost tens of looks, not ten thousand. `None` when every counter is taken.
+fn first_free(
+    probe: &mut impl FnMut(u32) -> io::Result<(bool, OsString)>,
+) -> io::Result<Option<OsString>> {
     for n in 0..NAME_TRIES_LINEAR {
         let (taken, candidate) = probe(n)?;
         if !taken {
-            return Ok(candidate);
+            return Ok(Some(candidate));
         }
     }
     let mut low = NAME_TRIES_LINEAR - 1; // taken
@@ -414,7 +442,7 @@ fn first_free(probe: &mut impl FnMut(u32) -> io::Result<(bool, OsString)>) -> io
     let (mut high, mut free) = loop {
         let high = low.saturating_add(step);
         if high == low {
-            return Err(io::Error::other("find a free name: every counter is taken"));
+            return Ok(None);
         }
         let (taken, candidate) = probe(high)?;
         if !taken {
@@ -432,7 +460,7 @@ fn first_free(probe: &mut impl FnMut(u32) -> io::Result<(bool, OsString)>) -> io
             (high, free) = (middle, candidate);
         }
     }
-    Ok(free)
+    Ok(Some(free))
 }
 
 fn rename_no_replace(source: &Path, target: &Path) -> io::Result<()> {
@@ -803,7 +831,8 @@ mod tests {
                 Ok(exists(&dir.join(candidate))?
                     || (with_reason && !reason_name_free(&dir.join(reason_name(candidate)), None)?))
             };
-            let result = move_to_free_name(&spool.incoming, &name, dir, 400, taken, |_| Ok(()));
+            let result =
+                move_to_free_name(&spool.incoming, &name, dir, 400, taken, |_| Ok(()), |_| {});
             let error = result.expect_err("no name fits");
             assert_eq!(error.raw_os_error(), Some(libc::ENAMETOOLONG), "{error}");
             assert!(looks.get() <= 2, "{} looks", looks.get());
@@ -829,7 +858,7 @@ mod tests {
             looks += 1;
             Ok((n < 123_456, OsString::from(n.to_string())))
         };
-        assert_eq!(first_free(&mut probe).unwrap(), "123456");
+        assert_eq!(first_free(&mut probe).unwrap().unwrap(), "123456");
         assert!(looks < NAME_TRIES_LINEAR + 64, "{looks} looks");
         // Every name taken: an error that says so, after at most NAME_TRIES_MAX.
         let (_dir, spool) = temp_spool();
@@ -847,11 +876,52 @@ mod tests {
             NAME_BYTES,
             always_taken,
             |_| Ok(()),
+            |_| {},
         )
         .expect_err("every name is taken");
         assert!(error.to_string().contains("find a free name"), "{error}");
         assert!(looks.get() <= NAME_TRIES_MAX, "{} looks", looks.get());
         assert!(spool.incoming.join(name).is_file());
+    }
+
+    #[test]
+    fn a_name_taken_between_the_look_and_the_rename_is_skipped_and_left_as_it_was() {
+        let (_dir, spool) = temp_spool();
+        let name = OsStr::new("r.json");
+        fs::write(spool.incoming.join(name), b"ours").unwrap();
+        fs::write(spool.rejected.join(name), b"theirs").unwrap();
+        let undone = std::cell::RefCell::new(Vec::new());
+        let move_with_lies = |lies: u32| {
+            // The look says "free" for r.json `lies` times, as if it were created
+            // just after each look.
+            let lies = std::cell::Cell::new(lies);
+            let taken = |candidate: &OsStr| {
+                if candidate == name && lies.get() > 0 {
+                    lies.set(lies.get() - 1);
+                    return Ok(false);
+                }
+                exists(&spool.rejected.join(candidate))
+            };
+            move_to_free_name(
+                &spool.incoming,
+                name,
+                &spool.rejected,
+                NAME_BYTES,
+                taken,
+                |_| Ok(()),
+                |candidate| undone.borrow_mut().push(candidate.to_owned()),
+            )
+        };
+        // Taken at every try: the search ends, bounded, and says why.
+        let error = move_with_lies(u32::MAX).expect_err("never free");
+        assert!(error.to_string().contains("tries"), "{error}");
+        assert_eq!(undone.borrow().len(), NAME_TRIES_MAX as usize);
+        undone.borrow_mut().clear();
+        // Once: the next name.
+        assert_eq!(move_with_lies(1).unwrap(), "r.1.json");
+        assert_eq!(*undone.borrow(), [name]);
+        assert_eq!(fs::read(spool.rejected.join(name)).unwrap(), b"theirs");
+        assert_eq!(fs::read(spool.rejected.join("r.1.json")).unwrap(), b"ours");
     }
 
     #[test]

@@ -4,5 +4,6 @@
 mod bench;
 mod daemon;
 mod ingest;
+mod names;
 mod ops;
 mod support;
