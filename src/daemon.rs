@@ -754,7 +754,7 @@ pub fn log_report(report: &Report) {
                 names::escaped(name)
             ),
             Left::Changed => log::info!(
-                "{} changed while it was read; left in incoming/ to be taken again",
+                "{} changed while it was ingested; left in incoming/ to be taken again",
                 names::escaped(name)
             ),
             Left::Gone => log::debug!("{} is gone from incoming/", names::escaped(name)),
