@@ -59,6 +59,8 @@ fn watch_signals(
         for signal in signals.forever() {
             log::info!("signal {signal}: finishing the current file, then stopping");
             stop.store(true, Ordering::SeqCst);
+            // A wait on an analyst's lock gives up at once instead of after 5 s.
+            spoolite::store::stop_waiting_for_locks();
             let _ = doorbell.try_send(());
         }
     });

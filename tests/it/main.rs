@@ -3,6 +3,7 @@
 
 mod bench;
 mod daemon;
+mod faults;
 mod ingest;
 mod names;
 mod ops;

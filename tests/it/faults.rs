@@ -1,0 +1,234 @@
+//! The daemon against faults a real site produces, through the real binary: an idle
+//! daemon that must do nothing, a database that is read-only at start, a file that
+//! cannot be read, a stop while an analyst holds the lock. The unprivileged cases run
+//! the daemon as uid 65534 (nobody), since root reads and writes through permissions.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// The unprivileged account the daemon runs as in these tests.
+const NOBODY: u32 = 65534;
+
+fn batch(flight: &str) -> String {
+    json_batch(&[event(
+        flight,
+        "off_blocks",
+        "2026-12-01T10:05:00Z",
+        None,
+        "{}",
+    )])
+}
+
+/// The value of an unlabelled sample in a Prometheus text file, if present.
+fn metric(path: &Path, name: &str) -> Option<f64> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn assert_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs the daemon as another uid, so it runs as root"
+    );
+}
+
+/// Hands the site's folders to nobody, so a daemon running as nobody can serve it.
+fn give_to_nobody(site: &Site) {
+    fs::set_permissions(site.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    for ancestor in site.dir.path().ancestors().skip(1) {
+        let mode = fs::metadata(ancestor).expect("stat").permissions().mode();
+        fs::set_permissions(ancestor, fs::Permissions::from_mode(mode | 0o001))
+            .expect("let nobody traverse");
+    }
+    for dir in [
+        site.spool.clone(),
+        site.incoming(),
+        site.archive(),
+        site.rejected(),
+        site.db.parent().expect("state").to_owned(),
+    ] {
+        fs::create_dir_all(&dir).expect("mkdir");
+        std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+}
+
+/// `spoolite run` as nobody, with a short settle and back-off-friendly rescan.
+fn start_as_nobody(site: &Site) -> Daemon {
+    let mut command = site.run_command();
+    command
+        .args(["--settle", "200ms", "--rescan", "30s"])
+        .uid(NOBODY)
+        .gid(NOBODY);
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(site);
+    daemon
+}
+
+#[test]
+fn an_idle_daemon_lists_incoming_at_most_twice_in_10_s_and_a_burst_costs_few_listings() {
+    let site = Site::new();
+    let metrics = site.dir.path().join("spoolite.prom");
+    let mut daemon = site.spawn(site.run_command().args([
+        "--settle",
+        "300ms",
+        "--rescan",
+        "30s",
+        "--metrics-file",
+        metrics.to_str().expect("UTF-8 path"),
+    ]));
+    daemon.wait(Duration::from_secs(20), "the metrics file", || {
+        metric(&metrics, "spoolite_scans_total").is_some()
+    });
+    let before = metric(&metrics, "spoolite_scans_total").expect("scans");
+    let rewrites_before = fs::metadata(&metrics)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    // Ten seconds of nothing: an observation window, not a wait for an event.
+    std::thread::sleep(Duration::from_secs(10));
+    daemon.assert_running("the idle window");
+    let idle = metric(&metrics, "spoolite_scans_total").expect("scans") - before;
+    assert!(idle <= 2.0, "{idle} listings of incoming/ in 10 s of idle");
+    let rewritten = fs::metadata(&metrics)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    assert!(
+        rewritten == rewrites_before || idle > 0.0,
+        "the metrics file was rewritten while no figure changed"
+    );
+
+    // A burst of 100 files, each uploaded under a temp name and renamed.
+    let burst_start = metric(&metrics, "spoolite_scans_total").expect("scans");
+    for i in 0..100 {
+        site.drop_file(&format!("burst{i:03}.json"), batch(&format!("BU{i}")));
+    }
+    daemon.wait(Duration::from_secs(60), "the burst archived", || {
+        site.archived().len() == 100
+    });
+    daemon.wait(Duration::from_secs(10), "the metrics caught up", || {
+        metric(&metrics, "spoolite_files_total{outcome=\"processed\"}") == Some(100.0)
+    });
+    let burst = metric(&metrics, "spoolite_scans_total").expect("scans") - burst_start;
+    assert!(burst <= 20.0, "{burst} listings for a burst of 100 files");
+    assert_eq!(
+        query(&site.db, "SELECT count(*) FROM duty_event"),
+        [["100"]]
+    );
+}
+
+#[test]
+fn a_database_read_only_at_start_holds_files_back_and_recovers_without_a_restart() {
+    assert_root();
+    let site = Site::new();
+    give_to_nobody(&site);
+    let state = site.db.parent().expect("state").to_owned();
+    // The database's folder cannot be written by the daemon's user.
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o555)).expect("chmod state");
+    let mut daemon = start_as_nobody(&site);
+    site.drop_file("early.json", batch("RO1"));
+    daemon.wait(Duration::from_secs(20), "the database fault logged", || {
+        site.log().contains("waits in incoming/") || site.log().contains("trying again")
+    });
+    daemon.assert_running("a read-only database");
+    assert_eq!(site.waiting(), ["early.json"]);
+    assert!(
+        site.rejected_names().is_empty(),
+        "{:?}",
+        site.rejected_names()
+    );
+
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).expect("chmod state");
+    let fixed = Instant::now();
+    // At most 30 s of back-off plus the settle time after the fault clears.
+    daemon.wait(Duration::from_secs(35), "early.json archived", || {
+        site.archived() == ["early.json"]
+    });
+    eprintln!("in {:?} after the folder became writable", fixed.elapsed());
+    assert_eq!(query(&site.db, "SELECT count(*) FROM duty_event"), [["1"]]);
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(5), "exit after SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_file_that_cannot_be_read_waits_alone_while_later_files_go_in() {
+    assert_root();
+    let site = Site::new();
+    give_to_nobody(&site);
+    let mut daemon = start_as_nobody(&site);
+    let locked = write(&site.incoming(), ".locked.json.tmp", batch("UR1"));
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).expect("chmod 000");
+    fs::rename(&locked, site.incoming().join("locked.json")).expect("rename");
+    daemon.wait(Duration::from_secs(20), "the read fault logged", || {
+        site.log().contains("locked.json waits in incoming/")
+    });
+    site.drop_file("later.json", batch("UR2"));
+    daemon.wait(Duration::from_secs(20), "later.json archived", || {
+        site.archived() == ["later.json"]
+    });
+    assert_eq!(site.waiting(), ["locked.json"]);
+    assert!(
+        site.rejected_names().is_empty(),
+        "{:?}",
+        site.rejected_names()
+    );
+
+    fs::set_permissions(
+        site.incoming().join("locked.json"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .expect("chmod 644");
+    daemon.wait(Duration::from_secs(35), "locked.json archived", || {
+        site.archived() == ["later.json", "locked.json"]
+    });
+    assert_eq!(query(&site.db, "SELECT count(*) FROM duty_event"), [["2"]]);
+}
+
+#[test]
+fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
+    let site = Site::new();
+    let mut daemon = site.spawn(site.run_command().args(["--settle", "0ms"]));
+    daemon.wait_serving(&site);
+    site.drop_file("first.json", batch("LK1"));
+    daemon.wait(Duration::from_secs(20), "first.json archived", || {
+        site.archived() == ["first.json"]
+    });
+    let analyst = rusqlite::Connection::open(&site.db).expect("analyst opens the db");
+    analyst
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("analyst takes the write lock");
+    site.drop_file("second.json", batch("LK2"));
+    // The daemon has the file open while it waits for the lock.
+    let path = fs::canonicalize(site.incoming().join("second.json")).expect("path");
+    let pid = daemon.pid();
+    daemon.wait(Duration::from_secs(20), "second.json taken", || {
+        fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.filter_map(Result::ok)
+                    .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
+            })
+            .unwrap_or(false)
+    });
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_millis(1500), "exit within a second");
+    assert!(status.success(), "{status}");
+    analyst.execute_batch("COMMIT").expect("release");
+    assert_eq!(
+        site.waiting(),
+        ["second.json"],
+        "left untouched in incoming/"
+    );
+    assert_eq!(
+        query(&site.db, "SELECT count(*) FROM ingest_inbox"),
+        [["1"]]
+    );
+}
