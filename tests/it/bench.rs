@@ -1,6 +1,5 @@
-//! The benchmark harness still runs: a smoke run (10k events) on the debug binaries,
-//! so that `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are
-//! not tests.
+//! The benchmark harness still runs: a smoke run (10k events, a 3 s idle window)
+//! on the debug binaries, so that `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are not tests.
 
 use std::process::Command;
 
@@ -27,6 +26,8 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         "updated",
         "unchanged",
         "drop-to-visible",
+        "idle daemon",
+        "spoolite_scans_total",
     ] {
         assert!(
             results.contains(figure),

@@ -6,7 +6,9 @@
 #![warn(clippy::unwrap_used)]
 
 mod child;
+mod daemon;
 mod generate;
+mod idle;
 mod latency;
 mod machine;
 mod peer;
@@ -22,7 +24,8 @@ use clap::{Args, Parser, Subcommand};
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Measures spoolite's ingest (first ingest, re-drop, updates, growth, memory,
-/// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils.
+/// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils, and the
+/// daemon idle.
 #[derive(Debug, Parser)]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -108,6 +111,9 @@ pub struct Options {
     /// (build both with `cargo build --release`).
     #[arg(long, value_name = "PATH")]
     pub spoolite: Option<PathBuf>,
+    /// The measured window of the idle daemon (section 8), in seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub idle_seconds: u64,
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
@@ -118,7 +124,7 @@ pub struct Options {
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,
     /// A run for CI that only proves the bench still works: 10k events, growth base
-    /// 20k, 20 latency files, no peer. Overrides those options.
+    /// 20k, 20 latency files, no peer, a 3 s idle window. Overrides those options.
     #[arg(long)]
     pub smoke: bool,
 }
@@ -133,6 +139,7 @@ impl Options {
             self.latency_files = 20;
             self.skip_peer = true;
             self.repeat = 1;
+            self.idle_seconds = 3;
         }
         self
     }

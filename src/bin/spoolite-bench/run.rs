@@ -1,5 +1,6 @@
 //! The benchmark run: generates the files, runs each section in order (first
-//! ingest and floor, re-drop, updates, peer, growth, memory, latency), and writes
+//! ingest and floor, re-drop, updates, growth, peer, latency, idle, memory),
+//! and writes
 //! the table to stdout and OUT/results.md. A section that fails becomes a row that
 //! says why; the others still run.
 
@@ -7,14 +8,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 use crate::child::{self, ChildReport};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, latency, machine, peer};
+use crate::{BenchResult, Options, idle, latency, machine, peer};
 
 /// Read buffer of the in-process SHA-256 baseline.
 const SHA_BUFFER_BYTES: usize = 256 * 1024;
@@ -27,6 +28,12 @@ const RSS_SPREAD_MAX: f64 = 0.10;
 const GROWTH_RATIO_MIN: f64 = 0.5;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
 const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
+/// 0.3 s of CPU per 60 s idle.
+const IDLE_CORE_SHARE_MAX: f64 = 0.005;
+
+/// The idle daemon's --rescan, and how long it runs before the window opens.
+const IDLE_RESCAN: &str = "30s";
+const IDLE_SETTLE: Duration = Duration::from_secs(5);
 
 /// A generated batch file.
 #[derive(Debug, Clone)]
@@ -84,7 +91,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         first_json: None,
         first_ndjson: None,
     };
-    let sections: [(&str, &str, Section); 8] = [
+    let sections: [(&str, &str, Section); 9] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floor", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
@@ -92,6 +99,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         ("5", "growth", Bench::growth),
         ("6", "sqlite-utils peer", Bench::peer),
         ("7", "latency", Bench::latency),
+        ("8", "idle", Bench::idle),
         ("M", "memory flatness", Bench::flatness),
     ];
     for (number, name, section) in sections {
@@ -552,8 +560,8 @@ impl Bench {
         Ok(ingested.peak_rss_bytes)
     }
 
-    /// Section 7: files dropped into a running daemon.
-    fn latency(&mut self) -> BenchResult<()> {
+    /// The spoolite binary the daemon sections run.
+    fn spoolite(&self) -> BenchResult<PathBuf> {
         let spoolite = match &self.options.spoolite {
             Some(path) => path.clone(),
             None => std::env::current_exe()?.with_file_name("spoolite"),
@@ -565,6 +573,12 @@ impl Bench {
             )
             .into());
         }
+        Ok(spoolite)
+    }
+
+    /// Section 7: files dropped into a running daemon.
+    fn latency(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
         let settle = spoolite::cli::parse_duration(&self.options.settle)?.as_secs_f64();
         let dir = self.options.out.join("latency");
         let plan = latency::Plan {
@@ -605,6 +619,69 @@ impl Bench {
             table::seconds(p99),
             format!("settle {}", table::seconds(settle)),
         ));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// Section 8: the daemon on an empty spool, doing nothing.
+    fn idle(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
+        let dir = self.options.out.join("idle");
+        let window = Duration::from_secs(self.options.idle_seconds.max(1));
+        let plan = idle::Plan {
+            spoolite: &spoolite,
+            dir: &dir,
+            rescan: IDLE_RESCAN,
+            settle: if self.options.smoke {
+                Duration::from_secs(1)
+            } else {
+                IDLE_SETTLE
+            },
+            window,
+        };
+        let idle = idle::measure(&plan)?;
+        let measure = format!(
+            "idle daemon, empty spool, --rescan {IDLE_RESCAN}, over {:.0} s",
+            idle.window_s
+        );
+        let share = idle.core_share();
+        self.rows.push(
+            Row::info(
+                "8",
+                &format!("{measure}: CPU (user + system)"),
+                format!(
+                    "{} = {:.1} s per 60 s",
+                    table::seconds(idle.cpu_s),
+                    share * 60.0
+                ),
+                String::new(),
+            )
+            .judged(
+                share,
+                format!("{:.2} % of a core", share * 100.0),
+                Target::AtMost(IDLE_CORE_SHARE_MAX),
+                "≤ 0.3 s per 60 s (0.5 % of a core)",
+            ),
+        );
+        self.rows.push(Row::info(
+            "8",
+            &format!(
+                "{measure}: listings of incoming/ (`{}`)",
+                idle::SCANS_COUNTER
+            ),
+            format!(
+                "{:.1} per minute ({} in the window)",
+                idle.scans_per_minute(),
+                idle.scans
+            ),
+            format!("--rescan {IDLE_RESCAN}: 2 per minute"),
+        ));
+        if idle.scans_total == 0 {
+            self.notes.push(format!(
+                "idle: `{}` was 0 when the daemon stopped, start-up listing included: this daemon does not count its listings, so the listings figure is not a measurement",
+                idle::SCANS_COUNTER
+            ));
+        }
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }
