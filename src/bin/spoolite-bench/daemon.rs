@@ -7,7 +7,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::BenchResult;
 
@@ -16,6 +16,8 @@ const STOP_WAIT_MAX: Duration = Duration::from_secs(30);
 
 pub struct Daemon {
     child: Option<Child>,
+    /// When it was spawned.
+    pub started: SystemTime,
 }
 
 impl Daemon {
@@ -28,6 +30,7 @@ impl Daemon {
         S: AsRef<OsStr>,
     {
         let log_file = File::create(log)?;
+        let started = SystemTime::now();
         let child = Command::new(spoolite)
             .arg("run")
             .args(args)
@@ -37,7 +40,10 @@ impl Daemon {
             .stderr(Stdio::from(log_file))
             .spawn()
             .map_err(|e| format!("start {} run: {e}", spoolite.display()))?;
-        Ok(Daemon { child: Some(child) })
+        Ok(Daemon {
+            child: Some(child),
+            started,
+        })
     }
 
     fn pid(&self) -> u32 {

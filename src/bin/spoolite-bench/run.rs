@@ -1,5 +1,5 @@
 //! The benchmark run: generates the files, runs each section in order (first
-//! ingest and floor, re-drop, updates, growth, peer, latency, idle, memory),
+//! ingest and floor, re-drop, updates, growth, peer, latency, idle, backlog, memory),
 //! and writes
 //! the table to stdout and OUT/results.md. A section that fails becomes a row that
 //! says why; the others still run.
@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::child::{self, ChildReport};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, idle, latency, machine, peer};
+use crate::{BenchResult, Options, backlog, idle, latency, machine, peer};
 
 /// Read buffer of the in-process SHA-256 baseline.
 const SHA_BUFFER_BYTES: usize = 256 * 1024;
@@ -30,6 +30,10 @@ const PEER_SPEEDUP_MIN: f64 = 10.0;
 const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
 /// 0.3 s of CPU per 60 s idle.
 const IDLE_CORE_SHARE_MAX: f64 = 0.005;
+/// A large backlog's files/s against a small one's, and its first window's against
+/// its last (either way round).
+const BACKLOG_RATIO_MIN: f64 = 0.8;
+const BACKLOG_SPREAD_MAX: f64 = 1.5;
 
 /// The idle daemon's --rescan, and how long it runs before the window opens.
 const IDLE_RESCAN: &str = "30s";
@@ -91,7 +95,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         first_json: None,
         first_ndjson: None,
     };
-    let sections: [(&str, &str, Section); 9] = [
+    let sections: [(&str, &str, Section); 10] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floor", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
@@ -100,6 +104,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         ("6", "sqlite-utils peer", Bench::peer),
         ("7", "latency", Bench::latency),
         ("8", "idle", Bench::idle),
+        ("9", "backlog", Bench::backlog),
         ("M", "memory flatness", Bench::flatness),
     ];
     for (number, name, section) in sections {
@@ -686,6 +691,84 @@ impl Bench {
         Ok(())
     }
 
+    /// Section 9: a backlog of one-event files in a stopped daemon's spool, worked
+    /// off from the start, against a small backlog.
+    fn backlog(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
+        let large = self.options.backlog_files;
+        let small = self.options.backlog_compare;
+        let window = self.options.backlog_window;
+        if large == 0 || small == 0 || window == 0 || window > large {
+            return Err(format!(
+                "needs --backlog-files ≥ --backlog-window > 0 and --backlog-compare > 0 \
+                 (have {large}, {window}, {small})"
+            )
+            .into());
+        }
+        let run = |files: u64| -> BenchResult<backlog::Backlog> {
+            let dir = self.options.out.join(format!("backlog-{files}"));
+            progress(&format!("backlog of {files} files"));
+            let plan = backlog::Plan {
+                spoolite: &spoolite,
+                dir: &dir,
+                seed: self.options.seed,
+                files,
+            };
+            let measured = backlog::measure(&plan)?;
+            std::fs::remove_dir_all(&dir)?;
+            Ok(measured)
+        };
+        let comparison = run(small)?;
+        let backlog = run(large)?;
+        let n = usize::try_from(window)?;
+        let measure = format!(
+            "backlog of {} one-event files in a stopped daemon's incoming/, `--settle 0ms`",
+            table::count(large)
+        );
+        let (rate, compared) = (backlog.rate(), comparison.rate());
+        let ratio = rate / compared;
+        self.rows.push(
+            Row::info(
+                "9",
+                &format!("{measure}: all archived"),
+                format!(
+                    "{} from start = {}",
+                    table::seconds(backlog.from_spawn_s),
+                    files_rate(rate)
+                ),
+                format!(
+                    "backlog of {}: {}",
+                    table::count(small),
+                    files_rate(compared)
+                ),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× the {} backlog", table::count(small)),
+                Target::AtLeast(BACKLOG_RATIO_MIN),
+                &format!("≥ 0.8× the {} backlog", table::count(small)),
+            ),
+        );
+        let (first, last) = (backlog.first_rate(n), backlog.last_rate(n));
+        let apart = first.max(last) / first.min(last);
+        let faster = if last > first { "last" } else { "first" };
+        self.rows.push(
+            Row::info(
+                "9",
+                &format!("{measure}: first and last {} files", table::count(window)),
+                format!("first {} · last {}", files_rate(first), files_rate(last)),
+                String::new(),
+            )
+            .judged(
+                apart,
+                format!("{apart:.2}× apart ({faster} faster)"),
+                Target::AtMost(BACKLOG_SPREAD_MAX),
+                "within 1.5× of each other",
+            ),
+        );
+        Ok(())
+    }
+
     /// A path for a new database, with any old one (and its WAL) removed.
     fn fresh_db(&self, name: &str) -> BenchResult<PathBuf> {
         let path = self.dbs.join(name);
@@ -774,6 +857,11 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// `1,234 files/s`.
+fn files_rate(per_second: f64) -> String {
+    format!("{} files/s", table::thousands(per_second.round() as u64))
 }
 
 fn progress(message: &str) {
