@@ -35,6 +35,10 @@ impl Daemon {
             .arg("run")
             .args(args)
             .env("RUST_LOG", "info")
+            // Timestamped lines, as on a terminal, even when the bench itself runs
+            // under systemd (the daemon logs for journald only when its stderr is
+            // the journal stream, which a log file is not; removed to be sure).
+            .env_remove("JOURNAL_STREAM")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log_file))
