@@ -1,6 +1,6 @@
-//! The benchmark harness still runs: a smoke run (10k events) on the debug binaries,
-//! so that `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are
-//! not tests.
+//! The benchmark harness still runs: a smoke run (10k events, a 3 s idle window,
+//! backlogs of 300 and 100 files) on the debug binaries, so that `spoolite-bench`
+//! cannot rot. Its figures are not checked: benchmarks are not tests.
 
 use std::process::Command;
 
@@ -27,6 +27,11 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         "updated",
         "unchanged",
         "drop-to-visible",
+        "idle daemon",
+        "spoolite_scans_total",
+        "backlog of 300",
+        "backlog of 100",
+        "first and last 100 files",
     ] {
         assert!(
             results.contains(figure),

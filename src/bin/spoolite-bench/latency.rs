@@ -2,10 +2,10 @@
 //! of a running `spoolite run`, each timed from its rename until a separate
 //! read-only connection sees its inbox row.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use sha2::{Digest, Sha256};
 
 use crate::BenchResult;
+use crate::daemon::Daemon;
 use crate::generate::{self, BatchSpec, Layout};
 
 /// How often the reader looks for the inbox row.
 const POLL_INTERVAL: Duration = Duration::from_millis(1);
-/// The longest wait for one file, or for the daemon to start or stop.
+/// The longest wait for one file, or for the daemon to start.
 const WAIT_MAX: Duration = Duration::from_secs(30);
 /// Events of the latency files start here, far from every other file's events.
 const LATENCY_OFFSET: u64 = 500_000_000;
@@ -32,30 +33,6 @@ pub struct Plan<'a> {
     pub settle: &'a str,
 }
 
-/// The running daemon; stopped with SIGTERM when dropped, so no error path leaves
-/// it behind.
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: kill has no memory-safety preconditions; pid is our own child.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        let deadline = Instant::now() + WAIT_MAX;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the latency measurement; returns one latency per file, in seconds, the
 /// first (warm-up) file left out.
 pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
@@ -65,7 +42,7 @@ pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
     std::fs::create_dir_all(plan.dir)?;
     let spool = plan.dir.join("spool");
     let db = plan.dir.join("latency.db");
-    let _daemon = start(plan, &spool, &db)?;
+    let daemon = start(plan, &spool, &db)?;
     let reader = wait_ready(&db)?;
     let incoming = spool.join("incoming");
     let mut latencies = Vec::new();
@@ -75,24 +52,23 @@ pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
             latencies.push(latency.as_secs_f64());
         }
     }
+    drop(reader);
+    daemon.stop()?;
     Ok(latencies)
 }
 
 fn start(plan: &Plan, spool: &Path, db: &Path) -> BenchResult<Daemon> {
-    let log = File::create(plan.dir.join("daemon.log"))?;
-    let child = Command::new(plan.spoolite)
-        .arg("run")
-        .arg("--spool")
-        .arg(spool)
-        .arg("--db")
-        .arg(db)
-        .args(["--settle", plan.settle, "--rescan", "30s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .map_err(|e| format!("start {} run: {e}", plan.spoolite.display()))?;
-    Ok(Daemon { child })
+    let args: [&OsStr; 8] = [
+        "--spool".as_ref(),
+        spool.as_os_str(),
+        "--db".as_ref(),
+        db.as_os_str(),
+        "--settle".as_ref(),
+        plan.settle.as_ref(),
+        "--rescan".as_ref(),
+        "30s".as_ref(),
+    ];
+    Daemon::start(plan.spoolite, args, &plan.dir.join("daemon.log"))
 }
 
 /// A read-only connection, once the daemon has created the database and its schema.

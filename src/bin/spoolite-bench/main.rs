@@ -5,8 +5,11 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod backlog;
 mod child;
+mod daemon;
 mod generate;
+mod idle;
 mod latency;
 mod machine;
 mod peer;
@@ -22,7 +25,8 @@ use clap::{Args, Parser, Subcommand};
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Measures spoolite's ingest (first ingest, re-drop, updates, growth, memory,
-/// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils.
+/// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils, and the
+/// daemon idle and working off a backlog.
 #[derive(Debug, Parser)]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -108,6 +112,19 @@ pub struct Options {
     /// (build both with `cargo build --release`).
     #[arg(long, value_name = "PATH")]
     pub spoolite: Option<PathBuf>,
+    /// The measured window of the idle daemon (section 8), in seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub idle_seconds: u64,
+    /// One-event files in the backlog (section 9), put into a stopped daemon's
+    /// incoming/ before it starts.
+    #[arg(long, default_value_t = 20_000, value_name = "COUNT")]
+    pub backlog_files: u64,
+    /// The smaller backlog the large one's files/s is compared with.
+    #[arg(long, default_value_t = 1000, value_name = "COUNT")]
+    pub backlog_compare: u64,
+    /// The first and the last this many files of the large backlog are compared.
+    #[arg(long, default_value_t = 1000, value_name = "COUNT")]
+    pub backlog_window: u64,
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
@@ -118,7 +135,8 @@ pub struct Options {
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,
     /// A run for CI that only proves the bench still works: 10k events, growth base
-    /// 20k, 20 latency files, no peer. Overrides those options.
+    /// 20k, 20 latency files, no peer, a 3 s idle window, backlogs of 300 and 100
+    /// files (windows of 100). Overrides those options.
     #[arg(long)]
     pub smoke: bool,
 }
@@ -133,6 +151,10 @@ impl Options {
             self.latency_files = 20;
             self.skip_peer = true;
             self.repeat = 1;
+            self.idle_seconds = 3;
+            self.backlog_files = 300;
+            self.backlog_compare = 100;
+            self.backlog_window = 100;
         }
         self
     }

@@ -1,5 +1,6 @@
 //! The benchmark run: generates the files, runs each section in order (first
-//! ingest and floor, re-drop, updates, peer, growth, memory, latency), and writes
+//! ingest and floor, re-drop, updates, growth, peer, latency, idle, backlog, memory),
+//! and writes
 //! the table to stdout and OUT/results.md. A section that fails becomes a row that
 //! says why; the others still run.
 
@@ -7,14 +8,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 use crate::child::{self, ChildReport};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, latency, machine, peer};
+use crate::{BenchResult, Options, backlog, idle, latency, machine, peer};
 
 /// Read buffer of the in-process SHA-256 baseline.
 const SHA_BUFFER_BYTES: usize = 256 * 1024;
@@ -27,6 +28,16 @@ const RSS_SPREAD_MAX: f64 = 0.10;
 const GROWTH_RATIO_MIN: f64 = 0.5;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
 const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
+/// 0.3 s of CPU per 60 s idle.
+const IDLE_CORE_SHARE_MAX: f64 = 0.005;
+/// A large backlog's files/s against a small one's, and its first window's against
+/// its last (either way round).
+const BACKLOG_RATIO_MIN: f64 = 0.8;
+const BACKLOG_SPREAD_MAX: f64 = 1.5;
+
+/// The idle daemon's --rescan, and how long it runs before the window opens.
+const IDLE_RESCAN: &str = "30s";
+const IDLE_SETTLE: Duration = Duration::from_secs(5);
 
 /// A generated batch file.
 #[derive(Debug, Clone)]
@@ -84,7 +95,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         first_json: None,
         first_ndjson: None,
     };
-    let sections: [(&str, &str, Section); 8] = [
+    let sections: [(&str, &str, Section); 10] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floor", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
@@ -92,6 +103,8 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         ("5", "growth", Bench::growth),
         ("6", "sqlite-utils peer", Bench::peer),
         ("7", "latency", Bench::latency),
+        ("8", "idle", Bench::idle),
+        ("9", "backlog", Bench::backlog),
         ("M", "memory flatness", Bench::flatness),
     ];
     for (number, name, section) in sections {
@@ -552,8 +565,8 @@ impl Bench {
         Ok(ingested.peak_rss_bytes)
     }
 
-    /// Section 7: files dropped into a running daemon.
-    fn latency(&mut self) -> BenchResult<()> {
+    /// The spoolite binary the daemon sections run.
+    fn spoolite(&self) -> BenchResult<PathBuf> {
         let spoolite = match &self.options.spoolite {
             Some(path) => path.clone(),
             None => std::env::current_exe()?.with_file_name("spoolite"),
@@ -565,6 +578,12 @@ impl Bench {
             )
             .into());
         }
+        Ok(spoolite)
+    }
+
+    /// Section 7: files dropped into a running daemon.
+    fn latency(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
         let settle = spoolite::cli::parse_duration(&self.options.settle)?.as_secs_f64();
         let dir = self.options.out.join("latency");
         let plan = latency::Plan {
@@ -606,6 +625,147 @@ impl Bench {
             format!("settle {}", table::seconds(settle)),
         ));
         std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// Section 8: the daemon on an empty spool, doing nothing.
+    fn idle(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
+        let dir = self.options.out.join("idle");
+        let window = Duration::from_secs(self.options.idle_seconds.max(1));
+        let plan = idle::Plan {
+            spoolite: &spoolite,
+            dir: &dir,
+            rescan: IDLE_RESCAN,
+            settle: if self.options.smoke {
+                Duration::from_secs(1)
+            } else {
+                IDLE_SETTLE
+            },
+            window,
+        };
+        let idle = idle::measure(&plan)?;
+        let measure = format!(
+            "idle daemon, empty spool, --rescan {IDLE_RESCAN}, over {:.0} s",
+            idle.window_s
+        );
+        let share = idle.core_share();
+        self.rows.push(
+            Row::info(
+                "8",
+                &format!("{measure}: CPU (user + system)"),
+                format!(
+                    "{} = {:.1} s per 60 s",
+                    table::seconds(idle.cpu_s),
+                    share * 60.0
+                ),
+                String::new(),
+            )
+            .judged(
+                share,
+                format!("{:.2} % of a core", share * 100.0),
+                Target::AtMost(IDLE_CORE_SHARE_MAX),
+                "≤ 0.3 s per 60 s (0.5 % of a core)",
+            ),
+        );
+        self.rows.push(Row::info(
+            "8",
+            &format!(
+                "{measure}: listings of incoming/ (`{}`)",
+                idle::SCANS_COUNTER
+            ),
+            format!(
+                "{:.1} per minute ({} in the window)",
+                idle.scans_per_minute(),
+                idle.scans
+            ),
+            format!("--rescan {IDLE_RESCAN}: 2 per minute"),
+        ));
+        if idle.scans_total == 0 {
+            self.notes.push(format!(
+                "idle: `{}` was 0 when the daemon stopped, start-up listing included: this daemon does not count its listings, so the listings figure is not a measurement",
+                idle::SCANS_COUNTER
+            ));
+        }
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// Section 9: a backlog of one-event files in a stopped daemon's spool, worked
+    /// off from the start, against a small backlog.
+    fn backlog(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
+        let large = self.options.backlog_files;
+        let small = self.options.backlog_compare;
+        let window = self.options.backlog_window;
+        if large == 0 || small == 0 || window == 0 || window > large {
+            return Err(format!(
+                "needs --backlog-files ≥ --backlog-window > 0 and --backlog-compare > 0 \
+                 (have {large}, {window}, {small})"
+            )
+            .into());
+        }
+        let run = |files: u64| -> BenchResult<backlog::Backlog> {
+            let dir = self.options.out.join(format!("backlog-{files}"));
+            progress(&format!("backlog of {files} files"));
+            let plan = backlog::Plan {
+                spoolite: &spoolite,
+                dir: &dir,
+                seed: self.options.seed,
+                files,
+            };
+            let measured = backlog::measure(&plan)?;
+            std::fs::remove_dir_all(&dir)?;
+            Ok(measured)
+        };
+        let comparison = run(small)?;
+        let backlog = run(large)?;
+        let n = usize::try_from(window)?;
+        let measure = format!(
+            "backlog of {} one-event files in a stopped daemon's incoming/, `--settle 0ms`",
+            table::count(large)
+        );
+        let (rate, compared) = (backlog.rate(), comparison.rate());
+        let ratio = rate / compared;
+        self.rows.push(
+            Row::info(
+                "9",
+                &format!("{measure}: all archived"),
+                format!(
+                    "{} from start = {}",
+                    table::seconds(backlog.from_spawn_s),
+                    files_rate(rate)
+                ),
+                format!(
+                    "backlog of {}: {}",
+                    table::count(small),
+                    files_rate(compared)
+                ),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× the {} backlog", table::count(small)),
+                Target::AtLeast(BACKLOG_RATIO_MIN),
+                &format!("≥ 0.8× the {} backlog", table::count(small)),
+            ),
+        );
+        let (first, last) = (backlog.first_rate(n), backlog.last_rate(n));
+        let apart = first.max(last) / first.min(last);
+        let faster = if last > first { "last" } else { "first" };
+        self.rows.push(
+            Row::info(
+                "9",
+                &format!("{measure}: first and last {} files", table::count(window)),
+                format!("first {} · last {}", files_rate(first), files_rate(last)),
+                String::new(),
+            )
+            .judged(
+                apart,
+                format!("{apart:.2}× apart ({faster} faster)"),
+                Target::AtMost(BACKLOG_SPREAD_MAX),
+                "within 1.5× of each other",
+            ),
+        );
         Ok(())
     }
 
@@ -697,6 +857,11 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// `1,234 files/s`.
+fn files_rate(per_second: f64) -> String {
+    format!("{} files/s", table::thousands(per_second.round() as u64))
 }
 
 fn progress(message: &str) {
