@@ -1057,6 +1057,7 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_ingest_duration_seconds", "histogram"),
             ("spoolite_last_success_timestamp_seconds", "gauge"),
             ("spoolite_oldest_waiting_age_seconds", "gauge"),
+            ("spoolite_scans_total", "counter"),
         ])
     );
     for (outcome, count) in [
