@@ -24,8 +24,11 @@ pub enum Command {
     /// Exits 0 when every file was processed or skipped as a duplicate, 1 when any
     /// was rejected, 2 on an operating error.
     Ingest(IngestArgs),
-    /// Show batches, events, quarantined records, the last ingest and the files
-    /// waiting in incoming/ and lying in rejected/.
+    /// Show whether a daemon serves the spool, batches, events, quarantined records,
+    /// the last ingest and the files waiting in incoming/ and lying in rejected/.
+    /// Creates nothing. Exits 0 when a daemon serves the spool, 3 when the site
+    /// exists but no daemon serves it, 2 when the spool or the database does not
+    /// exist or cannot be read (what could be read is printed all the same).
     Status(StatusArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
@@ -126,10 +129,24 @@ pub struct IngestArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub spool: SpoolArg,
-    #[command(flatten)]
-    pub db: DbArg,
+    /// The spool directory holding incoming/, archive/ and rejected/; it must exist
+    /// (`spoolite run` creates it).
+    #[arg(
+        long,
+        env = "SPOOLITE_SPOOL",
+        default_value = "./spool",
+        value_name = "DIR"
+    )]
+    pub spool: PathBuf,
+    /// The SQLite database file; it must exist (`spoolite run` creates it) and is
+    /// only read.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE"
+    )]
+    pub db: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long, env = "SPOOLITE_JSON")]
     pub json: bool,

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
@@ -116,24 +116,27 @@ fn ingest_waiting_out_locks(
     }
 }
 
+/// `spoolite status`: prints what it could read (text or one JSON object), says on
+/// stderr what it could not, and exits 0 (served), 3 (not served) or 2 (missing or
+/// unreadable).
 pub fn status(args: &StatusArgs) -> ExitCode {
-    match status::gather(&args.spool.spool, &args.db.db) {
-        Ok(status) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&status).expect("status serialises")
-                );
-            } else {
-                print!("{}", status::render(&status));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("spoolite: {error}");
-            ExitCode::from(EXIT_ERROR)
-        }
+    let status = status::gather(&args.spool, &args.db, SystemTime::now());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&status).expect("status serialises")
+        );
+    } else {
+        print!("{}", status::render(&status));
     }
+    if !status.unreadable.is_empty() {
+        eprintln!(
+            "spoolite: read status: {}; {}",
+            status.unreadable.join("; "),
+            status::advice(&status)
+        );
+    }
+    ExitCode::from(status.exit_code())
 }
 
 pub fn key(args: &KeyArgs) -> ExitCode {

@@ -641,32 +641,36 @@ fn site_with_history() -> Site {
     site
 }
 
-fn status_json(site: &Site) -> Value {
-    let output = site
-        .status_command()
-        .arg("--json")
-        .output()
-        .expect("run status --json");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines = parse_lines(&output);
-    assert_eq!(lines.len(), 1, "status --json prints one object: {lines:?}");
-    lines[0].clone()
+/// Runs `command` (a `spoolite status`); returns its exit code, stdout and stderr.
+fn run_status(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().expect("run spoolite status");
+    let text = String::from_utf8(output.stdout).expect("status is UTF-8");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().expect("exit code"), text, stderr)
 }
 
-fn status_text(site: &Site) -> String {
-    let output = site.status_command().output().expect("run status");
+/// `status --json` of the site: the exit code and the one object printed.
+fn status_json_code(site: &Site) -> (i32, Value) {
+    let (code, stdout, stderr) = run_status(site.status_command().arg("--json"));
+    let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        lines.len(),
+        1,
+        "status --json prints one object: {stdout}{stderr}"
     );
-    let text = String::from_utf8(output.stdout).expect("status is UTF-8");
+    let value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{stdout}: {e}"));
+    (code, value)
+}
+
+/// `status --json` of a site that must be served (exit 0).
+fn status_json(site: &Site) -> Value {
+    let (code, status) = status_json_code(site);
+    assert_eq!(code, 0, "{status}");
+    status
+}
+
+/// Fails unless every line of `text` fits 80 columns.
+fn assert_fits_80_columns(text: &str) {
     for line in text.lines() {
         assert!(
             line.chars().count() <= 80,
@@ -674,7 +678,13 @@ fn status_text(site: &Site) -> String {
             line.chars().count()
         );
     }
-    text
+}
+
+/// The text form of the site's status and its exit code.
+fn status_text_code(site: &Site) -> (i32, String) {
+    let (code, text, _) = run_status(&mut site.status_command());
+    assert_fits_80_columns(&text);
+    (code, text)
 }
 
 /// The line of `text` that starts with `label`, with the label taken off.
@@ -685,11 +695,20 @@ fn status_line<'t>(text: &'t str, label: &str) -> &'t str {
         .trim()
 }
 
+/// The lock file's modification time as status writes `since`.
+fn lock_since(site: &Site) -> String {
+    let modified = fs::metadata(site.spool.join("spoolite.lock"))
+        .and_then(|m| m.modified())
+        .expect("lock file mtime");
+    spoolite::clock::format_millis(modified)
+}
+
 #[test]
 fn status_reports_every_number_an_operator_asks_for() {
     let site = site_with_history();
     // A daemon that settles nothing for an hour: what is dropped now stays waiting.
     let mut daemon = site.start_packaged(&["--settle", "1h"]);
+    daemon.wait_serving(&site);
     site.drop_file("late.json", day3());
     let upload = site.incoming().join("day4.json.part");
     fs::write(&upload, "{\"events\":[").expect("write upload");
@@ -701,32 +720,37 @@ fn status_reports_every_number_an_operator_asks_for() {
         fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
     });
 
-    let status = status_json(&site);
-    let age = status["oldest_waiting_age_s"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("oldest_waiting_age_s: {status}"));
+    let mut status = status_json(&site);
+    // The age runs from when the daemon first saw a file, never from its
+    // modification time (an upload may keep an hour-old one): null until the daemon
+    // writes its state file, then at most the few seconds this test has run.
+    let age = status["oldest_waiting_age_s"].take();
     assert!(
-        (3600..3600 + 30).contains(&age),
-        "the .part file's age is an hour: {status}"
+        age.is_null() || age.as_u64().is_some_and(|a| a < 300),
+        "the .part file's hour-old mtime is no hour of waiting: {age}"
     );
     let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
     let expected = json!({
         "spool": site.spool.display().to_string(),
         "db": site.db.display().to_string(),
         "db_exists": true,
+        "served_by": {"pid": daemon.pid(), "since": lock_since(&site)},
         "batches": 2,
         "events": 12,
         "quarantined": 2,
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
-        "oldest_waiting_age_s": age,
+        "oldest_waiting_age_s": null,
         "rejected_files": 2,
+        "database_fault": null,
         "wal_bytes": 0,
         "wal_warning": false,
+        "unreadable": [],
     });
     assert_eq!(status, expected);
 
-    let text = status_text(&site);
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 0, "{text}");
     assert_eq!(
         status_line(&text, "database"),
         site.db.display().to_string()
@@ -735,51 +759,247 @@ fn status_reports_every_number_an_operator_asks_for() {
         status_line(&text, "spool"),
         site.spool.display().to_string()
     );
+    assert_eq!(
+        status_line(&text, "daemon"),
+        format!("serving, pid {}, since {}", daemon.pid(), lock_since(&site))
+    );
     assert_eq!(status_line(&text, "batches"), "2");
     assert_eq!(status_line(&text, "events"), "12");
     assert_eq!(status_line(&text, "quarantined"), "2");
     assert_eq!(status_line(&text, "last ingest"), last_ingest[0][0]);
-    let waiting = status_line(&text, "waiting");
     assert!(
-        waiting.starts_with("2 in incoming/") && waiting.contains(&format!("{age} s")),
-        "{waiting:?}"
+        status_line(&text, "waiting").starts_with("2 in incoming/"),
+        "{text}"
     );
     assert_eq!(status_line(&text, "rejected"), "2 in rejected/");
     assert_eq!(status_line(&text, "wal"), "0 bytes");
     daemon.stop();
+
+    // The site is still there, but nobody serves it: exit 3, every figure all the
+    // same, and the lock file (which the daemon leaves) is not taken for a daemon.
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 3, "{status}");
+    assert_eq!(status["served_by"], Value::Null);
+    assert_eq!(status["batches"], 2);
+    assert_eq!(status["incoming_waiting"], 2);
+    assert_eq!(
+        status["oldest_waiting_age_s"],
+        Value::Null,
+        "nobody watches"
+    );
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 3);
+    assert_eq!(status_line(&text, "daemon"), "not running");
+    assert_eq!(status_line(&text, "events"), "12");
 }
 
 #[test]
-fn status_of_a_site_not_yet_started_creates_nothing() {
+fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
     let site = Site::new();
-    let status = status_json(&site);
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 2, "{status}");
     assert_eq!(
         status,
         json!({
             "spool": site.spool.display().to_string(),
             "db": site.db.display().to_string(),
             "db_exists": false,
-            "batches": 0,
-            "events": 0,
-            "quarantined": 0,
+            "served_by": null,
+            "batches": null,
+            "events": null,
+            "quarantined": null,
             "last_ingest_at": null,
-            "incoming_waiting": 0,
+            "incoming_waiting": null,
             "oldest_waiting_age_s": null,
-            "rejected_files": 0,
-            "wal_bytes": 0,
+            "rejected_files": null,
+            "database_fault": null,
+            "wal_bytes": null,
             "wal_warning": false,
+            "unreadable": [
+                format!("database {}: does not exist", site.db.display()),
+                format!("spool {}: does not exist", site.spool.display()),
+            ],
         })
     );
-    let text = status_text(&site);
+    let (code, text, stderr) = run_status(&mut site.status_command());
+    assert_eq!(code, 2);
+    assert_fits_80_columns(&text);
     assert!(
-        status_line(&text, "database").ends_with("(not created yet)"),
+        status_line(&text, "database").ends_with("(does not exist)"),
         "{text}"
     );
-    assert_eq!(status_line(&text, "last ingest"), "never");
+    assert_eq!(status_line(&text, "daemon"), "not running");
+    assert_eq!(status_line(&text, "events"), "unknown");
+    for needle in [
+        site.spool.display().to_string(),
+        site.db.display().to_string(),
+        "start `spoolite run` once, or point --spool/--db at the site".to_owned(),
+    ] {
+        assert!(
+            stderr.contains(&needle),
+            "stderr names {needle:?}: {stderr}"
+        );
+    }
+    // The help says so too, and promises no folder.
+    let output = spoolite()
+        .args(["status", "--help"])
+        .output()
+        .expect("status --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(!help.contains("are created"), "{help}");
+    assert!(help.contains("Creates nothing"), "{help}");
     assert!(
-        !site.db.exists() && !site.spool.exists(),
+        !site.db.exists() && !site.spool.exists() && !site.db.parent().expect("parent").exists(),
         "status created something"
     );
+}
+
+#[test]
+fn status_names_a_missing_database_beside_an_existing_spool() {
+    let site = Site::new();
+    for dir in [site.incoming(), site.archive(), site.rejected()] {
+        fs::create_dir_all(dir).expect("mkdir spool folder");
+    }
+    site.drop_file("a.json", day1());
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 2, "{status}");
+    assert_eq!(
+        status["incoming_waiting"], 1,
+        "what could be read: {status}"
+    );
+    assert_eq!(status["events"], Value::Null);
+    assert_eq!(
+        status["unreadable"],
+        json!([format!("database {}: does not exist", site.db.display())])
+    );
+    assert!(!site.db.exists() && !site.spool.join("spoolite.lock").exists());
+}
+
+/// Holds the spool's lock as a daemon does (exclusive flock, the pid written in the
+/// file) for as long as the returned file lives.
+fn hold_lock(site: &Site, pid: u32) -> fs::File {
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(site.spool.join("spoolite.lock"))
+        .expect("open lock file");
+    file.lock().expect("flock the lock file");
+    writeln!(file, "{pid}").expect("write pid");
+    file
+}
+
+/// Writes the daemon's state file by hand.
+fn write_state(site: &Site, state: &Value) {
+    let mut text = serde_json::to_string_pretty(state).expect("state JSON");
+    text.push('\n');
+    fs::write(site.spool.join("spoolite.state.json"), text).expect("write state file");
+}
+
+/// A site whose database and folders exist (made by a daemon that has stopped).
+fn stopped_site() -> Site {
+    let site = Site::new();
+    let daemon = site.start_packaged(&[]);
+    daemon.stop();
+    site
+}
+
+#[test]
+fn status_tells_the_wait_from_when_the_serving_daemon_first_saw_the_file() {
+    let site = stopped_site();
+    let upload = site.drop_file("old.json", day1());
+    // SFTP `put -p` keeps a time of last week.
+    age_file(&upload, Duration::from_secs(7 * 24 * 3600));
+    let pid = 4_000_000; // beyond pid_max: no live process is named
+    let lock = hold_lock(&site, pid);
+    let seen = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(125));
+    let fault_since = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(60));
+    let fault = json!({"since": fault_since, "error": "database is locked"});
+    write_state(
+        &site,
+        &json!({
+            "pid": pid, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
+        }),
+    );
+    let status = status_json(&site);
+    assert_eq!(
+        status["served_by"],
+        json!({"pid": pid, "since": lock_since(&site)})
+    );
+    let age = status["oldest_waiting_age_s"].as_u64().expect("an age");
+    assert!((125..125 + 30).contains(&age), "{status}");
+    assert_eq!(status["database_fault"], fault);
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 0);
+    let shown_age: u64 = status_line(&text, "waiting")
+        .strip_prefix("1 in incoming/ (oldest seen ")
+        .and_then(|rest| rest.strip_suffix(" s ago)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((125..125 + 30).contains(&shown_age), "{text}");
+    assert!(
+        status_line(&text, "database fault")
+            .starts_with(&format!("failing since {fault_since}: database is locked")),
+        "{text}"
+    );
+
+    // A state file left by another daemon (an earlier run) tells nothing.
+    write_state(
+        &site,
+        &json!({
+            "pid": pid + 1, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
+        }),
+    );
+    let status = status_json(&site);
+    assert_eq!(status["oldest_waiting_age_s"], Value::Null, "{status}");
+    assert_eq!(status["database_fault"], Value::Null, "{status}");
+
+    // Nobody serves the spool: the same state file is history, not news.
+    drop(lock);
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 3, "{status}");
+    assert_eq!(status["served_by"], Value::Null);
+    assert_eq!(status["oldest_waiting_age_s"], Value::Null);
+    assert_eq!(status["database_fault"], Value::Null);
+}
+
+#[test]
+fn status_run_by_an_analyst_who_cannot_read_incoming_prints_the_database() {
+    assert_root();
+    let site = analyst_site_with_day1();
+    site.drop_file("waiting.json", day2());
+    // The spool root is the daemon's (0750 under the unit's umask); let the analyst
+    // through it, not into incoming/ or rejected/.
+    fs::set_permissions(&site.spool, fs::Permissions::from_mode(0o755)).expect("chmod spool");
+    for dir in [site.incoming(), site.rejected()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let mut command = site.status_command();
+    command.arg("--json").uid(ANALYST).gid(ANALYST);
+    let (code, stdout, stderr) = run_status(&mut command);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(status["batches"], 1, "{status}");
+    assert_eq!(status["events"], 6);
+    assert_eq!(status["quarantined"], 0);
+    assert!(status["last_ingest_at"].is_string());
+    assert_eq!(status["incoming_waiting"], Value::Null);
+    assert_eq!(status["rejected_files"], Value::Null);
+    assert_eq!(status["served_by"], Value::Null, "nobody serves it");
+    assert_eq!(
+        status["unreadable"],
+        json!([
+            "incoming/: permission denied",
+            "rejected/: permission denied",
+            // The packaged lock is the daemon's, 0640: who serves the spool is not
+            // the analyst's to see.
+            "spoolite.lock: permission denied"
+        ])
+    );
+    assert!(stderr.contains("incoming/: permission denied"), "{stderr}");
 }
 
 // ---------------------------------------------------------------------------------
