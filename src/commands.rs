@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 
 use crate::batch::Event;
-use crate::cli::{IngestArgs, KeyArgs, StatusArgs};
+use crate::cli::{Defaults, IngestArgs, KeyArgs, StatusArgs};
 use crate::ingest::{self, Outcome};
 use crate::report;
 use crate::status;
@@ -119,8 +119,14 @@ fn ingest_waiting_out_locks(
 /// `spoolite status`: prints what it could read (text or one JSON object), says on
 /// stderr what it could not, and exits 0 (served), 3 (not served) or 2 (missing or
 /// unreadable).
-pub fn status(args: &StatusArgs) -> ExitCode {
-    let status = status::gather(&args.spool, &args.db, SystemTime::now());
+pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
+    let mut status = status::gather(&args.spool, &args.db, SystemTime::now());
+    if let (Some(file), false) = (&defaults.file, defaults.applied.is_empty()) {
+        status.settings_from = Some(status::SettingsFrom {
+            file: file.display().to_string(),
+            variables: defaults.applied.clone(),
+        });
+    }
     if args.json {
         println!(
             "{}",

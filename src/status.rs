@@ -48,6 +48,8 @@ pub struct Status {
     pub database_fault: Option<DatabaseFault>,
     pub wal_bytes: Option<u64>,
     pub wal_warning: bool,
+    /// Where settings came from, when the site defaults file gave some.
+    pub settings_from: Option<SettingsFrom>,
     /// What could not be read, each `what: why`.
     pub unreadable: Vec<String>,
     /// Whether the lock could be looked at (if not, `served_by` null means unknown).
@@ -61,6 +63,12 @@ pub struct ServedBy {
     pub pid: Option<u32>,
     /// When the daemon took the lock: the lock file's modification time.
     pub since: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SettingsFrom {
+    pub file: String,
+    pub variables: Vec<String>,
 }
 
 /// Whether a daemon holds the spool's lock.
@@ -117,6 +125,7 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
         database_fault: None,
         wal_bytes: None,
         wal_warning: false,
+        settings_from: None,
         unreadable,
         lock_seen: !spool_exists,
     };
@@ -356,6 +365,12 @@ pub fn render(status: &Status) -> String {
         |bytes| format!("{bytes} bytes{warning}"),
     );
     line("wal", &wal);
+    if let Some(settings) = &status.settings_from {
+        line(
+            "settings",
+            &format!("{} from {}", settings.variables.join(", "), settings.file),
+        );
+    }
     for problem in &status.unreadable {
         line("cannot read", problem);
     }

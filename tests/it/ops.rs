@@ -462,31 +462,40 @@ fn run_options_env() -> Vec<(String, Option<String>)> {
     options
 }
 
+/// The packaged paths, which the environment file sets (for the one-shot commands
+/// an operator types; the unit sets them too): every other line is a comment.
+const PACKAGED_SETTINGS: [(&str, &str); 2] = [
+    ("SPOOLITE_SPOOL", "/var/spool/spoolite"),
+    ("SPOOLITE_DB", "/var/lib/spoolite/spoolite.db"),
+];
+
 #[test]
 fn the_environment_file_lists_every_variable_of_spoolite_run() {
     let example =
         fs::read_to_string(repo().join("packaging/spoolite.env")).expect("read spoolite.env");
-    let commented: BTreeMap<&str, &str> = example
+    let shown: BTreeMap<&str, &str> = example
         .lines()
-        .filter_map(|line| line.strip_prefix('#')?.split_once('='))
+        .filter_map(|line| line.strip_prefix('#').unwrap_or(line).split_once('='))
         .filter(|(name, _)| name.starts_with("SPOOLITE_") || *name == "RUST_LOG")
         .collect();
-    // Nothing is set by the example itself: every setting is a commented default.
-    for line in example.lines() {
-        assert!(
-            line.is_empty() || line.starts_with('#'),
-            "uncommented line in the example: {line:?}"
-        );
-    }
+    // What the file sets: the packaged paths, and nothing else.
+    let set: Vec<(&str, &str)> = example
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            line.split_once('=')
+                .unwrap_or_else(|| panic!("not VARIABLE=value: {line:?}"))
+        })
+        .collect();
+    assert_eq!(set, PACKAGED_SETTINGS, "the lines the example sets");
     for (variable, default) in run_options_env() {
-        let shown = commented
+        let shown = shown
             .get(variable.as_str())
-            .unwrap_or_else(|| panic!("spoolite.env does not mention #{variable}="));
-        match variable.as_str() {
-            // The packaged paths, which the unit sets, not the binary's defaults.
-            "SPOOLITE_SPOOL" => assert_eq!(*shown, "/var/spool/spoolite"),
-            "SPOOLITE_DB" => assert_eq!(*shown, "/var/lib/spoolite/spoolite.db"),
-            _ => {
+            .unwrap_or_else(|| panic!("spoolite.env does not mention {variable}="));
+        match PACKAGED_SETTINGS.iter().find(|(name, _)| *name == variable) {
+            // The packaged paths, not the binary's defaults.
+            Some((_, packaged)) => assert_eq!(shown, packaged),
+            None => {
                 if let Some(default) = default {
                     assert_eq!(*shown, default, "{variable}: the example shows the default");
                 }
@@ -745,6 +754,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         "database_fault": null,
         "wal_bytes": 0,
         "wal_warning": false,
+        "settings_from": null,
         "unreadable": [],
     });
     assert_eq!(status, expected);
@@ -815,6 +825,7 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "database_fault": null,
             "wal_bytes": null,
             "wal_warning": false,
+            "settings_from": null,
             "unreadable": [
                 format!("database {}: does not exist", site.db.display()),
                 format!("spool {}: does not exist", site.spool.display()),
@@ -1867,4 +1878,230 @@ fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
         row[0][0]
     );
     assert_eq!(query(&site.db, by_key), row);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. Settings from the environment and the site defaults file
+
+/// `spoolite status --spool SPOOL --db DB` of `site` with the variable `name`.
+fn status_with(site: &Site, name: &str, value: &str) -> (i32, String, String) {
+    run_status(site.status_command().env(name, value))
+}
+
+#[test]
+fn boolean_options_from_the_environment_take_the_usual_words() {
+    let site = stopped_site();
+    for word in ["1", "true", "yes", "on", "TRUE", "Yes"] {
+        let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", word);
+        assert_eq!(code, 3, "SPOOLITE_JSON={word}: {stderr}");
+        assert!(stdout.starts_with('{'), "SPOOLITE_JSON={word}: {stdout}");
+    }
+    // An empty value is no value: the default, text.
+    for word in ["0", "false", "no", "off", ""] {
+        let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", word);
+        assert_eq!(code, 3, "SPOOLITE_JSON={word}: {stderr}");
+        assert!(
+            stdout.starts_with("database"),
+            "SPOOLITE_JSON={word}: {stdout}"
+        );
+    }
+    let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", "maybe");
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains(
+            "invalid value 'maybe' for '--json' (from the environment variable SPOOLITE_JSON)"
+        ),
+        "{stderr}"
+    );
+    // The same words for ingest's flags.
+    let batch = site.dir.path().join("probe.json");
+    fs::write(&batch, day1()).expect("write batch");
+    let before = crate::support::snapshot(&site.db);
+    let output = ingest_command(&site.db)
+        .arg(&batch)
+        .env("SPOOLITE_JSON", "on")
+        .env("SPOOLITE_DRY_RUN", "1")
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = parse_lines(&output);
+    assert_eq!(lines[0]["dry_run"], true, "{lines:?}");
+    assert_eq!(crate::support::snapshot(&site.db), before);
+}
+
+#[test]
+fn an_invalid_value_from_the_environment_names_its_variable() {
+    let site = Site::new();
+    let output = site
+        .run_command()
+        .env("SPOOLITE_SETTLE", "5")
+        .output()
+        .expect("run spoolite run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "invalid value '5' for '--settle <DURATION>' (from the environment variable \
+             SPOOLITE_SETTLE): \"5\" needs a unit: ms, s, m or h"
+        ),
+        "{stderr}"
+    );
+    assert!(!site.spool.exists() && !site.db.exists());
+    // On the command line the option speaks for itself, whatever the environment.
+    let output = site
+        .run_command()
+        .args(["--settle", "5"])
+        .env("SPOOLITE_SETTLE", "5")
+        .output()
+        .expect("run spoolite run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid value '5' for '--settle <DURATION>': \"5\" needs a unit"),
+        "{stderr}"
+    );
+    let output = ingest_command(&site.db)
+        .arg(site.dir.path().join("none.json"))
+        .env("SPOOLITE_FILE_BYTES_MAX", "lots")
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("(from the environment variable SPOOLITE_FILE_BYTES_MAX)"),
+        "{stderr}"
+    );
+    // An empty value means the default.
+    let mut daemon = site.spawn(site.run_command().env("SPOOLITE_SETTLE", ""));
+    daemon.wait_serving(&site);
+    daemon.wait(WAIT, "the start-up line", || {
+        daemon_log_has(&site, "(settle 2s,")
+    });
+    daemon.stop();
+}
+
+fn daemon_log_has(site: &Site, needle: &str) -> bool {
+    site.log().contains(needle)
+}
+
+/// The packaged environment file with its paths moved to `site`'s, written into the
+/// site's folder as `name`.
+fn packaged_defaults(site: &Site, name: &str) -> PathBuf {
+    let packaged =
+        fs::read_to_string(repo().join("packaging/spoolite.env")).expect("read spoolite.env");
+    let text = packaged
+        .replace(
+            "SPOOLITE_SPOOL=/var/spool/spoolite\n",
+            &format!("SPOOLITE_SPOOL={}\n", site.spool.display()),
+        )
+        .replace(
+            "SPOOLITE_DB=/var/lib/spoolite/spoolite.db\n",
+            &format!("SPOOLITE_DB=\"{}\"\n", site.db.display()),
+        );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(site.dir.path().to_str().expect("UTF-8")))
+            .count(),
+        2,
+        "the packaged file sets both paths"
+    );
+    let path = site.dir.path().join(name);
+    fs::write(&path, text).expect("write defaults file");
+    path
+}
+
+#[test]
+fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
+    let site = Site::new();
+    let defaults = packaged_defaults(&site, "defaults");
+    let mut daemon = site.start_packaged(&[]);
+    daemon.wait_serving(&site);
+    // An operator somewhere else, no flags.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let bare = |subcommand: &str| {
+        let mut command = spoolite();
+        command
+            .arg(subcommand)
+            .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+            .current_dir(elsewhere.path());
+        command
+    };
+    let (code, stdout, stderr) = run_status(bare("status").arg("--json"));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["spool"], site.spool.display().to_string());
+    assert_eq!(status["db"], site.db.display().to_string());
+    assert_eq!(
+        status["settings_from"],
+        json!({"file": defaults.display().to_string(),
+               "variables": ["SPOOLITE_SPOOL", "SPOOLITE_DB"]})
+    );
+    let (code, text, _) = run_status(&mut bare("status"));
+    assert_eq!(code, 0);
+    assert_fits_80_columns(&text);
+    assert_eq!(
+        status_line(&text, "settings"),
+        format!("SPOOLITE_SPOOL, SPOOLITE_DB from {}", defaults.display())
+    );
+    let batch = elsewhere.path().join("backfill.json");
+    fs::write(&batch, day1()).expect("write batch");
+    let output = bare("ingest")
+        .arg("--json")
+        .arg(&batch)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        query(&site.db, "SELECT file_name FROM ingest_inbox"),
+        [["backfill.json"]]
+    );
+    assert_eq!(
+        crate::support::names(elsewhere.path()),
+        ["backfill.json"],
+        "nothing made where the operator stands"
+    );
+
+    // The environment and the command line win over the file.
+    let other = site.dir.path().join("other.db");
+    let (code, stdout, _) = run_status(bare("status").arg("--json").env("SPOOLITE_DB", &other));
+    assert_eq!(code, 2);
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["db"], other.display().to_string());
+    assert_eq!(
+        status["settings_from"]["variables"],
+        json!(["SPOOLITE_SPOOL"])
+    );
+    let (code, stdout, _) = run_status(bare("status").arg("--json").arg("--db").arg(&other));
+    assert_eq!(code, 2);
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["db"], other.display().to_string());
+
+    // A bad value in the file is named with the file.
+    let mut bad = fs::read_to_string(&defaults).expect("read defaults");
+    bad.push_str("SPOOLITE_FILE_BYTES_MAX=lots\n");
+    fs::write(&defaults, bad).expect("write defaults");
+    let output = bare("ingest").arg(&batch).output().expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "(from SPOOLITE_FILE_BYTES_MAX in {})",
+            defaults.display()
+        )),
+        "{stderr}"
+    );
+    daemon.stop();
+
+    // `run` takes its settings from its unit's environment, never from the file.
+    let second = Site::new();
+    fs::write(&defaults, "SPOOLITE_SETTLE=5\n").expect("write defaults");
+    let mut daemon = second.spawn(
+        second
+            .run_command()
+            .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+            .current_dir(elsewhere.path()),
+    );
+    daemon.wait_serving(&second);
+    daemon.stop();
 }
