@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
-use spoolite::{commands, daemon};
+use spoolite::{commands, daemon, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -22,9 +22,7 @@ fn main() -> ExitCode {
         unsafe { std::env::set_var(name, value) };
     }
     let cli = cli::parse_or_exit(&args, &plan.defaults);
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
+    logging::init();
     if let Some(error) = &plan.defaults.error {
         log::warn!("{error}");
     }

@@ -1881,7 +1881,7 @@ fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
 }
 
 // ---------------------------------------------------------------------------------
-// 8. Settings from the environment and the site defaults file
+// 8. Settings from the environment and the site defaults file, and logs
 
 /// `spoolite status --spool SPOOL --db DB` of `site` with the variable `name`.
 fn status_with(site: &Site, name: &str, value: &str) -> (i32, String, String) {
@@ -2104,4 +2104,65 @@ fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
     );
     daemon.wait_serving(&second);
     daemon.stop();
+}
+
+/// `<N>` of a journal line, when it has one.
+fn priority_of(line: &str) -> Option<u8> {
+    let rest = line.strip_prefix('<')?;
+    let (digit, _) = rest.split_once('>')?;
+    digit.parse().ok()
+}
+
+#[test]
+fn under_systemd_every_log_line_carries_its_priority_and_no_timestamp() {
+    let site = Site::new();
+    // systemd names the journal stream it connects to stderr; the log file plays it.
+    let log = fs::File::create(&site.log).expect("create log");
+    let meta = log.metadata().expect("stat log");
+    let stream = format!("{}:{}", meta.dev(), meta.ino());
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(with_defaults(&[]))
+            .env("RUST_LOG", "debug")
+            .env("JOURNAL_STREAM", &stream),
+    );
+    daemon.wait_serving(&site);
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "list.json", "[1, 2, 3]\n");
+    daemon.stop();
+    let log = site.log();
+    assert!(log.lines().count() >= 4, "{log}");
+    for line in log.lines() {
+        let priority = priority_of(line).unwrap_or_else(|| panic!("no priority: {line:?}"));
+        assert!([3, 4, 6, 7].contains(&priority), "{line:?}");
+        assert!(
+            !line[3..].starts_with('['),
+            "no timestamp (journald adds one): {line:?}"
+        );
+    }
+    let starting = |prefix: &str| log.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(starting("<6>processed day1.json "), 1, "{log}");
+    assert_eq!(starting("<4>rejected list.json "), 1, "{log}");
+
+    // A JOURNAL_STREAM inherited from elsewhere is not this stderr: usual lines.
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(with_defaults(&[]))
+            .env("JOURNAL_STREAM", "1:2"),
+    );
+    daemon.wait_serving(&site);
+    daemon.stop();
+    let later: Vec<String> = site
+        .log()
+        .lines()
+        .skip(log.lines().count())
+        .map(String::from)
+        .collect();
+    assert!(!later.is_empty());
+    for line in &later {
+        assert!(
+            line.starts_with("[20") && priority_of(line).is_none(),
+            "a timestamped line: {line:?}"
+        );
+    }
 }
