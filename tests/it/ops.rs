@@ -1881,7 +1881,7 @@ fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
 }
 
 // ---------------------------------------------------------------------------------
-// 8. Settings from the environment and the site defaults file, and logs
+// 8. Settings from the environment and the defaults file, logs, ingest's lines
 
 /// `spoolite status --spool SPOOL --db DB` of `site` with the variable `name`.
 fn status_with(site: &Site, name: &str, value: &str) -> (i32, String, String) {
@@ -2165,4 +2165,65 @@ fn under_systemd_every_log_line_carries_its_priority_and_no_timestamp() {
             "a timestamped line: {line:?}"
         );
     }
+}
+
+#[test]
+fn ingest_lines_carry_the_time_taken_and_escape_names_and_nothing_more() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    let day1_path = dir.path().join("day1.json");
+    fs::write(&day1_path, day1()).expect("write day1");
+    let forged = dir.path().join("x.json\nprocessed forged.json");
+    let one = event(
+        "XX1-20261201",
+        "duty_start",
+        "2026-12-01T06:00:00Z",
+        None,
+        "{}",
+    );
+    fs::write(&forged, json_batch(&[one])).expect("write forged");
+    // The database exists first: its creation is logged, and this is about the rest.
+    let empty = dir.path().join("empty.json");
+    fs::write(&empty, "{\"events\": []}").expect("write empty batch");
+    let (code, _) = crate::support::ingest_json(&db, &[&empty]);
+    assert_eq!(code, 0);
+    let output = ingest_command(&db)
+        .arg(&day1_path)
+        .arg(&forged)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per file, no name splits one: {stdout}"
+    );
+    assert!(lines[0].starts_with("processed day1.json "), "{stdout}");
+    assert!(
+        lines[1].starts_with("processed x.json\\nprocessed forged.json "),
+        "{stdout}"
+    );
+    for line in &lines {
+        // `… 0.02s`: seconds with two decimals, last on the line.
+        let last = line.rsplit(' ').next().expect("a last word");
+        let (whole, decimals) = last
+            .strip_suffix('s')
+            .and_then(|n| n.split_once('.'))
+            .unwrap_or_else(|| panic!("no elapsed time at the end: {line:?}"));
+        assert!(
+            !whole.is_empty()
+                && whole.chars().all(|c| c.is_ascii_digit())
+                && decimals.len() == 2
+                && decimals.chars().all(|c| c.is_ascii_digit()),
+            "{line:?}"
+        );
+    }
+    // stderr is no terminal here: no progress bar, nothing at all.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    // JSON escapes the name itself: the name as recorded.
+    let (code, lines) = crate::support::ingest_json(&dir.path().join("json.db"), &[&forged]);
+    assert_eq!(code, 0);
+    assert_eq!(lines[0]["file"], "x.json\nprocessed forged.json");
 }
