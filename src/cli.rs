@@ -13,20 +13,28 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite,
 /// exactly once, however often a file arrives.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true)]
+#[command(version, propagate_version = true, after_help = SETTINGS_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// How settings reach a command, shown below `spoolite --help`.
+const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
+boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
+status, ingest and changes take every SPOOLITE_* variable that neither the command \
+line nor the environment sets from /etc/default/spoolite, the site defaults file of \
+a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Watch SPOOL/incoming/ and ingest every complete batch file until SIGTERM or
     /// SIGINT. Creates the spool folders and the database when missing.
     Run(RunArgs),
-    /// Ingest the named files once, without moving them; one outcome line per file.
-    /// Exits 0 when every file was processed or skipped as a duplicate, 1 when any
-    /// was rejected, 2 on an operating error.
+    /// Ingest the named files once, without moving them; one outcome line per file,
+    /// with the seconds it took (and a progress bar on a terminal). Exits 0 when
+    /// every file was processed or skipped as a duplicate, 1 when any was rejected,
+    /// 2 on an operating error. Reads the site defaults file (see `spoolite --help`).
     Ingest(IngestArgs),
     /// Show whether a daemon serves the spool, batches, events, quarantined records,
     /// the last ingest and the files waiting in incoming/ and lying in rejected/.
