@@ -102,8 +102,10 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
                 }
             }
             Err(error) => {
+                // The error may name the path itself: escaped too, it stays one line.
                 let shown_path = names::escaped(&path.to_string_lossy());
-                eprintln!("spoolite: ingest {shown_path}: {error}");
+                let error = names::escaped(&error.to_string());
+                eprintln!("spoolite: {shown_path}: {error}");
                 code = EXIT_ERROR;
             }
         }

@@ -2226,4 +2226,17 @@ fn ingest_lines_carry_the_time_taken_and_escape_names_and_nothing_more() {
     let (code, lines) = crate::support::ingest_json(&dir.path().join("json.db"), &[&forged]);
     assert_eq!(code, 0);
     assert_eq!(lines[0]["file"], "x.json\nprocessed forged.json");
+    // An operating error names the file on one line too.
+    let missing = dir.path().join("gone.json\nprocessed forged.json");
+    let output = ingest_command(&db)
+        .arg(&missing)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("gone.json\\nprocessed forged.json"),
+        "{stderr}"
+    );
 }
