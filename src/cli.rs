@@ -1,31 +1,46 @@
-//! The command line: commands, options and their environment variables. The doc
-//! comments here are the `--help` text.
+//! The command line: commands, options and their environment variables, and the
+//! site defaults file that one-shot commands read. The doc comments here are the
+//! `--help` text.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::BoolishValueParser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite,
 /// exactly once, however often a file arrives.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true)]
+#[command(version, propagate_version = true, after_help = SETTINGS_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// How settings reach a command, shown below `spoolite --help`.
+const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
+boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
+status, ingest and changes take every SPOOLITE_* variable that neither the command \
+line nor the environment sets from /etc/default/spoolite, the site defaults file of \
+a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Watch SPOOL/incoming/ and ingest every complete batch file until SIGTERM or
     /// SIGINT. Creates the spool folders and the database when missing.
     Run(RunArgs),
-    /// Ingest the named files once, without moving them; one outcome line per file.
-    /// Exits 0 when every file was processed or skipped as a duplicate, 1 when any
-    /// was rejected, 2 on an operating error.
+    /// Ingest the named files once, without moving them; one outcome line per file,
+    /// with the seconds it took (and a progress bar on a terminal). Exits 0 when
+    /// every file was processed or skipped as a duplicate, 1 when any was rejected,
+    /// 2 on an operating error. Reads the site defaults file (see `spoolite --help`).
     Ingest(IngestArgs),
-    /// Show batches, events, quarantined records, the last ingest and the files
-    /// waiting in incoming/ and lying in rejected/.
+    /// Show whether a daemon serves the spool, batches, events, quarantined records,
+    /// the last ingest and the files waiting in incoming/ and lying in rejected/.
+    /// Creates nothing. Exits 0 when a daemon serves the spool, 3 when the site
+    /// exists but no daemon serves it, 2 when the spool or the database does not
+    /// exist or cannot be read (what could be read is printed all the same).
     Status(StatusArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
@@ -110,10 +125,10 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub db: DbArg,
     /// Print one JSON object per file instead of a line of text.
-    #[arg(long, env = "SPOOLITE_JSON")]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub json: bool,
     /// Validate and classify each file against the database, writing nothing.
-    #[arg(long, env = "SPOOLITE_DRY_RUN")]
+    #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub dry_run: bool,
     #[command(flatten)]
     pub file_bytes_max: FileBytesMaxArg,
@@ -126,12 +141,28 @@ pub struct IngestArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub spool: SpoolArg,
-    #[command(flatten)]
-    pub db: DbArg,
+    /// The spool directory holding incoming/, archive/ and rejected/; it must exist
+    /// (`spoolite run` creates it). Without the option or its variable, the
+    /// variable from the site defaults file (/etc/default/spoolite) applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_SPOOL",
+        default_value = "./spool",
+        value_name = "DIR"
+    )]
+    pub spool: PathBuf,
+    /// The SQLite database file; it must exist (`spoolite run` creates it) and is
+    /// only read. Without the option or its variable, the variable from the site
+    /// defaults file (/etc/default/spoolite) applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE"
+    )]
+    pub db: PathBuf,
     /// Print one JSON object instead of text.
-    #[arg(long, env = "SPOOLITE_JSON")]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub json: bool,
 }
 
@@ -172,6 +203,201 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is too long"))
 }
 
+/// The site defaults file of a packaged host: the package's conffile, which the
+/// unit reads as its `EnvironmentFile=`.
+pub const DEFAULTS_FILE: &str = "/etc/default/spoolite";
+
+/// The variable that names another defaults file (tests, a second site).
+pub const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
+
+/// The commands that read the defaults file: one-shot commands an operator types on
+/// a packaged host. `run` does not: its unit hands it its environment.
+const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
+
+/// What the defaults file gave, for `status` to say where its settings came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Defaults {
+    /// The file read, when one was.
+    pub file: Option<PathBuf>,
+    /// The variables it set (the environment set none of them).
+    pub applied: Vec<String>,
+    /// Why the file could not be read, when it exists but could not be.
+    pub error: Option<String>,
+}
+
+/// What to change in the environment before clap reads it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct EnvironmentPlan {
+    /// `SPOOLITE_*` variables set to the empty string: an empty value means unset.
+    pub unset: Vec<String>,
+    /// Variables to set from the defaults file.
+    pub set: Vec<(String, String)>,
+    pub defaults: Defaults,
+}
+
+/// Works out, from the command line and the environment, which empty `SPOOLITE_*`
+/// variables to remove and which ones the defaults file fills in (for the commands
+/// that read it). Reads the defaults file; changes nothing.
+pub fn plan_environment(
+    args: &[OsString],
+    environment: &[(OsString, OsString)],
+) -> EnvironmentPlan {
+    let mut plan = EnvironmentPlan::default();
+    let is_set = |name: &str| {
+        environment
+            .iter()
+            .any(|(key, value)| key == name && !value.is_empty())
+    };
+    for (key, value) in environment {
+        let key = key.to_string_lossy();
+        if key.starts_with("SPOOLITE_") && value.is_empty() {
+            plan.unset.push(key.into_owned());
+        }
+    }
+    let command = args.get(1).map(|a| a.to_string_lossy());
+    if !command.is_some_and(|c| COMMANDS_READING_DEFAULTS.contains(&c.as_ref())) {
+        return plan;
+    }
+    let file = environment
+        .iter()
+        .find(|(key, value)| key == DEFAULTS_FILE_VARIABLE && !value.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULTS_FILE), |(_, v)| PathBuf::from(v));
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return plan,
+        Err(e) => {
+            plan.defaults.error = Some(format!("read defaults {}: {e}", file.display()));
+            plan.defaults.file = Some(file);
+            return plan;
+        }
+    };
+    for (key, value) in parse_environment_file(&text) {
+        let ours = key.starts_with("SPOOLITE_") && key != DEFAULTS_FILE_VARIABLE;
+        if ours && !value.is_empty() && !is_set(&key) {
+            plan.defaults.applied.push(key.clone());
+            plan.set.push((key, value));
+        }
+    }
+    plan.defaults.file = Some(file);
+    plan
+}
+
+/// The `KEY=value` assignments of an environment file, read as systemd reads an
+/// `EnvironmentFile=`: blank lines and lines starting with `#` or `;` are
+/// comments, whitespace around the key and before the value is dropped, a value
+/// wholly in single or double quotes loses them (`\` escapes inside double
+/// quotes), and a line without `=` or with a bad key is ignored. A later
+/// assignment of a key wins.
+pub fn parse_environment_file(text: &str) -> Vec<(String, String)> {
+    let mut assignments: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        let valid_key = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_key {
+            continue;
+        }
+        let value = unquote(value.trim());
+        assignments.retain(|(k, _)| k != key);
+        assignments.push((key.to_owned(), value));
+    }
+    assignments
+}
+
+/// A value without its surrounding quotes, if it has a matching pair.
+fn unquote(value: &str) -> String {
+    let quoted = |q: char| value.len() >= 2 && value.starts_with(q) && value.ends_with(q);
+    if quoted('\'') {
+        return value[1..value.len() - 1].to_owned();
+    }
+    if quoted('"') {
+        let mut out = String::new();
+        let mut chars = value[1..value.len() - 1].chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out.extend(chars.next()),
+                c => out.push(c),
+            }
+        }
+        return out;
+    }
+    value.to_owned()
+}
+
+/// Parses the command line, or prints why it cannot and exits: 2 for a usage
+/// error, 0 for `--help` and `--version`. An invalid value that came from a
+/// variable (of the environment or of the defaults file) is named with its
+/// variable, since the command line the operator sees does not hold it.
+pub fn parse_or_exit(args: &[OsString], defaults: &Defaults) -> Cli {
+    match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => match explain_environment_error(&error, args, defaults) {
+            Some(text) => {
+                eprint!("{text}");
+                std::process::exit(2)
+            }
+            None => error.exit(),
+        },
+    }
+}
+
+/// The text of a parse error whose invalid value came from a variable rather than
+/// the command line: clap's message with the variable's name after the option's.
+/// `None` when the value was on the command line, or the error is of another kind.
+pub fn explain_environment_error(
+    error: &clap::Error,
+    args: &[OsString],
+    defaults: &Defaults,
+) -> Option<String> {
+    if !matches!(
+        error.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let long = shown.strip_prefix("--")?.split([' ', '=']).next()?;
+    let on_command_line = args.iter().skip(1).any(|arg| {
+        let arg = arg.to_string_lossy();
+        arg.strip_prefix("--")
+            .is_some_and(|a| a == long || a.starts_with(&format!("{long}=")))
+    });
+    if on_command_line {
+        return None;
+    }
+    let variable = env_name_of(long)?;
+    let source = match (&defaults.file, defaults.applied.contains(&variable)) {
+        (Some(file), true) => format!("from {variable} in {}", file.display()),
+        _ => format!("from the environment variable {variable}"),
+    };
+    let text = error.render().to_string();
+    let option = format!("'{shown}'");
+    Some(text.replacen(&option, &format!("{option} ({source})"), 1))
+}
+
+/// The environment variable of the option `--long`, in whichever command has it.
+fn env_name_of(long: &str) -> Option<String> {
+    let command = Cli::command();
+    command
+        .get_subcommands()
+        .flat_map(|sub| sub.get_arguments())
+        .find(|arg| arg.get_long() == Some(long))
+        .and_then(|arg| arg.get_env())
+        .map(|env| env.to_string_lossy().into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +411,72 @@ mod tests {
         assert!(parse_duration("5").unwrap_err().contains("needs a unit"));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-5s").is_err());
+    }
+
+    fn os(items: &[&str]) -> Vec<OsString> {
+        items.iter().map(OsString::from).collect()
+    }
+
+    fn env(items: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        items
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn environment_files_read_as_systemd_reads_them() {
+        let text = "# comment\n; also a comment\n\nSPOOLITE_SPOOL=/var/spool/spoolite\n  \
+                    SPOOLITE_DB = \"/var/lib/spoolite/my db.db\"\nSPOOLITE_SETTLE='5s'\n\
+                    not an assignment\n1BAD=x\nSPOOLITE_JSON=\"a\\\"b\"\nSPOOLITE_SETTLE=3s\n";
+        assert_eq!(
+            parse_environment_file(text),
+            [
+                ("SPOOLITE_SPOOL", "/var/spool/spoolite"),
+                ("SPOOLITE_DB", "/var/lib/spoolite/my db.db"),
+                ("SPOOLITE_JSON", "a\"b"),
+                ("SPOOLITE_SETTLE", "3s"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn the_defaults_file_fills_in_what_the_environment_leaves_unset() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("spoolite");
+        std::fs::write(
+            &file,
+            "SPOOLITE_SPOOL=/srv/spool\nSPOOLITE_DB=/srv/db\nSPOOLITE_JSON=yes\nRUST_LOG=debug\n",
+        )
+        .expect("write defaults");
+        let file_text = file.to_string_lossy().into_owned();
+        let environment = env(&[
+            ("SPOOLITE_DEFAULTS_FILE", &file_text),
+            ("SPOOLITE_DB", "/mine.db"),
+            ("SPOOLITE_JSON", ""),
+        ]);
+        let plan = plan_environment(&os(&["spoolite", "status"]), &environment);
+        assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
+        assert_eq!(
+            plan.set,
+            [("SPOOLITE_SPOOL", "/srv/spool"), ("SPOOLITE_JSON", "yes")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL", "SPOOLITE_JSON"]);
+        assert_eq!(plan.defaults.file.as_deref(), Some(file.as_path()));
+        // `run` takes its environment from its unit; `key` needs no site.
+        for command in ["run", "key"] {
+            let plan = plan_environment(&os(&["spoolite", command]), &environment);
+            assert!(
+                plan.set.is_empty() && plan.defaults.file.is_none(),
+                "{command}"
+            );
+            assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
+        }
+        let missing = env(&[("SPOOLITE_DEFAULTS_FILE", "/nonexistent/spoolite")]);
+        let plan = plan_environment(&os(&["spoolite", "ingest"]), &missing);
+        assert_eq!(plan, EnvironmentPlan::default());
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! The one-shot commands: `ingest`, `status` and `key`. Each returns its exit code.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
 use crate::batch::Event;
-use crate::cli::{IngestArgs, KeyArgs, StatusArgs};
+use crate::cli::{Defaults, IngestArgs, KeyArgs, StatusArgs};
 use crate::ingest::{self, Outcome};
+use crate::names;
 use crate::report;
 use crate::status;
 use crate::store::Store;
@@ -38,20 +40,35 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
         }
     };
     let stop = AtomicBool::new(false);
-    let options = ingest::Options {
-        file_bytes_max: args.file_bytes_max.file_bytes_max,
-        limits: args.event_bytes_max.limits(),
-        progress: None,
-        dry_run: args.dry_run,
-        stop: &stop,
-    };
+    let bars = std::io::stderr().is_terminal();
     let mut code = 0;
     for path in &args.files {
-        let file = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match ingest_waiting_out_locks(&mut store, path, options) {
+        // The name as recorded goes into JSON (which escapes it); the text line and
+        // the logs get the escaped form, so that no name can split or forge a line.
+        let file = names::base_name(path);
+        let shown = names::escaped(&file);
+        let bar = bars.then(|| ProgressLine::start(&shown, path));
+        let report_progress = |progress: ingest::Progress| {
+            if let Some(bar) = &bar {
+                bar.update(progress);
+            }
+        };
+        let options = ingest::Options {
+            file_bytes_max: args.file_bytes_max.file_bytes_max,
+            limits: args.event_bytes_max.limits(),
+            progress: bar
+                .as_ref()
+                .map(|_| &report_progress as &dyn Fn(ingest::Progress)),
+            dry_run: args.dry_run,
+            stop: &stop,
+        };
+        let started = Instant::now();
+        let result = ingest_waiting_out_locks(&mut store, path, &shown, options);
+        let elapsed = started.elapsed();
+        if let Some(bar) = &bar {
+            bar.finish();
+        }
+        match result {
             Ok(outcome) => {
                 if matches!(outcome, Outcome::Rejected { .. }) {
                     code = code.max(EXIT_REJECTED);
@@ -68,7 +85,11 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
                     } else {
                         ""
                     };
-                    println!("{}{dry}", report::outcome_line(&file, &outcome));
+                    println!(
+                        "{} {:.2}s{dry}",
+                        report::outcome_line(&shown, &outcome),
+                        elapsed.as_secs_f64()
+                    );
                 }
                 if let Outcome::Processed {
                     resent_batch_id: Some(id),
@@ -76,12 +97,15 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
                 } = &outcome
                 {
                     log::warn!(
-                        "{file}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
+                        "{shown}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
                     );
                 }
             }
             Err(error) => {
-                eprintln!("spoolite: {}: {error}", path.display());
+                // The error may name the path itself: escaped too, it stays one line.
+                let shown_path = names::escaped(&path.to_string_lossy());
+                let error = names::escaped(&error.to_string());
+                eprintln!("spoolite: {shown_path}: {error}");
                 code = EXIT_ERROR;
             }
         }
@@ -98,6 +122,7 @@ const LOCKED_WAIT_MAX: Duration = Duration::from_secs(120);
 fn ingest_waiting_out_locks(
     store: &mut Store,
     path: &Path,
+    shown: &str,
     options: ingest::Options,
 ) -> Result<Outcome, ingest::IngestError> {
     let started = Instant::now();
@@ -107,7 +132,7 @@ fn ingest_waiting_out_locks(
             Err(ingest::IngestError::Store(error))
                 if error.is_busy() && started.elapsed() < LOCKED_WAIT_MAX =>
             {
-                log::warn!("{}: {error}; trying again in {delay:?}", path.display());
+                log::warn!("{shown}: {error}; trying again in {delay:?}");
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
@@ -116,24 +141,33 @@ fn ingest_waiting_out_locks(
     }
 }
 
-pub fn status(args: &StatusArgs) -> ExitCode {
-    match status::gather(&args.spool.spool, &args.db.db) {
-        Ok(status) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&status).expect("status serialises")
-                );
-            } else {
-                print!("{}", status::render(&status));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("spoolite: {error}");
-            ExitCode::from(EXIT_ERROR)
-        }
+/// `spoolite status`: prints what it could read (text or one JSON object), says on
+/// stderr what it could not, and exits 0 (served), 3 (not served) or 2 (missing or
+/// unreadable).
+pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
+    let mut status = status::gather(&args.spool, &args.db, SystemTime::now());
+    if let (Some(file), false) = (&defaults.file, defaults.applied.is_empty()) {
+        status.settings_from = Some(status::SettingsFrom {
+            file: file.display().to_string(),
+            variables: defaults.applied.clone(),
+        });
     }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&status).expect("status serialises")
+        );
+    } else {
+        print!("{}", status::render(&status));
+    }
+    if !status.unreadable.is_empty() {
+        eprintln!(
+            "spoolite: read status: {}; {}",
+            status.unreadable.join("; "),
+            status::advice(&status)
+        );
+    }
+    ExitCode::from(status.exit_code())
 }
 
 pub fn key(args: &KeyArgs) -> ExitCode {
@@ -149,5 +183,112 @@ pub fn key(args: &KeyArgs) -> ExitCode {
             eprintln!("spoolite: {}: {}", invalid.reason.code(), invalid.detail);
             ExitCode::from(EXIT_REJECTED)
         }
+    }
+}
+
+/// The progress bar of one file on a terminal's stderr: events, megabytes, rate and
+/// time left. Only made when stderr is a terminal.
+struct ProgressLine {
+    bar: indicatif::ProgressBar,
+    started: Instant,
+}
+
+impl ProgressLine {
+    fn start(shown: &str, path: &Path) -> ProgressLine {
+        let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // Hidden until its text is set, so that no half-made bar is drawn.
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        let style = indicatif::ProgressStyle::with_template("{prefix} [{bar:20}] {wide_msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(shown.to_owned());
+        let line = ProgressLine {
+            bar,
+            started: Instant::now(),
+        };
+        line.update(ingest::Progress {
+            bytes_total: total,
+            ..Default::default()
+        });
+        line.bar
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        line.bar.tick();
+        line
+    }
+
+    fn update(&self, progress: ingest::Progress) {
+        self.bar.set_length(progress.bytes_total);
+        self.bar.set_position(progress.bytes_done);
+        self.bar
+            .set_message(progress_text(progress, self.started.elapsed()));
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+const MB: f64 = 1_000_000.0;
+
+/// What the bar says beside itself: `1,234 events  12.3/45.6 MB  8.1 MB/s  4s left`.
+fn progress_text(progress: ingest::Progress, elapsed: Duration) -> String {
+    let done = progress.bytes_done as f64;
+    let total = progress.bytes_total as f64;
+    let seconds = elapsed.as_secs_f64();
+    let mut text = format!(
+        "{} events  {:.1}/{:.1} MB",
+        progress.events,
+        done / MB,
+        total / MB
+    );
+    if seconds > 0.0 && done > 0.0 {
+        let rate = done / seconds;
+        text.push_str(&format!("  {:.1} MB/s", rate / MB));
+        let left = ((total - done).max(0.0) / rate).ceil() as u64;
+        text.push_str(&format!("  {} left", duration_text(left)));
+    }
+    text
+}
+
+/// `45s`, `3m05s`, `1h02m`.
+fn duration_text(seconds: u64) -> String {
+    match seconds {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_bar_says_events_megabytes_rate_and_time_left() {
+        let progress = |bytes_done, bytes_total, events| ingest::Progress {
+            bytes_done,
+            bytes_total,
+            events,
+        };
+        assert_eq!(
+            progress_text(progress(0, 45_600_000, 0), Duration::ZERO),
+            "0 events  0.0/45.6 MB"
+        );
+        assert_eq!(
+            progress_text(
+                progress(12_300_000, 45_600_000, 1234),
+                Duration::from_secs(2)
+            ),
+            "1234 events  12.3/45.6 MB  6.2 MB/s  6s left"
+        );
+        assert_eq!(
+            progress_text(progress(1_000_000, 400_000_000, 9), Duration::from_secs(1)),
+            "9 events  1.0/400.0 MB  1.0 MB/s  6m39s left"
+        );
+        assert_eq!(duration_text(3720), "1h02m");
     }
 }

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod commands;
 pub mod daemon;
 pub mod ingest;
+pub mod logging;
 pub mod metrics;
 pub mod names;
 pub mod readiness;

@@ -1,23 +1,35 @@
 //! The `spoolite` binary: parses the command line, sets up logging and signals,
 //! runs the command and maps its result to an exit code.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use clap::Parser;
-use spoolite::cli::{Cli, Command, RunArgs};
-use spoolite::{commands, daemon};
+use spoolite::cli::{self, Command, RunArgs};
+use spoolite::{commands, daemon, logging};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let environment: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let plan = cli::plan_environment(&args, &environment);
+    for name in &plan.unset {
+        // SAFETY: the first thing main does, before any thread is started.
+        unsafe { std::env::remove_var(name) };
+    }
+    for (name, value) in &plan.set {
+        // SAFETY: as above.
+        unsafe { std::env::set_var(name, value) };
+    }
+    let cli = cli::parse_or_exit(&args, &plan.defaults);
+    logging::init();
+    if let Some(error) = &plan.defaults.error {
+        log::warn!("{error}");
+    }
     match &cli.command {
         Command::Run(args) => run(args),
         Command::Ingest(args) => commands::ingest(args),
-        Command::Status(args) => commands::status(args),
+        Command::Status(args) => commands::status(args, &plan.defaults),
         Command::Key(args) => commands::key(args),
     }
 }

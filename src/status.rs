@@ -1,104 +1,279 @@
-//! `spoolite status`: what an operator asks first, read from the database and the
-//! spool folders without changing either.
+//! `spoolite status`: what an operator asks first, read from the database, the spool
+//! folders, the spool's lock and the daemon's state file without changing any of
+//! them, and without creating anything.
 
-use std::fs;
-use std::io;
-use std::path::Path;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::spool::{REASON_SUFFIX, Spool};
-use crate::store::{Store, StoreError};
+use crate::spool::{LOCK_FILE, REASON_SUFFIX, Spool};
+use crate::state::{self, DatabaseFault};
+use crate::store::{Store, Totals};
 
 /// Above this size the WAL is reported as a problem: checkpoints are being held
 /// back, most likely by a long-running analyst read.
 pub const WAL_WARN_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Exit code: a daemon serves the spool.
+pub const EXIT_SERVED: u8 = 0;
+/// Exit code: the spool or the database does not exist or cannot be read.
+pub const EXIT_UNREADABLE: u8 = 2;
+/// Exit code: the site exists but no daemon serves it (LSB "program is not running").
+pub const EXIT_NOT_SERVED: u8 = 3;
+
+/// What status tells; a figure it could not read is `None` (null), and
+/// `unreadable` says why.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Status {
     pub spool: String,
     pub db: String,
     pub db_exists: bool,
-    pub batches: u64,
-    pub events: u64,
-    pub quarantined: u64,
+    /// The daemon that holds the spool's lock, if one does.
+    pub served_by: Option<ServedBy>,
+    pub batches: Option<u64>,
+    pub events: Option<u64>,
+    pub quarantined: Option<u64>,
     pub last_ingest_at: Option<String>,
-    pub incoming_waiting: u64,
+    /// Every regular file in incoming/, temp-named and unsettled ones included.
+    pub incoming_waiting: Option<u64>,
+    /// Seconds since the serving daemon first saw the file that has waited longest;
+    /// null when nothing waits or no daemon has been watching.
     pub oldest_waiting_age_s: Option<u64>,
-    pub rejected_files: u64,
-    pub wal_bytes: u64,
+    /// Files in rejected/, reason files not counted.
+    pub rejected_files: Option<u64>,
+    /// The serving daemon's database is failing, since when and why.
+    pub database_fault: Option<DatabaseFault>,
+    pub wal_bytes: Option<u64>,
     pub wal_warning: bool,
+    /// Where settings came from, when the site defaults file gave some.
+    pub settings_from: Option<SettingsFrom>,
+    /// What could not be read, each `what: why`.
+    pub unreadable: Vec<String>,
+    /// Whether the lock could be looked at (if not, `served_by` null means unknown).
+    #[serde(skip)]
+    pub lock_seen: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StatusError {
-    #[error("{0}")]
-    Store(#[from] StoreError),
-    #[error("read {path}: {source}")]
-    Read { path: String, source: io::Error },
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ServedBy {
+    /// The pid written in the lock file (null if it holds none).
+    pub pid: Option<u32>,
+    /// When the daemon took the lock: the lock file's modification time.
+    pub since: String,
 }
 
-pub fn gather(spool_dir: &Path, db: &Path) -> Result<Status, StatusError> {
-    let spool = Spool::at(spool_dir);
-    let db_exists = db.exists();
-    let totals = if db_exists {
-        Store::open_read_only(db)?.totals()?
-    } else {
-        Default::default()
-    };
-    let read_error = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| StatusError::Read { path, source }
-    };
-    let now = SystemTime::now();
-    let mut incoming_waiting = 0;
-    let mut oldest: Option<SystemTime> = None;
-    for (_, meta) in regular_files(&spool.incoming).map_err(read_error(&spool.incoming))? {
-        incoming_waiting += 1;
-        let mtime = meta.modified().unwrap_or(now);
-        oldest = Some(oldest.map_or(mtime, |o| o.min(mtime)));
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SettingsFrom {
+    pub file: String,
+    pub variables: Vec<String>,
+}
+
+/// Whether a daemon holds the spool's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Served {
+    By(ServedBy),
+    Not,
+    Unknown,
+}
+
+impl Status {
+    /// The exit code the contract gives this status.
+    pub fn exit_code(&self) -> u8 {
+        if !self.unreadable.is_empty() {
+            EXIT_UNREADABLE
+        } else if self.served_by.is_some() {
+            EXIT_SERVED
+        } else {
+            EXIT_NOT_SERVED
+        }
     }
-    let rejected_files = regular_files(&spool.rejected)
-        .map_err(read_error(&spool.rejected))?
-        .iter()
-        // Reason files are not rejected files, and neither is a hidden temporary
-        // file a crash may leave while a reason file is being written.
-        .filter(|(name, _)| !name.ends_with(REASON_SUFFIX) && !name.starts_with('.'))
-        .count() as u64;
-    let wal_bytes = wal_path(db).metadata().map(|m| m.len()).unwrap_or(0);
-    Ok(Status {
+}
+
+/// Reads everything status tells. Never fails: what cannot be read is listed in
+/// `unreadable` and its figures are null.
+pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
+    let spool = Spool::at(spool_dir);
+    let mut unreadable = Vec::new();
+    let db_exists = db.exists();
+    let totals = read_totals(db, &mut unreadable);
+    let spool_exists = match fs::metadata(spool_dir) {
+        Ok(meta) if meta.is_dir() => true,
+        Ok(_) => {
+            unreadable.push(format!("spool {}: not a folder", spool_dir.display()));
+            false
+        }
+        Err(e) => {
+            unreadable.push(format!("spool {}: {}", spool_dir.display(), cause(&e)));
+            false
+        }
+    };
+    let mut status = Status {
         spool: spool_dir.display().to_string(),
         db: db.display().to_string(),
         db_exists,
-        batches: totals.batches,
-        events: totals.events,
-        quarantined: totals.quarantined,
-        last_ingest_at: totals.last_ingest_at,
-        incoming_waiting,
-        oldest_waiting_age_s: oldest.map(|o| now.duration_since(o).unwrap_or_default().as_secs()),
-        rejected_files,
-        wal_bytes,
-        wal_warning: wal_bytes > WAL_WARN_BYTES,
-    })
+        served_by: None,
+        batches: totals.as_ref().map(|t| t.batches),
+        events: totals.as_ref().map(|t| t.events),
+        quarantined: totals.as_ref().map(|t| t.quarantined),
+        last_ingest_at: totals.and_then(|t| t.last_ingest_at),
+        incoming_waiting: None,
+        oldest_waiting_age_s: None,
+        rejected_files: None,
+        database_fault: None,
+        wal_bytes: None,
+        wal_warning: false,
+        settings_from: None,
+        unreadable,
+        lock_seen: !spool_exists,
+    };
+    if db_exists {
+        let wal_bytes = match wal_path(db).metadata() {
+            Ok(meta) => Some(meta.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
+            Err(_) => None,
+        };
+        status.wal_bytes = wal_bytes;
+        status.wal_warning = wal_bytes.is_some_and(|b| b > WAL_WARN_BYTES);
+    }
+    if !spool_exists {
+        return status;
+    }
+    status.incoming_waiting = count_in(&spool.incoming, "incoming/", &mut status, |_| true);
+    status.rejected_files = count_in(&spool.rejected, "rejected/", &mut status, |name| {
+        // Reason files are not rejected files, and neither is a hidden temporary
+        // file a crash may leave while a reason file is being written.
+        !name.ends_with(REASON_SUFFIX) && !name.starts_with('.')
+    });
+    match served(spool_dir) {
+        Ok(Served::By(by)) => {
+            read_daemon_state(spool_dir, &by, now, &mut status);
+            status.served_by = Some(by);
+            status.lock_seen = true;
+        }
+        Ok(Served::Not) => status.lock_seen = true,
+        Ok(Served::Unknown) => {}
+        Err(e) => status
+            .unreadable
+            .push(format!("{LOCK_FILE}: {}", cause(&e))),
+    }
+    status
+}
+
+/// The database's figures, or `None` with the reason in `unreadable`.
+fn read_totals(db: &Path, unreadable: &mut Vec<String>) -> Option<Totals> {
+    if let Err(e) = fs::metadata(db) {
+        unreadable.push(format!("database {}: {}", db.display(), cause(&e)));
+        return None;
+    }
+    match Store::open_read_only(db).and_then(|store| store.totals()) {
+        Ok(totals) => Some(totals),
+        Err(e) => {
+            unreadable.push(format!("database {}: {e}", db.display()));
+            None
+        }
+    }
+}
+
+/// The number of regular files in `dir` whose names `counts`, or `None` with the
+/// reason in `status.unreadable`.
+fn count_in(
+    dir: &Path,
+    label: &str,
+    status: &mut Status,
+    counts: impl Fn(&str) -> bool,
+) -> Option<u64> {
+    match regular_files(dir) {
+        Ok(names) => Some(names.iter().filter(|name| counts(name)).count() as u64),
+        Err(e) => {
+            status.unreadable.push(format!("{label}: {}", cause(&e)));
+            None
+        }
+    }
+}
+
+/// Who holds the spool's lock. The lock file is opened read-only and never
+/// created; a shared lock that cannot be had means a daemon holds the exclusive
+/// one. A lock file that does not exist means no daemon has ever served the spool.
+fn served(spool_dir: &Path) -> io::Result<Served> {
+    let path = spool_dir.join(LOCK_FILE);
+    let mut file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Served::Not),
+        Err(e) => return Err(e),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Served::Not),
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            // A lock that cannot be read for its pid still proves a daemon holds it.
+            let _ = file.read_to_string(&mut text);
+            let since = file
+                .metadata()
+                .and_then(|m| m.modified())
+                .map(crate::clock::format_millis);
+            match since {
+                Ok(since) => Ok(Served::By(ServedBy {
+                    pid: text.trim().parse().ok(),
+                    since,
+                })),
+                Err(_) => Ok(Served::Unknown),
+            }
+        }
+        Err(fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Takes from the daemon's state file what only the daemon knows: when it first
+/// saw the file waiting longest, and a database fault. Only a state file written
+/// by the daemon that serves the spool now counts; anything older is history.
+fn read_daemon_state(spool_dir: &Path, by: &ServedBy, now: SystemTime, status: &mut Status) {
+    let daemon_state = match state::read(spool_dir) {
+        Ok(Some(daemon_state)) => daemon_state,
+        Ok(None) => return,
+        Err(e) => {
+            status
+                .unreadable
+                .push(format!("{}: {}", state::STATE_FILE, cause(&e)));
+            return;
+        }
+    };
+    if by.pid != Some(daemon_state.pid) {
+        return;
+    }
+    status.oldest_waiting_age_s = daemon_state
+        .oldest_waiting_seen_at
+        .as_deref()
+        .and_then(|seen| seen.parse::<jiff::Timestamp>().ok())
+        .map(|seen| {
+            let now = jiff::Timestamp::try_from(now).unwrap_or(seen);
+            u64::try_from(now.as_second() - seen.as_second()).unwrap_or(0)
+        });
+    status.database_fault = daemon_state.database_fault;
+}
+
+/// An I/O error as a person reads it: "permission denied", "not found".
+fn cause(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::NotFound => "does not exist".to_owned(),
+        io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => error.to_string(),
+    }
 }
 
 /// The WAL file beside a database.
-pub fn wal_path(db: &Path) -> std::path::PathBuf {
+pub fn wal_path(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push("-wal");
     name.into()
 }
 
-/// Regular files directly inside `dir` (none when it does not exist yet).
-fn regular_files(dir: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
+/// Names of the regular files directly inside `dir`.
+fn regular_files(dir: &Path) -> io::Result<Vec<String>> {
     let mut files = Vec::new();
-    for entry in entries {
+    for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let meta = match fs::symlink_metadata(entry.path()) {
             Ok(meta) => meta,
@@ -106,52 +281,142 @@ fn regular_files(dir: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
             Err(e) => return Err(e),
         };
         if meta.is_file() {
-            files.push((entry.file_name().to_string_lossy().into_owned(), meta));
+            files.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
     Ok(files)
 }
 
+/// What to do about what could not be read, for the message on stderr.
+pub fn advice(status: &Status) -> &'static str {
+    if status.db_exists && Path::new(&status.spool).is_dir() {
+        "run status as a user who may read the spool and the database (e.g. \
+         `sudo -u spoolite spoolite status`)"
+    } else {
+        "start `spoolite run` once, or point --spool/--db at the site"
+    }
+}
+
+/// Width of the label column of the text form.
+const LABEL_WIDTH: usize = 18;
+/// The text form fits this many columns (a long path excepted).
+const COLUMNS: usize = 80;
+
 /// The human form, within 80 columns.
 pub fn render(status: &Status) -> String {
     let mut out = String::new();
-    let mut line = |label: &str, value: String| out.push_str(&format!("{label:<18}{value}\n"));
+    let mut line = |label: &str, value: &str| {
+        for (i, text) in wrap(value, COLUMNS - LABEL_WIDTH).iter().enumerate() {
+            let label = if i == 0 { label } else { "" };
+            out.push_str(&format!("{label:<LABEL_WIDTH$}{text}\n"));
+        }
+    };
+    let figure = |value: Option<u64>| value.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
     line(
         "database",
-        if status.db_exists {
+        &if status.db_exists {
             status.db.clone()
         } else {
-            format!("{} (not created yet)", status.db)
+            format!("{} (does not exist)", status.db)
         },
     );
-    line("spool", status.spool.clone());
-    line("batches", status.batches.to_string());
-    line("events", status.events.to_string());
-    line("quarantined", status.quarantined.to_string());
-    line(
-        "last ingest",
-        status
-            .last_ingest_at
-            .clone()
-            .unwrap_or_else(|| "never".into()),
-    );
+    line("spool", &status.spool);
+    line("daemon", &daemon_text(status));
+    if let Some(fault) = &status.database_fault {
+        line(
+            "database fault",
+            &format!("failing since {}: {}", fault.since, fault.error),
+        );
+    }
+    line("batches", &figure(status.batches));
+    line("events", &figure(status.events));
+    line("quarantined", &figure(status.quarantined));
+    let last = match (&status.last_ingest_at, status.batches) {
+        (Some(at), _) => at.clone(),
+        (None, Some(_)) => "never".to_owned(),
+        (None, None) => "unknown".to_owned(),
+    };
+    line("last ingest", &last);
     let oldest = status
         .oldest_waiting_age_s
-        .map(|s| format!(" (oldest {s} s)"))
+        .map(|s| format!(" (oldest seen {s} s ago)"))
         .unwrap_or_default();
+    let in_folder = |count: Option<u64>, folder: &str, more: &str| {
+        count.map_or_else(
+            || "unknown".to_owned(),
+            |n| format!("{n} in {folder}{more}"),
+        )
+    };
     line(
         "waiting",
-        format!("{} in incoming/{oldest}", status.incoming_waiting),
+        &in_folder(status.incoming_waiting, "incoming/", &oldest),
     );
     line(
         "rejected",
-        format!("{} in rejected/", status.rejected_files),
+        &in_folder(status.rejected_files, "rejected/", ""),
     );
     let warning = if status.wal_warning {
         "  WARNING: checkpoints held back by a long read?"
     } else {
         ""
     };
-    line("wal", format!("{} bytes{warning}", status.wal_bytes));
+    let wal = status.wal_bytes.map_or_else(
+        || "unknown".to_owned(),
+        |bytes| format!("{bytes} bytes{warning}"),
+    );
+    line("wal", &wal);
+    if let Some(settings) = &status.settings_from {
+        line(
+            "settings",
+            &format!("{} from {}", settings.variables.join(", "), settings.file),
+        );
+    }
+    for problem in &status.unreadable {
+        line("cannot read", problem);
+    }
     out
+}
+
+fn daemon_text(status: &Status) -> String {
+    match &status.served_by {
+        Some(ServedBy {
+            pid: Some(pid),
+            since,
+        }) => format!("serving, pid {pid}, since {since}"),
+        Some(ServedBy { pid: None, since }) => format!("serving since {since}"),
+        None if status.lock_seen => "not running".to_owned(),
+        None => format!("unknown: cannot read {LOCK_FILE}"),
+    }
+}
+
+/// `text` cut at spaces into lines of at most `width` characters (a word longer
+/// than that stands alone on its line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for word in text.split(' ') {
+        let needed =
+            current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
+        if !current.is_empty() && needed > width {
+            lines.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        current.push_str(word);
+    }
+    lines.push(current);
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_wrap_within_80_columns() {
+        assert_eq!(wrap("a b c", 3), ["a b", "c"]);
+        assert_eq!(wrap("abcdef g", 3), ["abcdef", "g"]);
+        assert_eq!(wrap("", 3), [""]);
+    }
 }

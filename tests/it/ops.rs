@@ -462,31 +462,40 @@ fn run_options_env() -> Vec<(String, Option<String>)> {
     options
 }
 
+/// The packaged paths, which the environment file sets (for the one-shot commands
+/// an operator types; the unit sets them too): every other line is a comment.
+const PACKAGED_SETTINGS: [(&str, &str); 2] = [
+    ("SPOOLITE_SPOOL", "/var/spool/spoolite"),
+    ("SPOOLITE_DB", "/var/lib/spoolite/spoolite.db"),
+];
+
 #[test]
 fn the_environment_file_lists_every_variable_of_spoolite_run() {
     let example =
         fs::read_to_string(repo().join("packaging/spoolite.env")).expect("read spoolite.env");
-    let commented: BTreeMap<&str, &str> = example
+    let shown: BTreeMap<&str, &str> = example
         .lines()
-        .filter_map(|line| line.strip_prefix('#')?.split_once('='))
+        .filter_map(|line| line.strip_prefix('#').unwrap_or(line).split_once('='))
         .filter(|(name, _)| name.starts_with("SPOOLITE_") || *name == "RUST_LOG")
         .collect();
-    // Nothing is set by the example itself: every setting is a commented default.
-    for line in example.lines() {
-        assert!(
-            line.is_empty() || line.starts_with('#'),
-            "uncommented line in the example: {line:?}"
-        );
-    }
+    // What the file sets: the packaged paths, and nothing else.
+    let set: Vec<(&str, &str)> = example
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            line.split_once('=')
+                .unwrap_or_else(|| panic!("not VARIABLE=value: {line:?}"))
+        })
+        .collect();
+    assert_eq!(set, PACKAGED_SETTINGS, "the lines the example sets");
     for (variable, default) in run_options_env() {
-        let shown = commented
+        let shown = shown
             .get(variable.as_str())
-            .unwrap_or_else(|| panic!("spoolite.env does not mention #{variable}="));
-        match variable.as_str() {
-            // The packaged paths, which the unit sets, not the binary's defaults.
-            "SPOOLITE_SPOOL" => assert_eq!(*shown, "/var/spool/spoolite"),
-            "SPOOLITE_DB" => assert_eq!(*shown, "/var/lib/spoolite/spoolite.db"),
-            _ => {
+            .unwrap_or_else(|| panic!("spoolite.env does not mention {variable}="));
+        match PACKAGED_SETTINGS.iter().find(|(name, _)| *name == variable) {
+            // The packaged paths, not the binary's defaults.
+            Some((_, packaged)) => assert_eq!(shown, packaged),
+            None => {
                 if let Some(default) = default {
                     assert_eq!(*shown, default, "{variable}: the example shows the default");
                 }
@@ -641,32 +650,36 @@ fn site_with_history() -> Site {
     site
 }
 
-fn status_json(site: &Site) -> Value {
-    let output = site
-        .status_command()
-        .arg("--json")
-        .output()
-        .expect("run status --json");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines = parse_lines(&output);
-    assert_eq!(lines.len(), 1, "status --json prints one object: {lines:?}");
-    lines[0].clone()
+/// Runs `command` (a `spoolite status`); returns its exit code, stdout and stderr.
+fn run_status(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().expect("run spoolite status");
+    let text = String::from_utf8(output.stdout).expect("status is UTF-8");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().expect("exit code"), text, stderr)
 }
 
-fn status_text(site: &Site) -> String {
-    let output = site.status_command().output().expect("run status");
+/// `status --json` of the site: the exit code and the one object printed.
+fn status_json_code(site: &Site) -> (i32, Value) {
+    let (code, stdout, stderr) = run_status(site.status_command().arg("--json"));
+    let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        lines.len(),
+        1,
+        "status --json prints one object: {stdout}{stderr}"
     );
-    let text = String::from_utf8(output.stdout).expect("status is UTF-8");
+    let value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{stdout}: {e}"));
+    (code, value)
+}
+
+/// `status --json` of a site that must be served (exit 0).
+fn status_json(site: &Site) -> Value {
+    let (code, status) = status_json_code(site);
+    assert_eq!(code, 0, "{status}");
+    status
+}
+
+/// Fails unless every line of `text` fits 80 columns.
+fn assert_fits_80_columns(text: &str) {
     for line in text.lines() {
         assert!(
             line.chars().count() <= 80,
@@ -674,7 +687,13 @@ fn status_text(site: &Site) -> String {
             line.chars().count()
         );
     }
-    text
+}
+
+/// The text form of the site's status and its exit code.
+fn status_text_code(site: &Site) -> (i32, String) {
+    let (code, text, _) = run_status(&mut site.status_command());
+    assert_fits_80_columns(&text);
+    (code, text)
 }
 
 /// The line of `text` that starts with `label`, with the label taken off.
@@ -685,11 +704,20 @@ fn status_line<'t>(text: &'t str, label: &str) -> &'t str {
         .trim()
 }
 
+/// The lock file's modification time as status writes `since`.
+fn lock_since(site: &Site) -> String {
+    let modified = fs::metadata(site.spool.join("spoolite.lock"))
+        .and_then(|m| m.modified())
+        .expect("lock file mtime");
+    spoolite::clock::format_millis(modified)
+}
+
 #[test]
 fn status_reports_every_number_an_operator_asks_for() {
     let site = site_with_history();
     // A daemon that settles nothing for an hour: what is dropped now stays waiting.
     let mut daemon = site.start_packaged(&["--settle", "1h"]);
+    daemon.wait_serving(&site);
     site.drop_file("late.json", day3());
     let upload = site.incoming().join("day4.json.part");
     fs::write(&upload, "{\"events\":[").expect("write upload");
@@ -701,32 +729,38 @@ fn status_reports_every_number_an_operator_asks_for() {
         fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
     });
 
-    let status = status_json(&site);
-    let age = status["oldest_waiting_age_s"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("oldest_waiting_age_s: {status}"));
+    let mut status = status_json(&site);
+    // The age runs from when the daemon first saw a file, never from its
+    // modification time (an upload may keep an hour-old one): null until the daemon
+    // writes its state file, then at most the few seconds this test has run.
+    let age = status["oldest_waiting_age_s"].take();
     assert!(
-        (3600..3600 + 30).contains(&age),
-        "the .part file's age is an hour: {status}"
+        age.is_null() || age.as_u64().is_some_and(|a| a < 300),
+        "the .part file's hour-old mtime is no hour of waiting: {age}"
     );
     let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
     let expected = json!({
         "spool": site.spool.display().to_string(),
         "db": site.db.display().to_string(),
         "db_exists": true,
+        "served_by": {"pid": daemon.pid(), "since": lock_since(&site)},
         "batches": 2,
         "events": 12,
         "quarantined": 2,
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
-        "oldest_waiting_age_s": age,
+        "oldest_waiting_age_s": null,
         "rejected_files": 2,
+        "database_fault": null,
         "wal_bytes": 0,
         "wal_warning": false,
+        "settings_from": null,
+        "unreadable": [],
     });
     assert_eq!(status, expected);
 
-    let text = status_text(&site);
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 0, "{text}");
     assert_eq!(
         status_line(&text, "database"),
         site.db.display().to_string()
@@ -735,51 +769,248 @@ fn status_reports_every_number_an_operator_asks_for() {
         status_line(&text, "spool"),
         site.spool.display().to_string()
     );
+    assert_eq!(
+        status_line(&text, "daemon"),
+        format!("serving, pid {}, since {}", daemon.pid(), lock_since(&site))
+    );
     assert_eq!(status_line(&text, "batches"), "2");
     assert_eq!(status_line(&text, "events"), "12");
     assert_eq!(status_line(&text, "quarantined"), "2");
     assert_eq!(status_line(&text, "last ingest"), last_ingest[0][0]);
-    let waiting = status_line(&text, "waiting");
     assert!(
-        waiting.starts_with("2 in incoming/") && waiting.contains(&format!("{age} s")),
-        "{waiting:?}"
+        status_line(&text, "waiting").starts_with("2 in incoming/"),
+        "{text}"
     );
     assert_eq!(status_line(&text, "rejected"), "2 in rejected/");
     assert_eq!(status_line(&text, "wal"), "0 bytes");
     daemon.stop();
+
+    // The site is still there, but nobody serves it: exit 3, every figure all the
+    // same, and the lock file (which the daemon leaves) is not taken for a daemon.
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 3, "{status}");
+    assert_eq!(status["served_by"], Value::Null);
+    assert_eq!(status["batches"], 2);
+    assert_eq!(status["incoming_waiting"], 2);
+    assert_eq!(
+        status["oldest_waiting_age_s"],
+        Value::Null,
+        "nobody watches"
+    );
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 3);
+    assert_eq!(status_line(&text, "daemon"), "not running");
+    assert_eq!(status_line(&text, "events"), "12");
 }
 
 #[test]
-fn status_of_a_site_not_yet_started_creates_nothing() {
+fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
     let site = Site::new();
-    let status = status_json(&site);
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 2, "{status}");
     assert_eq!(
         status,
         json!({
             "spool": site.spool.display().to_string(),
             "db": site.db.display().to_string(),
             "db_exists": false,
-            "batches": 0,
-            "events": 0,
-            "quarantined": 0,
+            "served_by": null,
+            "batches": null,
+            "events": null,
+            "quarantined": null,
             "last_ingest_at": null,
-            "incoming_waiting": 0,
+            "incoming_waiting": null,
             "oldest_waiting_age_s": null,
-            "rejected_files": 0,
-            "wal_bytes": 0,
+            "rejected_files": null,
+            "database_fault": null,
+            "wal_bytes": null,
             "wal_warning": false,
+            "settings_from": null,
+            "unreadable": [
+                format!("database {}: does not exist", site.db.display()),
+                format!("spool {}: does not exist", site.spool.display()),
+            ],
         })
     );
-    let text = status_text(&site);
+    let (code, text, stderr) = run_status(&mut site.status_command());
+    assert_eq!(code, 2);
+    assert_fits_80_columns(&text);
     assert!(
-        status_line(&text, "database").ends_with("(not created yet)"),
+        status_line(&text, "database").ends_with("(does not exist)"),
         "{text}"
     );
-    assert_eq!(status_line(&text, "last ingest"), "never");
+    assert_eq!(status_line(&text, "daemon"), "not running");
+    assert_eq!(status_line(&text, "events"), "unknown");
+    for needle in [
+        site.spool.display().to_string(),
+        site.db.display().to_string(),
+        "start `spoolite run` once, or point --spool/--db at the site".to_owned(),
+    ] {
+        assert!(
+            stderr.contains(&needle),
+            "stderr names {needle:?}: {stderr}"
+        );
+    }
+    // The help says so too, and promises no folder.
+    let output = spoolite()
+        .args(["status", "--help"])
+        .output()
+        .expect("status --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(!help.contains("are created"), "{help}");
+    assert!(help.contains("Creates nothing"), "{help}");
     assert!(
-        !site.db.exists() && !site.spool.exists(),
+        !site.db.exists() && !site.spool.exists() && !site.db.parent().expect("parent").exists(),
         "status created something"
     );
+}
+
+#[test]
+fn status_names_a_missing_database_beside_an_existing_spool() {
+    let site = Site::new();
+    for dir in [site.incoming(), site.archive(), site.rejected()] {
+        fs::create_dir_all(dir).expect("mkdir spool folder");
+    }
+    site.drop_file("a.json", day1());
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 2, "{status}");
+    assert_eq!(
+        status["incoming_waiting"], 1,
+        "what could be read: {status}"
+    );
+    assert_eq!(status["events"], Value::Null);
+    assert_eq!(
+        status["unreadable"],
+        json!([format!("database {}: does not exist", site.db.display())])
+    );
+    assert!(!site.db.exists() && !site.spool.join("spoolite.lock").exists());
+}
+
+/// Holds the spool's lock as a daemon does (exclusive flock, the pid written in the
+/// file) for as long as the returned file lives.
+fn hold_lock(site: &Site, pid: u32) -> fs::File {
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(site.spool.join("spoolite.lock"))
+        .expect("open lock file");
+    file.lock().expect("flock the lock file");
+    writeln!(file, "{pid}").expect("write pid");
+    file
+}
+
+/// Writes the daemon's state file by hand.
+fn write_state(site: &Site, state: &Value) {
+    let mut text = serde_json::to_string_pretty(state).expect("state JSON");
+    text.push('\n');
+    fs::write(site.spool.join("spoolite.state.json"), text).expect("write state file");
+}
+
+/// A site whose database and folders exist (made by a daemon that has stopped).
+fn stopped_site() -> Site {
+    let site = Site::new();
+    let daemon = site.start_packaged(&[]);
+    daemon.stop();
+    site
+}
+
+#[test]
+fn status_tells_the_wait_from_when_the_serving_daemon_first_saw_the_file() {
+    let site = stopped_site();
+    let upload = site.drop_file("old.json", day1());
+    // SFTP `put -p` keeps a time of last week.
+    age_file(&upload, Duration::from_secs(7 * 24 * 3600));
+    let pid = 4_000_000; // beyond pid_max: no live process is named
+    let lock = hold_lock(&site, pid);
+    let seen = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(125));
+    let fault_since = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(60));
+    let fault = json!({"since": fault_since, "error": "database is locked"});
+    write_state(
+        &site,
+        &json!({
+            "pid": pid, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
+        }),
+    );
+    let status = status_json(&site);
+    assert_eq!(
+        status["served_by"],
+        json!({"pid": pid, "since": lock_since(&site)})
+    );
+    let age = status["oldest_waiting_age_s"].as_u64().expect("an age");
+    assert!((125..125 + 30).contains(&age), "{status}");
+    assert_eq!(status["database_fault"], fault);
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 0);
+    let shown_age: u64 = status_line(&text, "waiting")
+        .strip_prefix("1 in incoming/ (oldest seen ")
+        .and_then(|rest| rest.strip_suffix(" s ago)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((125..125 + 30).contains(&shown_age), "{text}");
+    assert!(
+        status_line(&text, "database fault")
+            .starts_with(&format!("failing since {fault_since}: database is locked")),
+        "{text}"
+    );
+
+    // A state file left by another daemon (an earlier run) tells nothing.
+    write_state(
+        &site,
+        &json!({
+            "pid": pid + 1, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
+        }),
+    );
+    let status = status_json(&site);
+    assert_eq!(status["oldest_waiting_age_s"], Value::Null, "{status}");
+    assert_eq!(status["database_fault"], Value::Null, "{status}");
+
+    // Nobody serves the spool: the same state file is history, not news.
+    drop(lock);
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 3, "{status}");
+    assert_eq!(status["served_by"], Value::Null);
+    assert_eq!(status["oldest_waiting_age_s"], Value::Null);
+    assert_eq!(status["database_fault"], Value::Null);
+}
+
+#[test]
+fn status_run_by_an_analyst_who_cannot_read_incoming_prints_the_database() {
+    assert_root();
+    let site = analyst_site_with_day1();
+    site.drop_file("waiting.json", day2());
+    // The spool root is the daemon's (0750 under the unit's umask); let the analyst
+    // through it, not into incoming/ or rejected/.
+    fs::set_permissions(&site.spool, fs::Permissions::from_mode(0o755)).expect("chmod spool");
+    for dir in [site.incoming(), site.rejected()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let mut command = site.status_command();
+    command.arg("--json").uid(ANALYST).gid(ANALYST);
+    let (code, stdout, stderr) = run_status(&mut command);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(status["batches"], 1, "{status}");
+    assert_eq!(status["events"], 6);
+    assert_eq!(status["quarantined"], 0);
+    assert!(status["last_ingest_at"].is_string());
+    assert_eq!(status["incoming_waiting"], Value::Null);
+    assert_eq!(status["rejected_files"], Value::Null);
+    assert_eq!(status["served_by"], Value::Null, "nobody serves it");
+    assert_eq!(
+        status["unreadable"],
+        json!([
+            "incoming/: permission denied",
+            "rejected/: permission denied",
+            // The packaged lock is the daemon's, 0640: who serves the spool is not
+            // the analyst's to see.
+            "spoolite.lock: permission denied"
+        ])
+    );
+    assert!(stderr.contains("incoming/: permission denied"), "{stderr}");
 }
 
 // ---------------------------------------------------------------------------------
@@ -1061,6 +1292,7 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_ingest_duration_seconds", "histogram"),
             ("spoolite_last_success_timestamp_seconds", "gauge"),
             ("spoolite_oldest_waiting_age_seconds", "gauge"),
+            ("spoolite_scans_total", "counter"),
         ])
     );
     for (outcome, count) in [
@@ -1650,4 +1882,365 @@ fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
         row[0][0]
     );
     assert_eq!(query(&site.db, by_key), row);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. Settings from the environment and the defaults file, logs, ingest's lines
+
+/// `spoolite status --spool SPOOL --db DB` of `site` with the variable `name`.
+fn status_with(site: &Site, name: &str, value: &str) -> (i32, String, String) {
+    run_status(site.status_command().env(name, value))
+}
+
+#[test]
+fn boolean_options_from_the_environment_take_the_usual_words() {
+    let site = stopped_site();
+    for word in ["1", "true", "yes", "on", "TRUE", "Yes"] {
+        let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", word);
+        assert_eq!(code, 3, "SPOOLITE_JSON={word}: {stderr}");
+        assert!(stdout.starts_with('{'), "SPOOLITE_JSON={word}: {stdout}");
+    }
+    // An empty value is no value: the default, text.
+    for word in ["0", "false", "no", "off", ""] {
+        let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", word);
+        assert_eq!(code, 3, "SPOOLITE_JSON={word}: {stderr}");
+        assert!(
+            stdout.starts_with("database"),
+            "SPOOLITE_JSON={word}: {stdout}"
+        );
+    }
+    let (code, stdout, stderr) = status_with(&site, "SPOOLITE_JSON", "maybe");
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains(
+            "invalid value 'maybe' for '--json' (from the environment variable SPOOLITE_JSON)"
+        ),
+        "{stderr}"
+    );
+    // The same words for ingest's flags.
+    let batch = site.dir.path().join("probe.json");
+    fs::write(&batch, day1()).expect("write batch");
+    let before = crate::support::snapshot(&site.db);
+    let output = ingest_command(&site.db)
+        .arg(&batch)
+        .env("SPOOLITE_JSON", "on")
+        .env("SPOOLITE_DRY_RUN", "1")
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = parse_lines(&output);
+    assert_eq!(lines[0]["dry_run"], true, "{lines:?}");
+    assert_eq!(crate::support::snapshot(&site.db), before);
+}
+
+#[test]
+fn an_invalid_value_from_the_environment_names_its_variable() {
+    let site = Site::new();
+    let output = site
+        .run_command()
+        .env("SPOOLITE_SETTLE", "5")
+        .output()
+        .expect("run spoolite run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "invalid value '5' for '--settle <DURATION>' (from the environment variable \
+             SPOOLITE_SETTLE): \"5\" needs a unit: ms, s, m or h"
+        ),
+        "{stderr}"
+    );
+    assert!(!site.spool.exists() && !site.db.exists());
+    // On the command line the option speaks for itself, whatever the environment.
+    let output = site
+        .run_command()
+        .args(["--settle", "5"])
+        .env("SPOOLITE_SETTLE", "5")
+        .output()
+        .expect("run spoolite run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid value '5' for '--settle <DURATION>': \"5\" needs a unit"),
+        "{stderr}"
+    );
+    let output = ingest_command(&site.db)
+        .arg(site.dir.path().join("none.json"))
+        .env("SPOOLITE_FILE_BYTES_MAX", "lots")
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("(from the environment variable SPOOLITE_FILE_BYTES_MAX)"),
+        "{stderr}"
+    );
+    // An empty value means the default.
+    let mut daemon = site.spawn(site.run_command().env("SPOOLITE_SETTLE", ""));
+    daemon.wait_serving(&site);
+    daemon.wait(WAIT, "the start-up line", || {
+        daemon_log_has(&site, "(settle 2s,")
+    });
+    daemon.stop();
+}
+
+fn daemon_log_has(site: &Site, needle: &str) -> bool {
+    site.log().contains(needle)
+}
+
+/// The packaged environment file with its paths moved to `site`'s, written into the
+/// site's folder as `name`.
+fn packaged_defaults(site: &Site, name: &str) -> PathBuf {
+    let packaged =
+        fs::read_to_string(repo().join("packaging/spoolite.env")).expect("read spoolite.env");
+    let text = packaged
+        .replace(
+            "SPOOLITE_SPOOL=/var/spool/spoolite\n",
+            &format!("SPOOLITE_SPOOL={}\n", site.spool.display()),
+        )
+        .replace(
+            "SPOOLITE_DB=/var/lib/spoolite/spoolite.db\n",
+            &format!("SPOOLITE_DB=\"{}\"\n", site.db.display()),
+        );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(site.dir.path().to_str().expect("UTF-8")))
+            .count(),
+        2,
+        "the packaged file sets both paths"
+    );
+    let path = site.dir.path().join(name);
+    fs::write(&path, text).expect("write defaults file");
+    path
+}
+
+#[test]
+fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
+    let site = Site::new();
+    let defaults = packaged_defaults(&site, "defaults");
+    let mut daemon = site.start_packaged(&[]);
+    daemon.wait_serving(&site);
+    // An operator somewhere else, no flags.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let bare = |subcommand: &str| {
+        let mut command = spoolite();
+        command
+            .arg(subcommand)
+            .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+            .current_dir(elsewhere.path());
+        command
+    };
+    let (code, stdout, stderr) = run_status(bare("status").arg("--json"));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["spool"], site.spool.display().to_string());
+    assert_eq!(status["db"], site.db.display().to_string());
+    assert_eq!(
+        status["settings_from"],
+        json!({"file": defaults.display().to_string(),
+               "variables": ["SPOOLITE_SPOOL", "SPOOLITE_DB"]})
+    );
+    let (code, text, _) = run_status(&mut bare("status"));
+    assert_eq!(code, 0);
+    assert_fits_80_columns(&text);
+    assert_eq!(
+        status_line(&text, "settings"),
+        format!("SPOOLITE_SPOOL, SPOOLITE_DB from {}", defaults.display())
+    );
+    let batch = elsewhere.path().join("backfill.json");
+    fs::write(&batch, day1()).expect("write batch");
+    let output = bare("ingest")
+        .arg("--json")
+        .arg(&batch)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        query(&site.db, "SELECT file_name FROM ingest_inbox"),
+        [["backfill.json"]]
+    );
+    assert_eq!(
+        crate::support::names(elsewhere.path()),
+        ["backfill.json"],
+        "nothing made where the operator stands"
+    );
+
+    // The environment and the command line win over the file.
+    let other = site.dir.path().join("other.db");
+    let (code, stdout, _) = run_status(bare("status").arg("--json").env("SPOOLITE_DB", &other));
+    assert_eq!(code, 2);
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["db"], other.display().to_string());
+    assert_eq!(
+        status["settings_from"]["variables"],
+        json!(["SPOOLITE_SPOOL"])
+    );
+    let (code, stdout, _) = run_status(bare("status").arg("--json").arg("--db").arg(&other));
+    assert_eq!(code, 2);
+    let status: Value = serde_json::from_str(&stdout).expect("status JSON");
+    assert_eq!(status["db"], other.display().to_string());
+
+    // A bad value in the file is named with the file.
+    let mut bad = fs::read_to_string(&defaults).expect("read defaults");
+    bad.push_str("SPOOLITE_FILE_BYTES_MAX=lots\n");
+    fs::write(&defaults, bad).expect("write defaults");
+    let output = bare("ingest").arg(&batch).output().expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "(from SPOOLITE_FILE_BYTES_MAX in {})",
+            defaults.display()
+        )),
+        "{stderr}"
+    );
+    daemon.stop();
+
+    // `run` takes its settings from its unit's environment, never from the file.
+    let second = Site::new();
+    fs::write(&defaults, "SPOOLITE_SETTLE=5\n").expect("write defaults");
+    let mut daemon = second.spawn(
+        second
+            .run_command()
+            .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+            .current_dir(elsewhere.path()),
+    );
+    daemon.wait_serving(&second);
+    daemon.stop();
+}
+
+/// `<N>` of a journal line, when it has one.
+fn priority_of(line: &str) -> Option<u8> {
+    let rest = line.strip_prefix('<')?;
+    let (digit, _) = rest.split_once('>')?;
+    digit.parse().ok()
+}
+
+#[test]
+fn under_systemd_every_log_line_carries_its_priority_and_no_timestamp() {
+    let site = Site::new();
+    // systemd names the journal stream it connects to stderr; the log file plays it.
+    let log = fs::File::create(&site.log).expect("create log");
+    let meta = log.metadata().expect("stat log");
+    let stream = format!("{}:{}", meta.dev(), meta.ino());
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(with_defaults(&[]))
+            .env("RUST_LOG", "debug")
+            .env("JOURNAL_STREAM", &stream),
+    );
+    daemon.wait_serving(&site);
+    site.deliver(&mut daemon, "day1.json", day1());
+    site.deliver(&mut daemon, "list.json", "[1, 2, 3]\n");
+    daemon.stop();
+    let log = site.log();
+    assert!(log.lines().count() >= 4, "{log}");
+    for line in log.lines() {
+        let priority = priority_of(line).unwrap_or_else(|| panic!("no priority: {line:?}"));
+        assert!([3, 4, 6, 7].contains(&priority), "{line:?}");
+        assert!(
+            !line[3..].starts_with('['),
+            "no timestamp (journald adds one): {line:?}"
+        );
+    }
+    let starting = |prefix: &str| log.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(starting("<6>processed day1.json "), 1, "{log}");
+    assert_eq!(starting("<4>rejected list.json "), 1, "{log}");
+
+    // A JOURNAL_STREAM inherited from elsewhere is not this stderr: usual lines.
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(with_defaults(&[]))
+            .env("JOURNAL_STREAM", "1:2"),
+    );
+    daemon.wait_serving(&site);
+    daemon.stop();
+    let later: Vec<String> = site
+        .log()
+        .lines()
+        .skip(log.lines().count())
+        .map(String::from)
+        .collect();
+    assert!(!later.is_empty());
+    for line in &later {
+        assert!(
+            line.starts_with("[20") && priority_of(line).is_none(),
+            "a timestamped line: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn ingest_lines_carry_the_time_taken_and_escape_names_and_nothing_more() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    let day1_path = dir.path().join("day1.json");
+    fs::write(&day1_path, day1()).expect("write day1");
+    let forged = dir.path().join("x.json\nprocessed forged.json");
+    let one = event(
+        "XX1-20261201",
+        "duty_start",
+        "2026-12-01T06:00:00Z",
+        None,
+        "{}",
+    );
+    fs::write(&forged, json_batch(&[one])).expect("write forged");
+    // The database exists first: its creation is logged, and this is about the rest.
+    let empty = dir.path().join("empty.json");
+    fs::write(&empty, "{\"events\": []}").expect("write empty batch");
+    let (code, _) = crate::support::ingest_json(&db, &[&empty]);
+    assert_eq!(code, 0);
+    let output = ingest_command(&db)
+        .arg(&day1_path)
+        .arg(&forged)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per file, no name splits one: {stdout}"
+    );
+    assert!(lines[0].starts_with("processed day1.json "), "{stdout}");
+    assert!(
+        lines[1].starts_with("processed x.json\\nprocessed forged.json "),
+        "{stdout}"
+    );
+    for line in &lines {
+        // `… 0.02s`: seconds with two decimals, last on the line.
+        let last = line.rsplit(' ').next().expect("a last word");
+        let (whole, decimals) = last
+            .strip_suffix('s')
+            .and_then(|n| n.split_once('.'))
+            .unwrap_or_else(|| panic!("no elapsed time at the end: {line:?}"));
+        assert!(
+            !whole.is_empty()
+                && whole.chars().all(|c| c.is_ascii_digit())
+                && decimals.len() == 2
+                && decimals.chars().all(|c| c.is_ascii_digit()),
+            "{line:?}"
+        );
+    }
+    // stderr is no terminal here: no progress bar, nothing at all.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    // JSON escapes the name itself: the name as recorded.
+    let (code, lines) = crate::support::ingest_json(&dir.path().join("json.db"), &[&forged]);
+    assert_eq!(code, 0);
+    assert_eq!(lines[0]["file"], "x.json\nprocessed forged.json");
+    // An operating error names the file on one line too.
+    let missing = dir.path().join("gone.json\nprocessed forged.json");
+    let output = ingest_command(&db)
+        .arg(&missing)
+        .output()
+        .expect("run ingest");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("gone.json\\nprocessed forged.json"),
+        "{stderr}"
+    );
 }
