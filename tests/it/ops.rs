@@ -1287,7 +1287,6 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
         BTreeMap::from([
             ("spoolite_events_total", "counter"),
             ("spoolite_files_total", "counter"),
-            ("spoolite_scans_total", "counter"),
             ("spoolite_files_waiting", "gauge"),
             ("spoolite_ingest_duration_seconds", "histogram"),
             ("spoolite_last_success_timestamp_seconds", "gauge"),
