@@ -175,9 +175,9 @@ impl Spool {
             .truncate(false)
             .open(&path)
             .map_err(lock_error)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
+        match lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
                 let pid = if pid.trim().is_empty() {
@@ -191,7 +191,7 @@ impl Spool {
                     lock: path,
                 });
             }
-            Err(fs::TryLockError::Error(source)) => return Err(lock_error(source)),
+            Err(source) => return Err(lock_error(source)),
         }
         file.set_len(0).map_err(lock_error)?;
         writeln!(file, "{}", std::process::id()).map_err(lock_error)?;
@@ -491,6 +491,33 @@ fn rename_no_replace(source: &Path, target: &Path) -> io::Result<()> {
     Err(error)
 }
 
+/// How long a starting daemon waits out `spoolite status` looking at the lock.
+const LOCK_READERS_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes the exclusive lock on the spool's lock file: true when taken, false when a
+/// daemon holds it. `spoolite status` holds a shared lock for an instant to see
+/// whether a daemon serves the spool; that is waited out, a daemon is not.
+fn lock_exclusive(file: &File) -> io::Result<bool> {
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(fs::TryLockError::Error(error)) => return Err(error),
+            Err(fs::TryLockError::WouldBlock) => {}
+        }
+        // A shared lock is had only while no daemon holds the exclusive one.
+        match file.try_lock_shared() {
+            Ok(()) => file.unlock()?,
+            Err(fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(fs::TryLockError::Error(error)) => return Err(error),
+        }
+        if started.elapsed() >= LOCK_READERS_WAIT_MAX {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Writes `dir/name` through a temporary file: write, fsync, rename, fsync dir.
 /// The file is readable by all (0644, whatever the umask): the folder it lies in
 /// decides who may read it, and node_exporter must read the metrics file.
@@ -526,6 +553,33 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_status_looking_at_the_lock_is_waited_out_and_a_daemon_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::create(dir.path()).unwrap();
+        // A reader (status) holds a shared lock for a moment: the daemon starts.
+        let reader = File::open(spool.root.join(LOCK_FILE))
+            .or_else(|_| File::create(spool.root.join(LOCK_FILE)))
+            .unwrap();
+        reader.lock_shared().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(reader);
+        });
+        let held = spool.lock().expect("waits out the reader");
+        release.join().unwrap();
+        // A second daemon is refused at once, naming the first.
+        let started = std::time::Instant::now();
+        match spool.lock() {
+            Err(SpoolError::Locked { pid, .. }) => {
+                assert_eq!(pid, std::process::id().to_string());
+            }
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        assert!(started.elapsed() < std::time::Duration::from_millis(500));
+        drop(held);
+    }
+
     use super::*;
     use std::os::unix::ffi::OsStringExt;
     use std::time::{Duration, Instant};
