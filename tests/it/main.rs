@@ -8,3 +8,4 @@ mod ingest;
 mod names;
 mod ops;
 mod support;
+mod times;
