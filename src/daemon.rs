@@ -680,15 +680,33 @@ impl Daemon {
     }
 }
 
+/// When to log the progress of a long file: once it has taken `PROGRESS_EVERY`,
+/// and every `PROGRESS_EVERY` after.
+#[derive(Debug, Clone, Copy)]
+struct ProgressLog {
+    last: Instant,
+}
+
+impl ProgressLog {
+    fn due(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.last) < PROGRESS_EVERY {
+            return false;
+        }
+        self.last = now;
+        true
+    }
+}
+
 /// Logs the progress of a file that takes longer than `PROGRESS_EVERY`, that often.
 fn progress_logger(name: String, started: Instant) -> impl Fn(Progress) {
-    let last = std::cell::Cell::new(started);
+    let log = std::cell::Cell::new(ProgressLog { last: started });
     move |progress: Progress| {
         let now = Instant::now();
-        if now.duration_since(last.get()) < PROGRESS_EVERY {
+        let mut due = log.get();
+        if !due.due(now) {
             return;
         }
-        last.set(now);
+        log.set(due);
         let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
         log::info!(
             "{}: {} events so far, {:.0} of {:.0} MiB read, {:.0} s",

@@ -289,3 +289,12 @@ fn a_value_the_database_refuses_rejects_only_its_file_after_a_few_tries() {
     let reason = fs::read_to_string(h.spool.rejected.join("big.json.reason.json")).expect("reason");
     assert!(reason.contains("\"too_large\""), "{reason}");
 }
+
+#[test]
+fn a_long_file_logs_its_progress_every_10_s_and_a_short_one_never() {
+    let t0 = Instant::now();
+    let mut log = ProgressLog { last: t0 };
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let due: Vec<u64> = (0..=35).filter(|&s| log.due(at(s))).collect();
+    assert_eq!(due, [10, 20, 30]);
+}

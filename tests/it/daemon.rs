@@ -1481,3 +1481,49 @@ fn an_unreadable_database_is_refused_at_start() {
         "the message does not name the database:\n{stderr}"
     );
 }
+
+#[test]
+fn quarantines_are_logged_at_warn_by_reason_and_no_name_splits_a_log_line() {
+    let site = Site::new();
+    let mut daemon = site.start(FAST);
+    daemon.wait(Duration::from_secs(20), "incoming/ created", || {
+        site.incoming().is_dir()
+    });
+    let name = "bad\nprocessed forged.ndjson";
+    let lines = [
+        r#"{"flight_id":"QW1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"}"#,
+        r#"{"flight_id":"QW1","event_kind":"landing","instant_utc":"2026-11-29T10:05:00"}"#,
+        r#"{"flight_id":"QW1","event_kind":"landing","instant_utc":"2026-11-29T1"#,
+        r#"{"flight_id":"QW1","event_kind":"on_blocks","instant_utc":"yesterday"}"#,
+    ];
+    site.drop_file(name, format!("{}\n", lines.join("\n")));
+    daemon.wait(Duration::from_secs(20), "the file archived", || {
+        site.archived().len() == 1
+    });
+    daemon.wait(Duration::from_secs(5), "the quarantine line", || {
+        site.log().contains("events quarantined")
+    });
+    let log = site.log();
+    let escaped = "bad\\nprocessed forged.ndjson";
+    let warn: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("events quarantined"))
+        .collect();
+    assert_eq!(warn.len(), 1, "{log}");
+    assert!(warn[0].contains("WARN"), "{}", warn[0]);
+    assert!(
+        warn[0].contains(&format!(
+            "{escaped}: 3 events quarantined: bad_instant=2 not_json=1"
+        )),
+        "{}",
+        warn[0]
+    );
+    // Every line of the log is one of the daemon's, none begun by the file's name.
+    for line in log.lines() {
+        assert!(
+            line.starts_with('['),
+            "a line the name forged: {line:?}\n{log}"
+        );
+    }
+    assert!(log.contains(&format!("processed {escaped} ")), "{log}");
+}

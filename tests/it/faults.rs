@@ -232,3 +232,90 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
         [["1"]]
     );
 }
+
+/// Whether process `pid` has `path` open (by /proc/PID/fd).
+fn has_open(pid: i32, path: &Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(Result::ok)
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
+        })
+        .unwrap_or(false)
+}
+
+/// 20,000 events of one flight family at revision `revision`: each rewrite of the
+/// file updates every row.
+fn version(revision: i64) -> String {
+    let mut text = String::new();
+    for i in 0..20_000 {
+        text.push_str(&event(
+            &format!("RW{i:05}"),
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            Some(revision),
+            &format!("{{\"version\":{revision}}}"),
+        ));
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn a_file_rewritten_in_place_at_many_moments_of_its_ingest_ends_with_its_last_content() {
+    let site = Site::new();
+    let mut daemon = site.spawn(site.run_command().args(["--settle", "0ms"]));
+    daemon.wait_serving(&site);
+    let path = site.incoming().join("big.ndjson");
+    // Rewrites land at different moments: as the daemon opens the file, during its
+    // read, its apply, its commit, or after it was moved (a new file then).
+    let delays_ms = [0u64, 3, 10, 30, 60, 120, 250];
+    let last = delays_ms.len() as i64;
+    fs::write(&path, version(0)).expect("first version");
+    let canonical = fs::canonicalize(&path).expect("canonical path");
+    let pid = daemon.pid();
+    for (k, delay) in delays_ms.iter().enumerate() {
+        daemon.wait(
+            Duration::from_secs(30),
+            "the daemon to open the file",
+            || has_open(pid, &canonical) || !path.exists(),
+        );
+        std::thread::sleep(Duration::from_millis(*delay));
+        fs::write(&path, version(k as i64 + 1)).expect("rewrite in place");
+    }
+    daemon.wait(Duration::from_secs(60), "incoming/ empty", || {
+        site.waiting().is_empty()
+    });
+    let digests: Vec<String> = query(&site.db, "SELECT batch_digest FROM ingest_inbox")
+        .into_iter()
+        .map(|row| row[0].clone())
+        .collect();
+    for name in site.archived() {
+        let bytes = fs::read(site.archive().join(&name)).expect("archived file");
+        assert!(
+            digests.contains(&sha256_hex(&bytes)),
+            "archive/{name} holds bytes whose digest is not in the inbox"
+        );
+    }
+    let log = site.log();
+    let changed = log.matches("changed while it was ingested").count();
+    eprintln!(
+        "{changed} of {} rewrites caught during an ingest",
+        delays_ms.len()
+    );
+    let final_content = version(last);
+    assert!(
+        digests.contains(&sha256_hex(&final_content)),
+        "the last content is ingested"
+    );
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT DISTINCT source_revision, payload FROM duty_event"
+        ),
+        [[last.to_string(), format!("{{\"version\":{last}}}")]]
+    );
+    assert_eq!(
+        query(&site.db, "SELECT count(*) FROM duty_event"),
+        [["20000"]]
+    );
+}
