@@ -128,6 +128,11 @@ pub struct Options {
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
+    /// Run only these sections (by number: 0 to 9, M; repeatable or comma-separated),
+    /// e.g. `--only 8,9` for the idle daemon and the backlog, which need no generated
+    /// batch files. The other sections are left out of the table.
+    #[arg(long, value_delimiter = ',', value_name = "SECTION")]
+    pub only: Vec<String>,
     /// How often the re-drop and the SHA-256 pass are repeated; the median counts.
     #[arg(long, default_value_t = 3, value_name = "COUNT")]
     pub repeat: u32,
