@@ -522,6 +522,18 @@ const EDGE_CASES: &[(&str, Expect)] = &[
         r#"{"flight_id":"E27~!","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
         Expect::Stored("E27~!|x|2026-01-01T00:00:00Z|0|{}"),
     ),
+    (
+        r#"{"flight_id":"E28","event_kind":"x","instant_utc":"9999-12-31T23:59:59.999999999Z"}"#,
+        Expect::Stored("E28|x|9999-12-31T23:59:59.999999999Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E29","event_kind":"x","instant_utc":"0000-12-31T23:30:00-01:00"}"#,
+        Expect::Stored("E29|x|0001-01-01T00:30:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E30","event_kind":"x","instant_utc":"9999-12-31T00:00:00-23:59"}"#,
+        Expect::Stored("E30|x|9999-12-31T23:59:00Z|0|{}"),
+    ),
 ];
 
 #[test]
