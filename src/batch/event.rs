@@ -463,20 +463,33 @@ impl Event {
         Ok(event)
     }
 
-    /// Parses and validates the text of one event (an NDJSON line). `depth_max` is
-    /// how many levels may nest inside it, the event object being level 1.
+    /// Parses and validates the text of one event on its own; a problem's place is
+    /// given as a byte offset into `text`. `depth_max` is how many levels may nest
+    /// inside it, the event object being level 1. (The batch reader gives places in
+    /// the file instead, see `batch::parse_event`.)
     pub fn parse(text: &str, depth_max: usize) -> Result<Event, Invalid> {
         match json::parse(text, depth_max) {
             Ok(parsed) => Event::from_parsed(parsed),
-            Err(json::JsonError::TooDeep) => Err(invalid(
-                InvalidReason::TooDeep,
-                "the event nests deeper than 128 levels".to_owned(),
-            )),
-            Err(error) => Err(invalid(
-                InvalidReason::NotJson,
-                format!("the event is not JSON: {error}"),
+            Err(error) => Err(not_parsed(
+                &error,
+                &format!("byte {} of the event", error.offset()),
             )),
         }
+    }
+}
+
+/// The invalid event for a text that `json::parse` refused; `at` says where, in
+/// words (`line 3, character 5 (byte offset 80)`).
+pub fn not_parsed(error: &json::JsonError, at: &str) -> Invalid {
+    match error {
+        json::JsonError::TooDeep { .. } => invalid(
+            InvalidReason::TooDeep,
+            format!("the event nests arrays and objects deeper than 128 levels at {at}"),
+        ),
+        error => invalid(
+            InvalidReason::NotJson,
+            format!("the event is not JSON at {at}: {}", error.message()),
+        ),
     }
 }
 
@@ -704,7 +717,7 @@ mod tests {
             "offset",
         );
         check_invalid("[1,2]", NotObject, "an array");
-        check_invalid("{\"flight_id\": ", NotJson, "ends early");
+        check_invalid("{\"flight_id\": ", NotJson, "ends before");
         check_invalid(
             &format!(
                 "{{{base},\"payload\":{}1{}}}",
