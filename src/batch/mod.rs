@@ -246,7 +246,13 @@ fn parse_event(raw: &str, depth_max: usize, start: Position) -> Result<Event, In
     match json::parse(raw, depth_max) {
         Ok(parsed) => Event::from_parsed(parsed),
         Err(error) => {
-            let at = start.advance(&raw[..error.offset()]);
+            // Offsets fall on characters (errors stand at ASCII bytes or a lead
+            // byte); flooring keeps a surprise from becoming a panic.
+            let offset = (0..=error.offset().min(raw.len()))
+                .rev()
+                .find(|&i| raw.is_char_boundary(i))
+                .unwrap_or(0);
+            let at = start.advance(&raw[..offset]);
             Err(event::not_parsed(&error, &at.to_string()))
         }
     }

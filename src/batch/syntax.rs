@@ -553,3 +553,105 @@ pub fn check(
     let end = syntax.position();
     syntax.finish().map_err(|place| Ok((place, end)))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The machine against the recursive parser of `json`, on every input: both
+    //! must agree on complete, cut short and broken, whatever the chunking.
+
+    use super::*;
+    use crate::batch::json::{self, JsonError};
+    use proptest::prelude::*;
+
+    #[derive(Debug, PartialEq, Eq)]
+    enum Verdict {
+        Complete,
+        Prefix,
+        Broken(u64),
+    }
+
+    /// The machine's verdict, fed `chunk` bytes at a time.
+    fn machine(bytes: &[u8], chunk: usize) -> Verdict {
+        let mut syntax = Syntax::new(Position::start(0), 128, 3);
+        for piece in bytes.chunks(chunk) {
+            let mut rest = piece;
+            while !rest.is_empty() {
+                match syntax.feed(rest) {
+                    Ok((used, _)) => rest = &rest[used..],
+                    Err(error) => return Verdict::Broken(error.at.byte),
+                }
+            }
+        }
+        match syntax.finish() {
+            Ok(()) => Verdict::Complete,
+            Err(_) => Verdict::Prefix,
+        }
+    }
+
+    /// The recursive parser's verdict. A lone surrogate is grammatical JSON, which
+    /// the parser refuses as no text: the generator's only one is made a character.
+    fn parser(text: &str) -> Verdict {
+        match json::parse(&text.replace("\\ud800", "\\u0800"), usize::MAX) {
+            Ok(_) => Verdict::Complete,
+            Err(JsonError::Eof { .. }) => Verdict::Prefix,
+            Err(error) => Verdict::Broken(error.offset() as u64),
+        }
+    }
+
+    fn jsonish() -> impl Strategy<Value = String> {
+        let pieces = prop::sample::select(vec![
+            "{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "\\ud800", "\\n", "a", "0", "-", "1",
+            ".", "e", "+", "E", "tru", "e", "null", "f", "als", " ", "\n", "\t", "é", "\u{1}",
+            "\"k\":", "\"v\"", "x",
+        ]);
+        prop::collection::vec(pieces, 0..40).prop_map(|parts| parts.concat())
+    }
+
+    #[test]
+    fn agrees_on_examples() {
+        let cases = [
+            ("", Verdict::Prefix),
+            ("  ", Verdict::Prefix),
+            ("12", Verdict::Complete),
+            ("-", Verdict::Prefix),
+            ("[1,2]", Verdict::Complete),
+            ("[1,2", Verdict::Prefix),
+            ("[1}", Verdict::Broken(2)),
+            (r#"{"a":"x"y"#, Verdict::Broken(8)),
+            ("{\"a\":1} x", Verdict::Broken(8)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(machine(text.as_bytes(), 1 << 16), want, "{text:?}");
+            assert_eq!(parser(text), want, "{text:?}");
+        }
+        // The grammar allows a lone surrogate; what it means is the parser's call.
+        assert_eq!(machine(br#"["\ud800"]"#, 3), Verdict::Complete);
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        let text = "[\n \"é\u{1f600}\",\n  x]";
+        let mut syntax = Syntax::new(Position::start(3), 128, 0);
+        let error = syntax.feed(text.as_bytes()).expect_err("x is no value");
+        assert_eq!(
+            error.at,
+            Position {
+                line: 3,
+                column: 3,
+                byte: 3 + text.find('x').expect("x") as u64
+            }
+        );
+        assert_eq!(
+            error.at.to_string(),
+            format!("line 3, character 3 (byte offset {})", error.at.byte)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_the_parser_in_any_chunks(text in jsonish(), chunk in 1usize..8) {
+            let want = parser(&text);
+            prop_assert_eq!(machine(text.as_bytes(), chunk), want);
+        }
+    }
+}
