@@ -139,7 +139,10 @@ impl<R: BufRead> JsonReader<R> {
                     ),
                 ));
             }
+            // Once the file is known bad (too deep, say), the mark that came with
+            // the news is not acted on either.
             if let Some(mark) = mark
+                && self.problem.is_none()
                 && let Some(record) = self.on_mark(mark, last)?
             {
                 return Ok(Some(record));

@@ -2,6 +2,27 @@
 //! batches as a stream (memory does not grow with the number of events), validates
 //! every event and decides whole-file rejections. Does no I/O of its own: it reads
 //! whatever `BufRead` it is given.
+//!
+//! `syntax` decides, from JSON syntax alone, whether a file (or an NDJSON file's
+//! unterminated last line) is complete, still arriving (a proper prefix of some JSON
+//! text) or never JSON; `document` reads `.json`, `ndjson` the line formats; `json`
+//! parses one value in memory; `event` holds the field rules.
+//!
+//! Choices made where the contract is silent:
+//! - A `.json` file of whitespace alone (after an optional byte-order mark) is
+//!   `empty`, like a 0-byte file: it may still be arriving, and says so.
+//! - An escaped lone surrogate in a top-level key or field (`batch_id`) makes the
+//!   file `bad_shape`: the file is JSON by the grammar, but the field is no text.
+//! - Places in details are `line L, character C (byte offset B)`: lines and
+//!   characters count from 1 (a byte-order mark is no character), the byte offset
+//!   from 0 at the first byte of the file.
+//! - A `.json` file's first problem with what it holds (`bad_shape`, `too_deep`) is
+//!   reported only once the whole file is JSON; a syntax error after it wins, as
+//!   does the file being still cut.
+//! - Any one value of a `.json` file (an event, a top-level key or field) is held
+//!   up to `--event-bytes-max`; an NDJSON line likewise. Brackets are followed one
+//!   bit a level up to `syntax::NESTING_FOLLOWED_MAX` levels, beyond which a file
+//!   is `too_deep` at once.
 
 mod document;
 pub mod event;

@@ -974,3 +974,26 @@ fn huge_values_are_never_held_whole() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn an_event_too_deep_yields_no_record_before_the_rejection() {
+    let deep = format!(
+        r#"{{"flight_id":"A9","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{{"a":{}1{}}}}}"#,
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    let text = format!("{{\"events\":[{E1},{deep},{E2}]}}");
+    let mut reader = BatchReader::new(Format::Json, text.as_bytes(), Limits::default());
+    assert!(reader.next_record().expect("E1").is_some());
+    match reader.next_record() {
+        Err(ReadError::Rejected(rejection)) => {
+            assert_eq!(
+                rejection.reason,
+                RejectReason::TooDeep,
+                "{}",
+                rejection.detail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
