@@ -60,6 +60,8 @@ pub struct JsonReader<R> {
     capture: Capture,
     capturing: Option<Part>,
     index: u64,
+    /// The size of the last event, with some room to spare (see `begin`).
+    last_event_bytes: usize,
     seen: HashSet<String>,
     /// The top-level key whose value comes next.
     key: String,
@@ -94,6 +96,7 @@ impl<R: BufRead> JsonReader<R> {
             capture: Capture::new(Position::start(0)),
             capturing: None,
             index: 0,
+            last_event_bytes: 0,
             seen: HashSet::new(),
             key: String::new(),
             in_events: false,
@@ -209,6 +212,12 @@ impl<R: BufRead> JsonReader<R> {
     fn begin(&mut self, part: Part, first: u8) {
         self.capturing = Some(part);
         self.capture = Capture::new(self.syntax.last_position());
+        if part == Part::Event {
+            // Events of one file tend to be of one size: room for the last one's
+            // bytes saves growing the buffer step by step for each.
+            let hint = self.last_event_bytes.min(self.limits.event_bytes_max);
+            self.capture.bytes.reserve_exact(hint);
+        }
         self.capture.extend(&[first], self.limits.event_bytes_max);
     }
 
@@ -337,6 +346,7 @@ impl<R: BufRead> JsonReader<R> {
         let capture = self.take_capture();
         let limits = self.limits;
         let start = capture.start;
+        self.last_event_bytes = capture.bytes.len() + capture.bytes.len() / 8;
         let (raw, event) = if capture.size > limits.event_bytes_max as u64 {
             let raw = text_prefix(capture.bytes, limits.event_bytes_max, start.byte)?;
             (raw, Err(too_large(capture.size, limits)))

@@ -21,6 +21,8 @@ pub struct NdjsonReader<R> {
     /// The 1-based number of the next line.
     line_number: u64,
     index: u64,
+    /// The size of the last line, with some room to spare (see `read_line`).
+    last_line_bytes: usize,
     started: bool,
 }
 
@@ -110,6 +112,7 @@ impl<R: BufRead> NdjsonReader<R> {
             offset: 0,
             line_number: 1,
             index: 0,
+            last_line_bytes: 0,
             started: false,
         }
     }
@@ -195,6 +198,10 @@ impl<R: BufRead> NdjsonReader<R> {
     fn read_line(&mut self) -> io::Result<Option<Line>> {
         self.line.clear();
         let limit = self.limits.event_bytes_max;
+        // The last line moved into its record: room for one of its size saves
+        // growing the buffer step by step for each line.
+        self.line
+            .reserve_exact(self.last_line_bytes.min(limit.saturating_add(2)));
         // Room for a line of `limit` bytes and its "\r\n"; a line that fills it
         // without a newline is longer than the limit.
         let room = limit.saturating_add(2);
@@ -204,6 +211,7 @@ impl<R: BufRead> NdjsonReader<R> {
         if read == 0 {
             return Ok(None);
         }
+        self.last_line_bytes = read + read / 8;
         let line_start = Position {
             line: self.line_number,
             column: 1,

@@ -178,10 +178,20 @@ fn is_whitespace(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// The bytes of a run that continue a UTF-8 character (10xxxxxx).
-fn continuation_bytes(run: &[u8]) -> u64 {
-    run.iter().filter(|&&b| (b as i8) < -64).count() as u64
-}
+/// The bytes that end a run of plain string content: the quote, the backslash and
+/// the control characters. (A byte `(b as i8) < -64` is 10xxxxxx, one that continues
+/// a UTF-8 character.)
+static ENDS_STRING_RUN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 impl Syntax {
     /// A machine for a text that begins a line of its file at `start` (after a
@@ -271,13 +281,19 @@ impl Syntax {
             let byte = input[*i];
             match self.state {
                 State::String(text) => {
-                    let rest = &input[*i..];
-                    let run = rest
-                        .iter()
-                        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                        .unwrap_or(rest.len());
-                    self.continuation += continuation_bytes(&rest[..run]);
-                    *i += run;
+                    // Most bytes of a batch are inside strings: one pass over the
+                    // run finds its end and counts its non-first UTF-8 bytes.
+                    let mut end = *i;
+                    let mut continuation = 0;
+                    while let Some(&b) = input.get(end) {
+                        if ENDS_STRING_RUN[b as usize] {
+                            break;
+                        }
+                        continuation += u64::from((b as i8) < -64);
+                        end += 1;
+                    }
+                    self.continuation += continuation;
+                    *i = end;
                     match input.get(*i) {
                         None => break,
                         Some(b'"') => {
