@@ -1633,6 +1633,18 @@ fn an_event_over_event_bytes_max_is_quarantined_too_large_and_the_rest_processed
         let line = other.processed(name, &content);
         assert_eq!(counts(&line), [3, 3, 0, 0, 0, 0, 0], "{name}");
     }
+    // The same limit bounds any one value of a .json file: a batch_id over it
+    // rejects the file as bad_shape.
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[duty_start(1, "{}")]));
+    let long_id = format!("{{\"batch_id\":\"{}\",\"events\":[]}}", "B".repeat(5000));
+    check_rejected(
+        &site,
+        "long-id.json",
+        long_id.as_bytes(),
+        &["--event-bytes-max", "1000"],
+        "bad_shape",
+    );
 }
 
 fn landing_event() -> String {
