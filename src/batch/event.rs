@@ -196,28 +196,99 @@ fn parse_rfc3339(text: &str) -> Result<String, String> {
     if second == 60 {
         return Err("is a leap second, which UTC instants here cannot hold".to_owned());
     }
-    let local = jiff::civil::DateTime::new(
-        year as i16,
-        month as i8,
-        day as i8,
-        hour as i8,
-        minute as i8,
-        second as i8,
-        nanos,
-    )
-    .map_err(|_| "is not a real date and time".to_owned())?;
-    if year == 0 {
-        return Err("is outside the years 0001 to 9999".to_owned());
+    let real = (1..=12).contains(&month)
+        && (1..=days_in_month(year, month)).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 59;
+    if !real {
+        return Err("is not a real date and time".to_owned());
     }
-    let offset = jiff::tz::Offset::from_seconds(offset_seconds).expect("offset within ±23:59");
-    let utc = offset
-        .to_timestamp(local)
-        .map(|ts| jiff::tz::Offset::UTC.to_datetime(ts))
-        .map_err(|_| "is outside the years 0001 to 9999".to_owned())?;
-    if !(1..=9999).contains(&utc.year()) {
+    // Whole seconds since 1970 in integers of our own: jiff's Timestamp stops a day
+    // short of 9999-12-31 and would refuse late instants that are still in range.
+    let local_seconds = days_from_civil(i64::from(year), month, day) * 86_400
+        + i64::from(hour * 3600 + minute * 60 + second);
+    let utc_seconds = local_seconds - i64::from(offset_seconds);
+    if !(UTC_SECONDS_MIN..=UTC_SECONDS_MAX).contains(&utc_seconds) {
         return Err("is outside the years 0001 to 9999 once converted to UTC".to_owned());
     }
-    Ok(format_utc(utc))
+    Ok(format_utc_seconds(utc_seconds, nanos))
+}
+
+/// 0001-01-01T00:00:00Z, in seconds since 1970-01-01T00:00:00Z.
+const UTC_SECONDS_MIN: i64 = -62_135_596_800;
+/// 9999-12-31T23:59:59Z, in seconds since 1970-01-01T00:00:00Z (any fraction of
+/// that last second is in range too).
+const UTC_SECONDS_MAX: i64 = 253_402_300_799;
+
+fn is_leap_year(year: i32) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+/// The days of `month` (1–12) in `year` of the proleptic Gregorian calendar.
+fn days_in_month(year: i32, month: i32) -> i32 {
+    match month {
+        2 if is_leap_year(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard
+/// Hinnant's `days_from_civil`, exact for every year, 0 and negative ones included).
+fn days_from_civil(year: i64, month: i32, day: i32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_from_march = i64::from((month + 9) % 12);
+    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date (year, month, day) of a count of days from 1970-01-01, the inverse of
+/// `days_from_civil` (Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The canonical text of an instant given as seconds since 1970 (UTC) and nanoseconds.
+fn format_utc_seconds(seconds: i64, nanos: i32) -> String {
+    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+    let of_day = seconds.rem_euclid(86_400);
+    let mut out = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60
+    );
+    push_fraction(nanos, &mut out);
+    out.push('Z');
+    out
+}
+
+/// `.fraction` without trailing zeros, or nothing when `nanos` is zero.
+fn push_fraction(nanos: i32, out: &mut String) {
+    if nanos != 0 {
+        let fraction = format!("{nanos:09}");
+        out.push('.');
+        out.push_str(fraction.trim_end_matches('0'));
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, the fraction only when not zero and without
@@ -232,12 +303,7 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
         utc.minute(),
         utc.second()
     );
-    let nanos = utc.subsec_nanosecond();
-    if nanos != 0 {
-        let fraction = format!("{nanos:09}");
-        out.push('.');
-        out.push_str(fraction.trim_end_matches('0'));
-    }
+    push_fraction(utc.subsec_nanosecond(), &mut out);
     out.push('Z');
     out
 }
@@ -397,20 +463,33 @@ impl Event {
         Ok(event)
     }
 
-    /// Parses and validates the text of one event (an NDJSON line). `depth_max` is
-    /// how many levels may nest inside it, the event object being level 1.
+    /// Parses and validates the text of one event on its own; a problem's place is
+    /// given as a byte offset into `text`. `depth_max` is how many levels may nest
+    /// inside it, the event object being level 1. (The batch reader gives places in
+    /// the file instead, see `batch::parse_event`.)
     pub fn parse(text: &str, depth_max: usize) -> Result<Event, Invalid> {
         match json::parse(text, depth_max) {
             Ok(parsed) => Event::from_parsed(parsed),
-            Err(json::JsonError::TooDeep) => Err(invalid(
-                InvalidReason::TooDeep,
-                "the event nests deeper than 128 levels".to_owned(),
-            )),
-            Err(error) => Err(invalid(
-                InvalidReason::NotJson,
-                format!("the event is not JSON: {error}"),
+            Err(error) => Err(not_parsed(
+                &error,
+                &format!("byte {} of the event", error.offset()),
             )),
         }
+    }
+}
+
+/// The invalid event for a text that `json::parse` refused; `at` says where, in
+/// words (`line 3, character 5 (byte offset 80)`).
+pub fn not_parsed(error: &json::JsonError, at: &str) -> Invalid {
+    match error {
+        json::JsonError::TooDeep { .. } => invalid(
+            InvalidReason::TooDeep,
+            format!("the event nests arrays and objects deeper than 128 levels at {at}"),
+        ),
+        error => invalid(
+            InvalidReason::NotJson,
+            format!("the event is not JSON at {at}: {}", error.message()),
+        ),
     }
 }
 
@@ -456,6 +535,81 @@ mod tests {
         check_instant("2026-11-29T10:05:00+01", Err("not an RFC 3339 instant"));
         check_instant("2026-11-29T10:05:00+24:00", Err("beyond"));
         check_instant("2026-11-29T10:05:00.Z", Err("not an RFC 3339 instant"));
+    }
+
+    /// The first and last UTC instants of years 0001–9999, spelled with every sign of
+    /// offset, and one step past each end.
+    #[test]
+    fn instants_over_the_whole_range() {
+        let first = Ok("0001-01-01T00:00:00Z");
+        check_instant("0001-01-01T00:00:00Z", first);
+        check_instant("0001-01-01T00:00:00z", first);
+        check_instant("0001-01-01T00:00:00-00:00", first);
+        check_instant("0001-01-01T00:00:00+00:00", first);
+        check_instant("0001-01-01T01:00:00+01:00", first);
+        check_instant("0001-01-01T23:59:00+23:59", first);
+        check_instant("0000-12-31T23:00:00-01:00", first);
+        check_instant("0000-12-31T00:01:00-23:59", first);
+        check_instant("0000-12-31T23:30:00-01:00", Ok("0001-01-01T00:30:00Z"));
+        check_instant("0000-02-29T12:00:00-23:59", Err("outside the years"));
+        let last = Ok("9999-12-31T23:59:59.999999999Z");
+        check_instant("9999-12-31T23:59:59.999999999Z", last);
+        check_instant("9999-12-31T23:59:59.999999999-00:00", last);
+        check_instant("9999-12-31T23:59:59.999999999+00:00", last);
+        check_instant("9999-12-31T22:59:59.999999999-01:00", last);
+        check_instant("9999-12-31T00:00:59.999999999-23:59", last);
+        check_instant(
+            "10000-01-01T00:59:59.999999999+01:00",
+            Err("not an RFC 3339"),
+        );
+        check_instant("9999-12-31T23:59:59Z", Ok("9999-12-31T23:59:59Z"));
+        check_instant("9999-12-30T22:00:01Z", Ok("9999-12-30T22:00:01Z"));
+        check_instant("9999-12-31T23:59:59+23:59", Ok("9999-12-31T00:00:59Z"));
+        // One past each end.
+        check_instant("0000-12-31T23:59:59.999999999Z", Err("outside the years"));
+        check_instant("0000-12-31T23:59:59-00:00", Err("outside the years"));
+        check_instant("0001-01-01T00:00:00+00:01", Err("outside the years"));
+        check_instant("0001-01-01T00:59:59+01:00", Err("outside the years"));
+        check_instant("0000-12-31T22:59:59-01:00", Err("outside the years"));
+        check_instant("9999-12-31T23:59:59-00:01", Err("outside the years"));
+        check_instant("9999-12-31T23:00:00-01:00", Err("outside the years"));
+        check_instant("9999-12-31T00:01:00-23:59", Err("outside the years"));
+        // Leap years and the validation the range change must keep.
+        check_instant("2000-02-29T00:00:00Z", Ok("2000-02-29T00:00:00Z"));
+        check_instant("1900-02-29T00:00:00Z", Err("not a real date"));
+        check_instant("2026-13-01T00:00:00Z", Err("not a real date"));
+        check_instant("2026-04-31T00:00:00Z", Err("not a real date"));
+        check_instant("2026-01-01T24:00:00Z", Err("not a real date"));
+        check_instant("2026-01-01T23:60:00Z", Err("not a real date"));
+        check_instant("2026-01-00T00:00:00Z", Err("not a real date"));
+        check_instant("1970-01-01T00:00:00+23:59", Ok("1969-12-31T00:01:00Z"));
+        check_instant("2026-11-29T10:05:00.5+05:30", Ok("2026-11-29T04:35:00.5Z"));
+    }
+
+    /// Every day of a few centuries round-trips through the calendar arithmetic.
+    #[test]
+    fn civil_days_round_trip() {
+        let mut days = days_from_civil(1, 1, 1);
+        assert_eq!(days * 86_400, UTC_SECONDS_MIN);
+        assert_eq!(
+            days_from_civil(9999, 12, 31) * 86_400 + 86_399,
+            UTC_SECONDS_MAX
+        );
+        for year in [
+            0, 1, 2, 1899, 1900, 1969, 1970, 2000, 2024, 2100, 9998, 9999,
+        ] {
+            for month in 1..=12 {
+                for day in 1..=days_in_month(year, month) {
+                    let count = days_from_civil(i64::from(year), month, day);
+                    let back = civil_from_days(count);
+                    assert_eq!(back, (i64::from(year), i64::from(month), i64::from(day)));
+                    if year > 0 {
+                        days = count;
+                    }
+                }
+            }
+        }
+        assert_eq!(days, days_from_civil(9999, 12, 31));
     }
 
     #[test]
@@ -563,7 +717,7 @@ mod tests {
             "offset",
         );
         check_invalid("[1,2]", NotObject, "an array");
-        check_invalid("{\"flight_id\": ", NotJson, "ends early");
+        check_invalid("{\"flight_id\": ", NotJson, "ends before");
         check_invalid(
             &format!(
                 "{{{base},\"payload\":{}1{}}}",

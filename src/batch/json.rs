@@ -33,27 +33,51 @@ impl Value {
     }
 }
 
-/// Why a text is not one JSON value.
+/// Why a text is not one JSON value; each offset is in bytes from the start of the
+/// text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JsonError {
     /// The text ends before the value does.
-    Eof,
-    /// The text breaks JSON's grammar at `offset` (bytes).
+    Eof { offset: usize },
+    /// The text breaks JSON's grammar.
     Syntax {
         offset: usize,
         message: &'static str,
     },
     /// Objects and arrays nest deeper than allowed.
-    TooDeep,
+    TooDeep { offset: usize },
+    /// A `\u` escape is half of a surrogate pair without its other half: the
+    /// grammar allows it, but it is no character, so the string cannot be text.
+    LoneSurrogate { offset: usize },
+}
+
+impl JsonError {
+    /// Where in the text the problem stands.
+    pub fn offset(&self) -> usize {
+        match *self {
+            JsonError::Eof { offset }
+            | JsonError::Syntax { offset, .. }
+            | JsonError::TooDeep { offset }
+            | JsonError::LoneSurrogate { offset } => offset,
+        }
+    }
+
+    /// What is wrong, as the end of a sentence.
+    pub fn message(&self) -> &'static str {
+        match self {
+            JsonError::Eof { .. } => "the text ends before the JSON value does",
+            JsonError::Syntax { message, .. } => message,
+            JsonError::TooDeep { .. } => "arrays and objects nest deeper than 128 levels",
+            JsonError::LoneSurrogate { .. } => {
+                "a \\u escape is half of a surrogate pair without the other half, which is no character"
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for JsonError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            JsonError::Eof => write!(f, "the JSON text ends early"),
-            JsonError::Syntax { offset, message } => write!(f, "{message} at byte {offset}"),
-            JsonError::TooDeep => write!(f, "nested deeper than 128 levels"),
-        }
+        write!(f, "{} at byte {}", self.message(), self.offset())
     }
 }
 
@@ -95,9 +119,15 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
+    fn eof(&self) -> JsonError {
+        JsonError::Eof {
+            offset: self.bytes.len(),
+        }
+    }
+
     fn syntax(&self, message: &'static str) -> JsonError {
         if self.pos >= self.bytes.len() {
-            JsonError::Eof
+            self.eof()
         } else {
             JsonError::Syntax {
                 offset: self.pos,
@@ -128,7 +158,7 @@ impl Parser<'_> {
     /// `path` names the object being read, for duplicate reports.
     fn value(&mut self, depth: usize, path: &mut String) -> Result<Value, JsonError> {
         match self.peek() {
-            None => Err(JsonError::Eof),
+            None => Err(self.eof()),
             Some(b'{') => self.object(depth + 1, path),
             Some(b'[') => self.array(depth + 1, path),
             Some(b'"') => Ok(Value::String(self.string()?)),
@@ -202,7 +232,7 @@ impl Parser<'_> {
             // is whole characters.
             out.push_str(std::str::from_utf8(&self.bytes[run_start..self.pos]).expect("utf-8"));
             match self.peek() {
-                None => return Err(JsonError::Eof),
+                None => return Err(self.eof()),
                 Some(b'"') => {
                     self.pos += 1;
                     return Ok(out);
@@ -218,7 +248,7 @@ impl Parser<'_> {
 
     fn escape(&mut self, out: &mut String) -> Result<(), JsonError> {
         let Some(b) = self.peek() else {
-            return Err(JsonError::Eof);
+            return Err(self.eof());
         };
         self.pos += 1;
         let c = match b {
@@ -241,27 +271,31 @@ impl Parser<'_> {
     }
 
     fn unicode_escape(&mut self, out: &mut String) -> Result<(), JsonError> {
+        let escape_at = self.pos - 2; // the backslash
+        let lone = JsonError::LoneSurrogate { offset: escape_at };
         let first = self.hex4()?;
         let code = if (0xD800..0xDC00).contains(&first) {
             if self.peek().is_none() {
-                return Err(JsonError::Eof);
+                return Err(self.eof());
             }
-            if self.bytes[self.pos..].starts_with(b"\\u") {
-                self.pos += 2;
-                let second = self.hex4()?;
-                if !(0xDC00..0xE000).contains(&second) {
-                    return Err(self.syntax("unpaired surrogate in a string"));
-                }
-                0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-            } else {
-                return Err(self.syntax("unpaired surrogate in a string"));
+            if !self.bytes[self.pos..].starts_with(b"\\u") {
+                return Err(lone);
             }
+            self.pos += 2;
+            let second = self.hex4()?;
+            if !(0xDC00..0xE000).contains(&second) {
+                return Err(lone);
+            }
+            0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
         } else if (0xDC00..0xE000).contains(&first) {
-            return Err(self.syntax("unpaired surrogate in a string"));
+            return Err(lone);
         } else {
             first
         };
-        out.push(char::from_u32(code).expect("a valid scalar value"));
+        match char::from_u32(code) {
+            Some(c) => out.push(c),
+            None => return Err(lone),
+        }
         Ok(())
     }
 
@@ -269,7 +303,7 @@ impl Parser<'_> {
         let mut code = 0;
         for _ in 0..4 {
             let digit = match self.peek() {
-                None => return Err(JsonError::Eof),
+                None => return Err(self.eof()),
                 Some(b) => (b as char).to_digit(16),
             };
             let Some(digit) = digit else {
@@ -283,7 +317,7 @@ impl Parser<'_> {
 
     fn array(&mut self, depth: usize, path: &mut String) -> Result<Value, JsonError> {
         if depth > self.depth_max {
-            return Err(JsonError::TooDeep);
+            return Err(JsonError::TooDeep { offset: self.pos });
         }
         self.pos += 1;
         let mut items = Vec::new();
@@ -309,7 +343,7 @@ impl Parser<'_> {
 
     fn object(&mut self, depth: usize, path: &mut String) -> Result<Value, JsonError> {
         if depth > self.depth_max {
-            return Err(JsonError::TooDeep);
+            return Err(JsonError::TooDeep { offset: self.pos });
         }
         self.pos += 1;
         let mut members: Vec<(String, Value)> = Vec::new();
@@ -468,11 +502,18 @@ mod tests {
 
     #[test]
     fn errors() {
-        let cases: [(&str, JsonError); 6] = [
-            ("{\"a\": 1", JsonError::Eof),
-            ("{\"a\": \"x", JsonError::Eof),
-            ("[1, 2", JsonError::Eof),
-            ("", JsonError::Eof),
+        let cases: [(&str, JsonError); 10] = [
+            ("{\"a\": 1", JsonError::Eof { offset: 7 }),
+            ("{\"a\": \"x", JsonError::Eof { offset: 8 }),
+            ("[1, 2", JsonError::Eof { offset: 5 }),
+            ("", JsonError::Eof { offset: 0 }),
+            ("[\"\\ud800\"]", JsonError::LoneSurrogate { offset: 2 }),
+            ("[\"ab\\udc00\"]", JsonError::LoneSurrogate { offset: 4 }),
+            (
+                "[\"\\ud800\\u0041\"]",
+                JsonError::LoneSurrogate { offset: 2 },
+            ),
+            ("[\"\\ud800\\n\"]", JsonError::LoneSurrogate { offset: 2 }),
             (
                 "{\"a\": 01}",
                 JsonError::Syntax {
@@ -497,7 +538,10 @@ mod tests {
     fn depth_is_counted_in_levels() {
         let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(parse(&nested(128), 128).is_ok());
-        assert_eq!(parse(&nested(129), 128).unwrap_err(), JsonError::TooDeep);
+        assert_eq!(
+            parse(&nested(129), 128).unwrap_err(),
+            JsonError::TooDeep { offset: 128 }
+        );
     }
 
     #[test]

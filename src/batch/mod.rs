@@ -2,20 +2,43 @@
 //! batches as a stream (memory does not grow with the number of events), validates
 //! every event and decides whole-file rejections. Does no I/O of its own: it reads
 //! whatever `BufRead` it is given.
+//!
+//! `syntax` decides, from JSON syntax alone, whether a file (or an NDJSON file's
+//! unterminated last line) is complete, still arriving (a proper prefix of some JSON
+//! text) or never JSON; `document` reads `.json`, `ndjson` the line formats; `json`
+//! parses one value in memory; `event` holds the field rules.
+//!
+//! Choices made where the contract is silent:
+//! - A `.json` file of whitespace alone (after an optional byte-order mark) is
+//!   `empty`, like a 0-byte file: it may still be arriving, and says so.
+//! - An escaped lone surrogate in a top-level key or field (`batch_id`) makes the
+//!   file `bad_shape`: the file is JSON by the grammar, but the field is no text.
+//! - Places in details are `line L, character C (byte offset B)`: lines and
+//!   characters count from 1 (a byte-order mark is no character), the byte offset
+//!   from 0 at the first byte of the file.
+//! - A `.json` file's first problem with what it holds (`bad_shape`, `too_deep`) is
+//!   reported only once the whole file is JSON; a syntax error after it wins, as
+//!   does the file being still cut.
+//! - Any one value of a `.json` file (an event, a top-level key or field) is held
+//!   up to `--event-bytes-max`; an NDJSON line likewise. Brackets are followed one
+//!   bit a level up to `syntax::NESTING_FOLLOWED_MAX` levels, beyond which a file
+//!   is `too_deep` at once.
 
+mod document;
 pub mod event;
 pub mod json;
+mod ndjson;
+pub mod syntax;
 
-use std::collections::HashSet;
 use std::io::{self, BufRead};
 
+pub use document::JsonReader;
 pub use event::{Event, Invalid, InvalidReason};
+pub use ndjson::NdjsonReader;
+use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).
 pub const DEPTH_MAX: usize = 128;
-
-/// The largest top-level field other than `events` (`batch_id`, say), in bytes.
-const HEADER_FIELD_BYTES_MAX: usize = 1 << 20;
 
 /// The two batch formats, chosen by extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +164,9 @@ impl Default for Limits {
 }
 
 /// Reads the records of one batch file, one at a time.
+// One reader per file, on the reader thread's stack: the size of the larger variant
+// costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum BatchReader<R> {
     Json(JsonReader<R>),
     Ndjson(NdjsonReader<R>),
@@ -148,10 +174,9 @@ pub enum BatchReader<R> {
 
 impl<R: BufRead> BatchReader<R> {
     pub fn new(format: Format, input: R, limits: Limits) -> BatchReader<R> {
-        let _ = limits;
         match format {
-            Format::Json => BatchReader::Json(JsonReader::new(input)),
-            Format::Ndjson => BatchReader::Ndjson(NdjsonReader::new(input)),
+            Format::Json => BatchReader::Json(JsonReader::new(input, limits)),
+            Format::Ndjson => BatchReader::Ndjson(NdjsonReader::new(input, limits)),
         }
     }
 
@@ -166,23 +191,14 @@ impl<R: BufRead> BatchReader<R> {
     /// The file-level fields; complete only after `next_record` returned `None`.
     pub fn header(&self) -> Header {
         match self {
-            BatchReader::Json(reader) => reader.header.clone(),
+            BatchReader::Json(reader) => reader.header(),
             BatchReader::Ndjson(_) => Header::default(),
         }
     }
 }
 
-fn utf8(bytes: Vec<u8>, offset: u64) -> Result<String, ReadError> {
-    String::from_utf8(bytes).map_err(|e| {
-        let at = offset + e.utf8_error().valid_up_to() as u64;
-        reject(
-            RejectReason::NotUtf8,
-            format!("the file is not UTF-8: invalid byte at offset {at}"),
-        )
-    })
-}
-
-/// Skips a UTF-8 byte-order mark at the start of `input`, if there is one.
+/// Skips a UTF-8 byte-order mark at the start of `input`, if there is one; returns
+/// how many bytes it skipped.
 fn skip_bom(input: &mut impl BufRead) -> io::Result<u64> {
     let mut bom = [0u8; 3];
     let mut seen = 0;
@@ -204,537 +220,92 @@ fn skip_bom(input: &mut impl BufRead) -> io::Result<u64> {
     Ok(seen as u64)
 }
 
-/// Reads NDJSON: one event per line, blank lines ignored, CRLF allowed.
-pub struct NdjsonReader<R> {
-    input: R,
-    line: Vec<u8>,
-    offset: u64,
-    index: u64,
-    started: bool,
+/// `bytes` as text, or the file's `not_utf8` rejection (`start` is the file offset
+/// of the first byte).
+fn utf8(bytes: Vec<u8>, start: u64) -> Result<String, ReadError> {
+    String::from_utf8(bytes).map_err(|e| not_utf8(start + e.utf8_error().valid_up_to() as u64))
 }
 
-impl<R: BufRead> NdjsonReader<R> {
-    fn new(input: R) -> NdjsonReader<R> {
-        NdjsonReader {
-            input,
-            line: Vec::new(),
-            offset: 0,
-            index: 0,
-            started: false,
-        }
-    }
+fn not_utf8(at: u64) -> ReadError {
+    reject(
+        RejectReason::NotUtf8,
+        format!("the file is not UTF-8: invalid byte at byte offset {at}"),
+    )
+}
 
-    fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
-        if !self.started {
-            self.started = true;
-            self.offset += skip_bom(&mut self.input)?;
+/// The first `max` bytes of `bytes` cut back to a character boundary, as text: the
+/// `raw` of an event that is too large.
+fn text_prefix(mut bytes: Vec<u8>, max: usize, start: u64) -> Result<String, ReadError> {
+    bytes.truncate(max);
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        // Only a character cut by the limit itself may be dropped.
+        Err(e) if e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            utf8(bytes, start)
         }
-        loop {
-            self.line.clear();
-            let read = self.input.read_until(b'\n', &mut self.line)?;
-            if read == 0 {
-                if self.index == 0 {
-                    return Err(reject(
-                        RejectReason::Empty,
-                        "the file holds no events, only blank lines",
-                    ));
-                }
-                return Ok(None);
-            }
-            let line_offset = self.offset;
-            self.offset += read as u64;
-            let complete = self.line.last() == Some(&b'\n');
-            let mut end = self.line.len();
-            if complete {
-                end -= 1;
-                if end > 0 && self.line[end - 1] == b'\r' {
-                    end -= 1;
-                }
-            }
-            self.line.truncate(end);
-            if self.line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
-                continue;
-            }
-            let raw = utf8(std::mem::take(&mut self.line), line_offset)?;
-            let event = Event::parse(&raw, DEPTH_MAX);
-            if !complete
-                && let Err(Invalid {
-                    reason: InvalidReason::NotJson,
-                    ..
-                }) = event
-            {
-                return Err(reject(
-                    RejectReason::Truncated,
-                    format!(
-                        "the last line (event {}) has no final newline and is not complete JSON",
-                        self.index
-                    ),
-                ));
-            }
-            let index = self.index;
-            self.index += 1;
-            return Ok(Some(Record { index, raw, event }));
+        Err(e) => Err(not_utf8(start + e.utf8_error().valid_up_to() as u64)),
+    }
+}
+
+/// The invalid event for a text longer than `--event-bytes-max`.
+fn too_large(size: u64, limits: Limits) -> Invalid {
+    Invalid {
+        reason: InvalidReason::TooLarge,
+        detail: format!(
+            "the event is {size} bytes, over the limit of {} bytes (--event-bytes-max); raw holds its first bytes only",
+            limits.event_bytes_max
+        ),
+    }
+}
+
+/// Parses and validates the text of one event that starts at `start` in its file,
+/// naming places in the file. `depth_max` is how many levels may nest inside it.
+fn parse_event(raw: &str, depth_max: usize, start: Position) -> Result<Event, Invalid> {
+    match json::parse(raw, depth_max) {
+        Ok(parsed) => Event::from_parsed(parsed),
+        Err(error) => {
+            // Offsets fall on characters (errors stand at ASCII bytes or a lead
+            // byte); flooring keeps a surprise from becoming a panic.
+            let offset = (0..=error.offset().min(raw.len()))
+                .rev()
+                .find(|&i| raw.is_char_boundary(i))
+                .unwrap_or(0);
+            let at = start.advance(&raw[..offset]);
+            Err(event::not_parsed(&error, &at.to_string()))
         }
     }
 }
 
-/// Where a `.json` reader stands in the top-level object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonState {
-    Start,
-    /// Inside the `events` array, before the first element.
-    EventsStart,
-    /// Inside the `events` array, after an element.
-    EventsNext,
-    Done,
-}
-
-/// Reads a `.json` batch: one object whose `events` array is streamed element by
-/// element; the other top-level fields may stand before or after it.
-pub struct JsonReader<R> {
-    input: R,
-    offset: u64,
-    state: JsonState,
-    index: u64,
-    seen: HashSet<String>,
-    event_count: Option<u64>,
-    header: Header,
-    buf: Vec<u8>,
-}
-
-impl<R: BufRead> JsonReader<R> {
-    fn new(input: R) -> JsonReader<R> {
-        JsonReader {
-            input,
-            offset: 0,
-            state: JsonState::Start,
-            index: 0,
-            seen: HashSet::new(),
-            event_count: None,
-            header: Header::default(),
-            buf: Vec::new(),
-        }
-    }
-
-    fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
-        loop {
-            match self.state {
-                JsonState::Start => {
-                    self.offset += skip_bom(&mut self.input)?;
-                    self.skip_whitespace()?;
-                    match self.peek()? {
-                        None => return Err(truncated("the file holds only whitespace")),
-                        Some(b'{') => self.bump(),
-                        Some(_) => return Err(self.classify_non_object()),
-                    }
-                    self.members(true)?;
-                }
-                JsonState::EventsStart | JsonState::EventsNext => {
-                    self.skip_whitespace()?;
-                    let first = self.state == JsonState::EventsStart;
-                    match self.peek()? {
-                        None => return Err(truncated("the file ends inside the events array")),
-                        Some(b']') => {
-                            self.bump();
-                            self.members(false)?;
-                            continue;
-                        }
-                        Some(b',') if !first => {
-                            self.bump();
-                            self.skip_whitespace()?;
-                        }
-                        Some(_) if first => {}
-                        Some(_) => return Err(self.syntax("expected ',' or ']' after an event")),
-                    }
-                    return self.element().map(Some);
-                }
-                JsonState::Done => return Ok(None),
-            }
-        }
-    }
-
-    /// Reads one element of `events` as a record.
-    fn element(&mut self) -> Result<Record, ReadError> {
-        let start = self.offset;
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        self.capture_value(&mut buf, 2)?;
-        let raw = utf8(buf, start)?;
-        // The event object is level 3 of the file: the batch object and the events
-        // array stand above it.
-        let event = match json::parse(&raw, DEPTH_MAX - 2) {
-            Ok(parsed) => Event::from_parsed(parsed),
-            Err(json::JsonError::TooDeep) => return Err(too_deep()),
-            Err(error) => {
-                return Err(reject(
-                    RejectReason::NotJson,
-                    format!("event {} (byte {start}) is not JSON: {error}", self.index),
-                ));
-            }
-        };
-        let index = self.index;
-        self.index += 1;
-        self.state = JsonState::EventsNext;
-        Ok(Record { index, raw, event })
-    }
-
-    /// Reads top-level members until the `events` array opens or the object closes.
-    /// `first` says that no member has been read yet.
-    fn members(&mut self, mut first: bool) -> Result<(), ReadError> {
-        loop {
-            self.skip_whitespace()?;
-            match self.peek()? {
-                None => return Err(truncated("the file ends inside the batch object")),
-                Some(b'}') => {
-                    self.bump();
-                    return self.finish();
-                }
-                Some(b',') if !first => {
-                    self.bump();
-                    self.skip_whitespace()?;
-                }
-                Some(_) if first => {}
-                Some(_) => return Err(self.syntax("expected ',' or '}' in the batch object")),
-            }
-            first = false;
-            let key = self.key()?;
-            if !self.seen.insert(key.clone()) {
-                return Err(reject(
-                    RejectReason::BadShape,
-                    format!("the top-level field {key:?} stands twice"),
-                ));
-            }
-            self.skip_whitespace()?;
-            match self.peek()? {
-                None => return Err(truncated("the file ends after a top-level key")),
-                Some(b':') => self.bump(),
-                Some(_) => return Err(self.syntax("expected ':' after a key")),
-            }
-            self.skip_whitespace()?;
-            if key == "events" {
-                match self.peek()? {
-                    None => return Err(truncated("the file ends before the events array")),
-                    Some(b'[') => {
-                        self.bump();
-                        self.state = JsonState::EventsStart;
-                        return Ok(());
-                    }
-                    Some(_) => {
-                        let value = self.header_value()?;
-                        let what = value.type_name();
-                        return Err(reject(
-                            RejectReason::BadShape,
-                            format!("\"events\" must be an array, not {what}"),
-                        ));
-                    }
-                }
-            }
-            let value = self.header_value()?;
-            self.header_field(&key, value)?;
-        }
-    }
-
-    fn header_field(&mut self, key: &str, value: json::Value) -> Result<(), ReadError> {
-        use json::Value;
-        match (key, value) {
-            ("batch_id", Value::Null) => {}
-            ("batch_id", Value::String(id)) => self.header.batch_id = Some(id),
-            ("batch_id", other) => {
-                return Err(bad_shape(format!(
-                    "\"batch_id\" must be a string, not {}",
-                    other.type_name()
-                )));
-            }
-            ("source_revision", value) => {
-                self.header.source_revision =
-                    event::parse_revision(&value, "the file's source_revision")
-                        .map_err(|invalid| bad_shape(invalid.detail))?;
-            }
-            ("event_count", value) => {
-                self.event_count = event::parse_revision(&value, "event_count")
-                    .map_err(|invalid| bad_shape(invalid.detail))?
-                    .map(|n| n as u64);
-            }
-            (other, _) => {
-                return Err(bad_shape(format!(
-                    "the top-level field {other:?} is not one of batch_id, source_revision, event_count, events"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// After the closing brace: only whitespace may follow, `events` must have been
-    /// present and `event_count` must match.
-    fn finish(&mut self) -> Result<(), ReadError> {
-        self.skip_whitespace()?;
-        if self.peek()?.is_some() {
-            return Err(self.syntax("unexpected text after the batch object"));
-        }
-        if !self.seen.contains("events") {
-            return Err(bad_shape("the batch object has no \"events\" array"));
-        }
-        if let Some(count) = self.event_count
-            && count != self.index
-        {
-            return Err(reject(
-                RejectReason::CountMismatch,
-                format!(
-                    "event_count says {count} but the file holds {} events",
-                    self.index
-                ),
-            ));
-        }
-        self.state = JsonState::Done;
-        Ok(())
-    }
-
-    /// Reads a top-level key (a JSON string).
-    fn key(&mut self) -> Result<String, ReadError> {
-        match self.peek()? {
-            Some(b'"') => {}
-            None => return Err(truncated("the file ends inside the batch object")),
-            Some(_) => return Err(self.syntax("expected a string key in the batch object")),
-        }
-        let value = self.header_value()?;
-        match value {
-            json::Value::String(key) => Ok(key),
-            _ => unreachable!("a value that starts with a quote is a string"),
-        }
-    }
-
-    /// Reads a small top-level value (not `events`) whole.
-    fn header_value(&mut self) -> Result<json::Value, ReadError> {
-        let start = self.offset;
-        let mut buf = Vec::new();
-        self.capture_value(&mut buf, 1)?;
-        if buf.len() > HEADER_FIELD_BYTES_MAX {
-            return Err(bad_shape(format!(
-                "a top-level field at byte {start} is over 1 MiB"
-            )));
-        }
-        let text = utf8(buf, start)?;
-        match json::parse(&text, DEPTH_MAX - 1) {
-            Ok(parsed) if parsed.duplicate.is_some() => Err(bad_shape(format!(
-                "a top-level field at byte {start} has a duplicate key {:?}",
-                parsed.duplicate.unwrap_or_default()
-            ))),
-            Ok(parsed) => Ok(parsed.value),
-            Err(json::JsonError::TooDeep) => Err(too_deep()),
-            Err(error) => Err(reject(
-                RejectReason::NotJson,
-                format!("not JSON at byte {start}: {error}"),
-            )),
-        }
-    }
-
-    /// The top-level value is not an object: a valid JSON value of another kind is
-    /// `bad_shape`, anything else `not_json` or `truncated`.
-    fn classify_non_object(&mut self) -> ReadError {
-        let mut buf = Vec::new();
-        let start = self.offset;
-        if let Err(error) = self.capture_value(&mut buf, 0) {
-            return error;
-        }
-        let text = match utf8(buf, start) {
-            Ok(text) => text,
-            Err(error) => return error,
-        };
-        match json::parse(&text, DEPTH_MAX) {
-            Ok(parsed) => {
-                if let Err(error) = self.skip_whitespace() {
-                    return error;
-                }
-                match self.peek() {
-                    Ok(None) => bad_shape(format!(
-                        "the file is {}, not a batch object",
-                        parsed.value.type_name()
-                    )),
-                    Ok(Some(_)) => self.syntax("unexpected text after the top-level value"),
-                    Err(error) => ReadError::Io(error),
-                }
-            }
-            Err(json::JsonError::Eof) => truncated("the file ends inside its JSON value"),
-            Err(json::JsonError::TooDeep) => too_deep(),
-            Err(error) => reject(
-                RejectReason::NotJson,
-                format!("the file is not JSON: {error}"),
-            ),
-        }
-    }
-
-    fn peek(&mut self) -> io::Result<Option<u8>> {
-        Ok(self.input.fill_buf()?.first().copied())
-    }
-
-    fn bump(&mut self) {
-        self.input.consume(1);
-        self.offset += 1;
-    }
-
-    fn syntax(&self, message: &str) -> ReadError {
-        reject(
-            RejectReason::NotJson,
-            format!("the file is not JSON: {message} at byte {}", self.offset),
-        )
-    }
-
-    fn skip_whitespace(&mut self) -> Result<(), ReadError> {
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(());
-            }
-            let n = buf
-                .iter()
-                .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-                .count();
-            let all = n == buf.len();
-            self.input.consume(n);
-            self.offset += n as u64;
-            if !all {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Copies the bytes of one JSON value into `out`, following strings and brackets
-    /// but leaving the full grammar to `json::parse`. `depth` is the nesting level of
-    /// the value's container. Stops at the end of the file as `truncated`.
-    fn capture_value(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), ReadError> {
-        let mut scanner = Scanner::new(depth);
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                if scanner.scalar_started() {
-                    return Ok(()); // a number or literal ended by the end of the file
-                }
-                return Err(truncated("the file ends inside a JSON value"));
-            }
-            let (used, done) = scanner.scan(buf).map_err(|problem| match problem {
-                ScanProblem::TooDeep => too_deep(),
-                ScanProblem::Mismatch(at) => reject(
-                    RejectReason::NotJson,
-                    format!(
-                        "the file is not JSON: mismatched bracket at byte {}",
-                        self.offset + at as u64
-                    ),
-                ),
-            })?;
-            out.extend_from_slice(&buf[..used]);
-            self.input.consume(used);
-            self.offset += used as u64;
-            if done {
-                return Ok(());
-            }
-        }
-    }
-}
-
-fn truncated(detail: &str) -> ReadError {
+/// The file is a proper prefix of some JSON text.
+fn truncated(detail: String) -> ReadError {
     reject(
         RejectReason::Truncated,
         format!("{detail}; it may still be arriving"),
     )
 }
 
-fn too_deep() -> ReadError {
+fn not_json(error: &syntax::SyntaxError) -> ReadError {
+    if error.too_deep_to_follow {
+        return reject(
+            RejectReason::TooDeep,
+            format!(
+                "the file nests arrays and objects deeper than {} levels at {}",
+                syntax::NESTING_FOLLOWED_MAX,
+                error.at
+            ),
+        );
+    }
     reject(
-        RejectReason::TooDeep,
-        "the file nests arrays and objects deeper than 128 levels",
+        RejectReason::NotJson,
+        format!("the file is not JSON at {}: {}", error.at, error.message),
     )
 }
 
 fn bad_shape(detail: impl Into<String>) -> ReadError {
     reject(RejectReason::BadShape, detail)
-}
-
-enum ScanProblem {
-    TooDeep,
-    Mismatch(usize),
-}
-
-/// Finds where one JSON value ends in a stream of chunks: tracks strings, escapes
-/// and a stack of open brackets (at most `DEPTH_MAX` deep).
-struct Scanner {
-    base_depth: usize,
-    stack: Vec<u8>,
-    in_string: bool,
-    escaped: bool,
-    started: bool,
-    scalar: bool,
-}
-
-impl Scanner {
-    fn new(base_depth: usize) -> Scanner {
-        Scanner {
-            base_depth,
-            stack: Vec::new(),
-            in_string: false,
-            escaped: false,
-            started: false,
-            scalar: false,
-        }
-    }
-
-    fn scalar_started(&self) -> bool {
-        self.scalar
-    }
-
-    /// Scans `buf`; returns how many bytes belong to the value and whether it ended.
-    fn scan(&mut self, buf: &[u8]) -> Result<(usize, bool), ScanProblem> {
-        for (i, &b) in buf.iter().enumerate() {
-            if !self.started {
-                self.started = true;
-                match b {
-                    b'{' | b'[' => {}
-                    b'"' => {
-                        self.in_string = true;
-                        continue;
-                    }
-                    _ => self.scalar = true,
-                }
-            }
-            if self.scalar {
-                if matches!(b, b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
-                    return Ok((i, true));
-                }
-                continue;
-            }
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                    if self.stack.is_empty() {
-                        return Ok((i + 1, true));
-                    }
-                }
-                continue;
-            }
-            match b {
-                b'"' => self.in_string = true,
-                b'{' | b'[' => {
-                    if self.base_depth + self.stack.len() + 1 > DEPTH_MAX {
-                        return Err(ScanProblem::TooDeep);
-                    }
-                    self.stack.push(if b == b'{' { b'}' } else { b']' });
-                }
-                b'}' | b']' => {
-                    if self.stack.pop() != Some(b) {
-                        return Err(ScanProblem::Mismatch(i));
-                    }
-                    if self.stack.is_empty() {
-                        return Ok((i + 1, true));
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok((buf.len(), false))
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,11 @@ type ReadAll = Result<(Vec<(u64, String)>, Header), (RejectReason, String)>;
 /// What a file reads as: the records (index, and the event's key or the invalid
 /// reason), then the header or the rejection code.
 fn read_all(format: Format, bytes: &[u8]) -> ReadAll {
-    let mut reader = BatchReader::new(format, bytes, Limits::default());
+    read_all_with(format, bytes, Limits::default())
+}
+
+fn read_all_with(format: Format, bytes: &[u8], limits: Limits) -> ReadAll {
+    let mut reader = BatchReader::new(format, bytes, limits);
     let mut records = Vec::new();
     loop {
         match reader.next_record() {
@@ -114,8 +118,9 @@ fn json_rejections() {
     use Format::Json;
     use RejectReason::*;
     let cases: &[(&str, RejectReason)] = &[
-        ("", Truncated),
-        ("   ", Truncated),
+        ("", Empty),
+        ("   ", Empty),
+        ("\u{feff} \n", Empty),
         (r#"{"events":["#, Truncated),
         (r#"{"events":[{"flight_id":"A1""#, Truncated),
         (r#"{"events":[]"#, Truncated),
@@ -291,5 +296,704 @@ mod never_panics {
             let wrapped = [b"{\"events\":[".as_slice(), &bytes, b"]}"].concat();
             drain(Format::Json, &wrapped);
         }
+    }
+}
+
+/// Reader throughput, by hand (no timed assertion): reads the file named by
+/// `SPOOLITE_PARSE_FILE` (write one with `spoolite-bench __generate FILE`) and prints
+/// events per second. `SPOOLITE_PARSE_FILE=/tmp/b.json cargo test --release --lib
+/// parse_speed -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn parse_speed() {
+    let Ok(path) = std::env::var("SPOOLITE_PARSE_FILE") else {
+        return;
+    };
+    let format = Format::from_name(&path).expect("a .json or .ndjson file");
+    for _ in 0..3 {
+        let file = std::fs::File::open(&path).expect("open");
+        let input = std::io::BufReader::with_capacity(64 * 1024, file);
+        let started = std::time::Instant::now();
+        let mut reader = BatchReader::new(format, input, Limits::default());
+        let mut events = 0u64;
+        while let Some(record) = reader.next_record().expect("a good file") {
+            events += u64::from(record.event.is_ok());
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        println!(
+            "{path}: {events} events in {seconds:.2} s ({:.0} events/s)",
+            events as f64 / seconds
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Still arriving: a question of JSON syntax alone.
+
+/// A `.json` batch using every part of JSON's grammar: a byte-order mark, escapes,
+/// multi-byte characters, numbers with fractions and exponents, literals, nesting,
+/// CRLF whitespace.
+const RICH_JSON: &str = concat!(
+    "\u{feff}{\"batch_id\":\"B-\\u00e9\\\"x\\\\ \u{1f600}\",\"source_revision\":7,\r\n",
+    " \"events\" : [ ",
+    r#"{"flight_id":"A1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"},"#,
+    "\r\n  ",
+    r#"{"flight_id":"A3","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00.5+01:00","source_revision":12,"#,
+    r#""payload":{"n":-1.25e+10,"m":0,"k":3E-2,"t":true,"f":false,"z":null,"#,
+    "\"s\":\"tab\\t \u{e9} \\ud83d\\ude00 \\u00E9 \\/\",\"deep\":[[{\"a\":[]}],[]],\"e\":{}}}",
+    " ],\"event_count\":2}\r\n"
+);
+
+/// NDJSON lines with the same variety, blank lines and CRLF among them.
+const RICH_NDJSON: &str = concat!(
+    "\u{feff}",
+    r#"{"flight_id":"A1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z"}"#,
+    "\r\n\r\n  \n",
+    r#"{"flight_id":"A3","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00.5+01:00","source_revision":12,"#,
+    r#""payload":{"n":-1.25e+10,"m":0,"k":3E-2,"t":true,"f":false,"z":null,"#,
+    "\"s\":\"tab\\t \u{e9} \\ud83d\\ude00 \\u00E9 \\/\",\"deep\":[[{\"a\":[]}],[]],\"e\":{}}}\n",
+    r#"{"flight_id":"A2","event_kind":"landing","instant_utc":"2026-11-29T12:05:00Z","source_revision":4}"#,
+);
+
+/// Only whitespace, or (part of) a byte-order mark and whitespace.
+fn holds_only_whitespace(bytes: &[u8]) -> bool {
+    let bom = b"\xEF\xBB\xBF";
+    let after_bom = (0..=3)
+        .rev()
+        .find(|&n| bytes.len() >= n && bytes[..n] == bom[..n])
+        .map_or(bytes, |n| &bytes[n..]);
+    after_bom
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+}
+
+#[test]
+fn every_cut_of_a_json_file_is_still_arriving() {
+    let files = [
+        RICH_JSON.to_owned(),
+        "{\r\n \"events\" : [ ]\r\n}\r\n".to_owned(),
+        format!("{{\"events\":[{E1},{E2}],\"batch_id\":null}}"),
+    ];
+    for file in &files {
+        let bytes = file.as_bytes();
+        let end = file.rfind('}').expect("an object") + 1;
+        for cut in 0..bytes.len() {
+            let prefix = &bytes[..cut];
+            let got = read_all(Format::Json, prefix);
+            let text = String::from_utf8_lossy(prefix);
+            match got {
+                Err((reason, detail)) if cut < end => {
+                    let want = if holds_only_whitespace(prefix) {
+                        RejectReason::Empty
+                    } else {
+                        RejectReason::Truncated
+                    };
+                    assert_eq!(reason, want, "cut at {cut}: {text:?}: {detail}");
+                    assert!(detail.contains("still be arriving"), "{detail}");
+                }
+                Ok(_) if cut >= end => {}
+                other => panic!("cut at {cut}: {text:?}: {other:?}"),
+            }
+        }
+        assert!(read_all(Format::Json, bytes).is_ok(), "{file}");
+    }
+}
+
+/// What a cut NDJSON file must read as: still arriving when its last line has no
+/// newline and is a proper prefix of its line, otherwise processed.
+fn expected_ndjson_cut(full: &[u8], cut: usize) -> Result<(), RejectReason> {
+    let prefix = &full[..cut];
+    let line_start = prefix
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line_end = full[line_start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(full.len(), |i| line_start + i);
+    let strip = |line: &[u8]| line.strip_suffix(b"\r").unwrap_or(line).to_vec();
+    let cut_line = strip(&prefix[line_start..]);
+    let whole_line = strip(&full[line_start..line_end]);
+    if holds_only_whitespace(prefix) {
+        Err(RejectReason::Empty)
+    } else if holds_only_whitespace(&cut_line) || cut_line == whole_line {
+        Ok(())
+    } else {
+        Err(RejectReason::Truncated)
+    }
+}
+
+#[test]
+fn every_cut_of_an_ndjson_file_inside_a_line_is_still_arriving() {
+    let files = [RICH_NDJSON.to_owned(), format!("{RICH_NDJSON}\r\n")];
+    for file in &files {
+        let bytes = file.as_bytes();
+        for cut in 0..=bytes.len() {
+            let prefix = &bytes[..cut];
+            let got = read_all(Format::Ndjson, prefix)
+                .map(|_| ())
+                .map_err(|e| e.0);
+            assert_eq!(
+                got,
+                expected_ndjson_cut(bytes, cut),
+                "cut at {cut}: {:?}",
+                String::from_utf8_lossy(prefix)
+            );
+        }
+    }
+}
+
+#[test]
+fn bytes_that_no_continuation_makes_json_are_not_json_at_once() {
+    use RejectReason::*;
+    let deep_open = format!("{{\"events\":[{}", "[".repeat(200));
+    let deep = format!("{{\"events\":[{}{}]}}", "[".repeat(200), "]".repeat(200));
+    let cases: &[(&str, RejectReason)] = &[
+        (",", NotJson),
+        (r#"{"events":[{"note":"he said "hi"}}]}"#, NotJson),
+        (r#"{"events":[}"#, NotJson),
+        (r#"{"events":[{"a":[1}]}"#, NotJson),
+        ("[1}", NotJson),
+        (r#"{"events":[{"a":nulx"#, NotJson),
+        (r#"{"events":[{"a":-x"#, NotJson),
+        (r#"{"events":[{"a":1.e5}]}"#, NotJson),
+        (r#"{"events":["\x"]}"#, NotJson),
+        ("{\"events\":[\"a\u{1}\"]}", NotJson),
+        (r#"{"events":["\u12g4"]}"#, NotJson),
+        (r#"{"events":[]}}"#, NotJson),
+        (r#"{"events":[]]"#, NotJson),
+        (r#"{"events" 1"#, NotJson),
+        (r#"{"events":[],}"#, NotJson),
+        (r#"{"events":[1,]"#, NotJson),
+        ("{,", NotJson),
+        ("{'events':[]}", NotJson),
+        (r#"{"extra":1,"events":[]} x"#, NotJson),
+        ("{\"events\":[]}\u{a0}", NotJson),
+        // Proper prefixes of some JSON text: still arriving, whatever the complete
+        // text would hold.
+        (r#"{"batch_id": nul"#, Truncated),
+        (r#"{"events":[tru"#, Truncated),
+        (r#"{"events":[fals"#, Truncated),
+        (r#"{"events":[{"a":1,"":-"#, Truncated),
+        (r#"{"events":[{"a":1e"#, Truncated),
+        (r#"{"events":[{"a":1E+"#, Truncated),
+        (r#"{"events":[{"a":0."#, Truncated),
+        (r#"{"events":[{"a":"\u12"#, Truncated),
+        (r#"{"events":[{"a":"\"#, Truncated),
+        (r#"{"events":[{"a""#, Truncated),
+        (r#"{"events":[{"a"#, Truncated),
+        (r#"{"extra":1,"events":["#, Truncated),
+        (r#"{"events":{"#, Truncated),
+        (r#"{"events":[],"batch_id":7"#, Truncated),
+        ("[1,2", Truncated),
+        ("\"a batch", Truncated),
+        ("-", Truncated),
+        (&deep_open, Truncated),
+        (&deep, TooDeep),
+    ];
+    for (text, reason) in cases {
+        check_reject(Format::Json, text.as_bytes(), *reason);
+    }
+}
+
+#[test]
+fn an_unterminated_last_ndjson_line_waits_only_while_json_can_still_come() {
+    use Format::Ndjson;
+    use RejectReason::Truncated;
+    let deep_open = "[".repeat(200);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    check_reject(Ndjson, format!("{E1}\n{{\"a\":tru").as_bytes(), Truncated);
+    check_reject(Ndjson, format!("{E1}\n{deep_open}").as_bytes(), Truncated);
+    check_reject(Ndjson, format!("{E1}\n{{\"a\":\"x\r").as_bytes(), Truncated);
+    check_reject(
+        Ndjson,
+        format!("{E1}\n{{\"a\":\"\u{e9}").as_bytes(),
+        Truncated,
+    );
+    check_reject(
+        Ndjson,
+        &[E1.as_bytes(), b"\n{\"a\":\"\xc3"].concat(),
+        Truncated,
+    );
+    check(
+        Ndjson,
+        &format!("{E1}\n{{\"a\" x"),
+        &["A1@None", "not_json"],
+    );
+    check(Ndjson, &format!("{E1}\n,"), &["A1@None", "not_json"]);
+    check(Ndjson, &format!("{E1}\n{deep}"), &["A1@None", "too_deep"]);
+    check(Ndjson, &format!("{E1}\n12"), &["A1@None", "not_object"]);
+    check(Ndjson, &format!("{E1}\n{E2}\r"), &["A1@None", "A2@Some(4)"]);
+}
+
+#[test]
+fn what_a_file_holds_is_judged_only_once_it_is_complete() {
+    use RejectReason::*;
+    let cases: &[(&str, RejectReason)] = &[
+        (r#"{"extra":1,"events":[]}"#, BadShape),
+        (r#"{"extra":1,"events":["#, Truncated),
+        (r#"[1,2]"#, BadShape),
+        (r#"[1,2"#, Truncated),
+        (r#"{"events":[],"events":[]}"#, BadShape),
+        (r#"{"events":[],"events":["#, Truncated),
+        (r#"{"event_count":3,"events":[]}"#, CountMismatch),
+        (r#"{"event_count":3,"events":[]"#, Truncated),
+        (r#"{"batch_id":7,"events":[]}"#, BadShape),
+        (r#"{"batch_id":7,"events":[] x"#, NotJson),
+    ];
+    for (text, reason) in cases {
+        check_reject(Format::Json, text.as_bytes(), *reason);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Details a person can act on.
+
+fn rejection_detail(format: Format, text: &str) -> String {
+    match read_all(format, text.as_bytes()) {
+        Err((_, detail)) => detail,
+        Ok(records) => panic!("{text:?} was accepted: {records:?}"),
+    }
+}
+
+/// The records of a file, raw text and event or invalid detail included.
+fn records(format: Format, bytes: &[u8], limits: Limits) -> Vec<Record> {
+    let mut reader = BatchReader::new(format, bytes, limits);
+    let mut records = Vec::new();
+    loop {
+        match reader.next_record() {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => return records,
+            Err(ReadError::Rejected(rejection)) => panic!("rejected: {rejection:?}"),
+            Err(ReadError::Io(error)) => panic!("io error from a slice: {error}"),
+        }
+    }
+}
+
+fn invalid_detail(record: &Record) -> (&'static str, &str) {
+    match &record.event {
+        Err(invalid) => (invalid.reason.code(), invalid.detail.as_str()),
+        Ok(event) => panic!("record {} is valid: {event:?}", record.index),
+    }
+}
+
+#[test]
+fn parse_details_name_line_character_and_byte_offset() {
+    assert_eq!(
+        rejection_detail(Format::Json, "{\"events\":[\n  {\"a\":1 \"b\":2}\n]}"),
+        "the file is not JSON at line 2, character 10 (byte offset 21): expected ',' or '}' in an object"
+    );
+    // Characters, not bytes: é is two bytes. The byte-order mark is no character.
+    assert_eq!(
+        rejection_detail(Format::Json, "\u{feff}{\"events\":[{\"\u{e9}\":1 x}]}"),
+        "the file is not JSON at line 1, character 19 (byte offset 22): expected ',' or '}' in an object"
+    );
+    assert_eq!(
+        rejection_detail(Format::Json, "{\"events\":[\r\n{\"a\":\"x"),
+        "the file ends inside a string at line 2, character 8 (byte offset 20); it may still be arriving"
+    );
+    assert!(
+        rejection_detail(Format::Ndjson, &format!("{E1}\n{{\"a\":[1,"))
+            .contains("ends inside an array at line 2, character 9 (byte offset ")
+    );
+    assert!(
+        rejection_detail(Format::Json, &format!("{{\"events\":[{}", "[".repeat(130)))
+            .contains("ends inside an array at line 1")
+    );
+    let deep = format!("{{\"events\":[\n{}{}]}}", "[".repeat(130), "]".repeat(130));
+    assert_eq!(
+        rejection_detail(Format::Json, &deep),
+        "the file nests arrays and objects deeper than 128 levels at line 2, character 127 (byte offset 138)"
+    );
+
+    let text = format!("{E1}\n\n  *not json\n{{\"a\":\n");
+    let got = records(Format::Ndjson, text.as_bytes(), Limits::default());
+    let second_line = E1.len() as u64 + 2;
+    assert_eq!(
+        invalid_detail(&got[1]),
+        (
+            "not_json",
+            format!(
+                "the event is not JSON at line 3, character 3 (byte offset {}): expected a JSON value",
+                second_line + 2
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        invalid_detail(&got[2]),
+        (
+            "not_json",
+            format!(
+                "the event is not JSON at line 4, character 6 (byte offset {}): the text ends before the JSON value does",
+                second_line + 12 + 5
+            )
+            .as_str()
+        )
+    );
+    let deep_line = format!("{E1}\n{}{}\n", "[".repeat(129), "]".repeat(129));
+    let got = records(Format::Ndjson, deep_line.as_bytes(), Limits::default());
+    assert_eq!(
+        invalid_detail(&got[1]),
+        (
+            "too_deep",
+            format!(
+                "the event nests arrays and objects deeper than 128 levels at line 2, character 129 (byte offset {})",
+                E1.len() + 1 + 128
+            )
+            .as_str()
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Lone surrogates and line ends.
+
+#[test]
+fn a_lone_surrogate_makes_its_event_not_json_and_not_the_file() {
+    let lone = [
+        r#"{"flight_id":"A\ud800","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z"}"#,
+        r#"{"flight_id":"A9","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{"s":"\ud800\u0041"}}"#,
+        r#"{"flight_id":"A9","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{"\udc00":1}}"#,
+    ];
+    let json = format!("{{\"events\":[{E1},\n{}, {E2}]}}", lone.join(",\n"));
+    let got = records(Format::Json, json.as_bytes(), Limits::default());
+    let reasons: Vec<_> = got
+        .iter()
+        .map(|r| r.event.as_ref().map_or_else(|e| e.reason.code(), |_| "ok"))
+        .collect();
+    assert_eq!(reasons, ["ok", "not_json", "not_json", "not_json", "ok"]);
+    assert_eq!(got[1].raw, lone[0]);
+    let (_, detail) = invalid_detail(&got[1]);
+    assert!(
+        detail.starts_with("the event is not JSON at line 2, character 16 (byte offset "),
+        "{detail}"
+    );
+    assert!(detail.contains("surrogate"), "{detail}");
+
+    let lines = format!("{E1}\n{}\n{E2}\n", lone.join("\n"));
+    let got = records(Format::Ndjson, lines.as_bytes(), Limits::default());
+    assert_eq!(got.len(), 5);
+    assert!((1..4).all(|i| invalid_detail(&got[i]).0 == "not_json"));
+
+    // In a top-level field the file is JSON but its batch_id is no text: bad_shape.
+    for text in [
+        r#"{"batch_id":"B\ud800","events":[]}"#,
+        r#"{"events":[],"batch_id":"\udfff"}"#,
+        r#"{"\ud800":1,"events":[]}"#,
+    ] {
+        check_reject(Format::Json, text.as_bytes(), RejectReason::BadShape);
+    }
+}
+
+#[test]
+fn a_carriage_return_that_ends_a_line_is_not_raw() {
+    let text = format!("{E1}\r\n{E2}\r");
+    let got = records(Format::Ndjson, text.as_bytes(), Limits::default());
+    let raws: Vec<&str> = got.iter().map(|r| r.raw.as_str()).collect();
+    assert_eq!(raws, [E1, E2]);
+    // A carriage return inside a line is the line's own.
+    let text = format!("{E1} \r \n");
+    let got = records(Format::Ndjson, text.as_bytes(), Limits::default());
+    assert_eq!(got[0].raw, format!("{E1} \r "));
+}
+
+// ---------------------------------------------------------------------------------
+// --event-bytes-max.
+
+/// An event of about `size` bytes whose payload string is made of `é`s, so that a
+/// cut at any byte may fall inside a character.
+fn big_event(flight: &str, size: usize) -> String {
+    let head = format!(
+        r#"{{"flight_id":"{flight}","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{{"s":""#
+    );
+    let fill = "\u{e9}".repeat(size.saturating_sub(head.len() + 3) / 2);
+    format!("{head}{fill}\"}}}}")
+}
+
+fn limit(bytes: usize) -> Limits {
+    Limits {
+        event_bytes_max: bytes,
+    }
+}
+
+/// Checks a `too_large` record: raw is the event's first bytes, at most `max` and at
+/// most a character short of it, and the detail names the size and the option.
+fn assert_too_large(record: &Record, event: &str, max: usize) {
+    let (reason, detail) = invalid_detail(record);
+    assert_eq!(reason, "too_large", "{detail}");
+    assert!(
+        detail.contains(&format!("is {} bytes", event.len()))
+            && detail.contains(&format!("limit of {max} bytes"))
+            && detail.contains("--event-bytes-max"),
+        "{detail}"
+    );
+    assert!(
+        record.raw.len() <= max && record.raw.len() + 4 > max,
+        "{}",
+        record.raw.len()
+    );
+    assert!(event.starts_with(&record.raw));
+}
+
+#[test]
+fn an_event_longer_than_the_limit_is_too_large_and_the_rest_is_read() {
+    for max in [1000, 1001, 1002] {
+        let big = big_event("BIG", 5000);
+        let json = format!("{{\"events\":[{E1},\n{big},{E2}],\"event_count\":3}}");
+        let got = records(Format::Json, json.as_bytes(), limit(max));
+        assert_eq!(got.len(), 3);
+        assert_eq!(got.iter().map(|r| r.index).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(got[0].event.is_ok() && got[2].event.is_ok());
+        assert_too_large(&got[1], &big, max);
+
+        for end in ["\n", "\r\n"] {
+            let lines = format!("{E1}{end}{big}{end}{E2}{end}");
+            let got = records(Format::Ndjson, lines.as_bytes(), limit(max));
+            assert_eq!(got.len(), 3);
+            assert!(got[0].event.is_ok() && got[2].event.is_ok());
+            assert_too_large(&got[1], &big, max);
+        }
+    }
+}
+
+#[test]
+fn an_event_at_the_limit_is_parsed_normally() {
+    let event = big_event("EDGE", 300);
+    for format in [Format::Json, Format::Ndjson] {
+        let text = match format {
+            Format::Json => format!("{{\"events\":[{event}]}}"),
+            Format::Ndjson => format!("{event}\r\n"),
+        };
+        let at = records(format, text.as_bytes(), limit(event.len()));
+        assert!(at[0].event.is_ok(), "{format:?}: {:?}", at[0].event);
+        assert_eq!(at[0].raw, event);
+        let over = records(format, text.as_bytes(), limit(event.len() - 1));
+        assert_too_large(&over[0], &event, event.len() - 1);
+    }
+    // An unterminated last line, too.
+    let at = records(Format::Ndjson, event.as_bytes(), limit(event.len()));
+    assert!(at[0].event.is_ok());
+}
+
+#[test]
+fn the_rest_of_a_too_large_json_event_still_decides_the_file() {
+    use RejectReason::*;
+    let big = big_event("BIG", 5000);
+    let open = &big[..big.len() - 2];
+    let cases = [
+        (format!("{{\"events\":[{open}}} x]}}"), NotJson),
+        (format!("{{\"events\":[{open}"), Truncated),
+        (
+            format!(
+                "{{\"events\":[{open},\"d\":{}{}}}}}]}}",
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
+            TooDeep,
+        ),
+        (
+            format!("{{\"events\":[{big}],\"event_count\":2}}"),
+            CountMismatch,
+        ),
+    ];
+    for (text, reason) in cases {
+        match read_all_with(Format::Json, text.as_bytes(), limit(1000)) {
+            Err((got, detail)) => assert_eq!(got, reason, "{detail}"),
+            Ok(records) => panic!("accepted: {records:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_top_level_value_longer_than_the_limit_is_bad_shape() {
+    let long = "x".repeat(5000);
+    for text in [
+        format!("{{\"batch_id\":\"{long}\",\"events\":[]}}"),
+        format!("{{\"events\":[],\"batch_id\":\"{long}\"}}"),
+        format!("{{\"{long}\":1,\"events\":[]}}"),
+        format!("{{\"events\":[],\"event_count\":{}}}", "1".repeat(5000)),
+    ] {
+        match read_all_with(Format::Json, text.as_bytes(), limit(1000)) {
+            Err((RejectReason::BadShape, detail)) => assert!(
+                detail.contains("over 1000 bytes") && detail.contains("--event-bytes-max"),
+                "{detail}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Still arriving while it is cut.
+    let cut = format!("{{\"batch_id\":\"{long}");
+    check_reject(Format::Json, cut.as_bytes(), RejectReason::Truncated);
+}
+
+#[test]
+fn a_long_ndjson_line_is_skipped_to_its_newline() {
+    use Format::Ndjson;
+    let big = big_event("BIG", 5000);
+    let open = &big[..big.len() - 2];
+    // An unterminated long last line: still arriving while JSON can follow.
+    check_reject(
+        Ndjson,
+        format!("{E1}\n{open}").as_bytes(),
+        RejectReason::Truncated,
+    );
+    let got = records(Ndjson, format!("{E1}\n{big}").as_bytes(), limit(1000));
+    assert_too_large(&got[1], &big, 1000);
+    let got = records(Ndjson, format!("{E1}\n{big}\r").as_bytes(), limit(1000));
+    assert_too_large(&got[1], &big, 1000);
+    let got = records(Ndjson, format!("{E1}\n{open} x").as_bytes(), limit(1000));
+    assert_eq!(invalid_detail(&got[1]).0, "too_large");
+    // A long blank line is a blank line.
+    let blank = " ".repeat(5000);
+    let got = records(
+        Ndjson,
+        format!("{blank}\n{E1}\n{blank}").as_bytes(),
+        limit(1000),
+    );
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].index, 0);
+}
+
+/// A `BufRead` that makes up a huge input without holding it: `head`, then `fill`
+/// repeated `count` times, then `tail`.
+struct Generated {
+    head: Vec<u8>,
+    fill: u8,
+    count: u64,
+    tail: Vec<u8>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl Generated {
+    fn new(head: &str, fill: u8, count: u64, tail: &str) -> Generated {
+        Generated {
+            head: head.as_bytes().to_vec(),
+            fill,
+            count,
+            tail: tail.as_bytes().to_vec(),
+            chunk: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for Generated {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let buf = self.fill_buf()?;
+            let n = buf.len().min(out.len());
+            out[..n].copy_from_slice(&buf[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Generated {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.at == self.chunk.len() {
+            self.at = 0;
+            self.chunk = if !self.head.is_empty() {
+                std::mem::take(&mut self.head)
+            } else if self.count > 0 {
+                let n = self.count.min(64 * 1024);
+                self.count -= n;
+                vec![self.fill; n as usize]
+            } else {
+                std::mem::take(&mut self.tail)
+            };
+        }
+        Ok(&self.chunk[self.at..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at += n;
+    }
+}
+
+#[test]
+fn huge_values_are_never_held_whole() {
+    const HUGE: u64 = 64 << 20;
+    let max = 1 << 20;
+    let head = r#"{"flight_id":"BIG","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{"s":""#;
+    let tail = format!("\"}}}}\n{E1}\n");
+    let input = Generated::new(head, b'a', HUGE, &tail);
+    let mut reader = BatchReader::new(Format::Ndjson, input, limit(max));
+    let first = reader.next_record().expect("read").expect("a record");
+    assert_eq!(first.raw.len(), max);
+    assert_eq!(invalid_detail(&first).0, "too_large");
+    assert!(
+        reader
+            .next_record()
+            .expect("read")
+            .expect("E1")
+            .event
+            .is_ok()
+    );
+
+    let head = format!("{{\"events\":[{E1},{head}");
+    let tail = format!("\"}}}},{E2}],\"batch_id\":\"b\"}}");
+    let input = Generated::new(&head, b'a', HUGE, &tail);
+    let mut reader = BatchReader::new(Format::Json, input, limit(max));
+    assert!(
+        reader
+            .next_record()
+            .expect("read")
+            .expect("E1")
+            .event
+            .is_ok()
+    );
+    let big = reader.next_record().expect("read").expect("big");
+    assert_eq!(big.raw.len(), max);
+    assert_eq!(invalid_detail(&big).0, "too_large");
+    assert!(
+        reader
+            .next_record()
+            .expect("read")
+            .expect("E2")
+            .event
+            .is_ok()
+    );
+    assert!(reader.next_record().expect("read").is_none());
+    assert_eq!(reader.header().batch_id.as_deref(), Some("b"));
+
+    let input = Generated::new("{\"batch_id\":\"", b'a', HUGE, "\",\"events\":[]}");
+    let mut reader = BatchReader::new(Format::Json, input, limit(max));
+    match reader.next_record() {
+        Err(ReadError::Rejected(rejection)) => {
+            assert_eq!(
+                rejection.reason,
+                RejectReason::BadShape,
+                "{}",
+                rejection.detail
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_event_too_deep_yields_no_record_before_the_rejection() {
+    let deep = format!(
+        r#"{{"flight_id":"A9","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z","payload":{{"a":{}1{}}}}}"#,
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    let text = format!("{{\"events\":[{E1},{deep},{E2}]}}");
+    let mut reader = BatchReader::new(Format::Json, text.as_bytes(), Limits::default());
+    assert!(reader.next_record().expect("E1").is_some());
+    match reader.next_record() {
+        Err(ReadError::Rejected(rejection)) => {
+            assert_eq!(
+                rejection.reason,
+                RejectReason::TooDeep,
+                "{}",
+                rejection.detail
+            );
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -75,19 +75,18 @@ fn now_millis() -> i64 {
     i64::try_from(since.as_millis()).expect("millis fit")
 }
 
-/// Reads a time spoolite wrote (`YYYY-MM-DDTHH:MM:SS[.fff]Z`, the contract's canonical
-/// form: a fraction only when not zero, no trailing zeros) as milliseconds since the epoch.
+/// Reads a time spoolite wrote (`YYYY-MM-DDTHH:MM:SS.fffZ`: the contract gives the
+/// times spoolite writes itself exactly three fraction digits, so that they sort as
+/// text) as milliseconds since the epoch.
 fn utc_millis(text: &str) -> i64 {
     let utc = text
         .strip_suffix('Z')
         .unwrap_or_else(|| panic!("{text:?} does not end in Z"));
     let (whole, fraction) = utc.split_once('.').unwrap_or((utc, ""));
     assert_eq!(whole.len(), 19, "{text:?} is not YYYY-MM-DDTHH:MM:SS");
-    assert!(fraction.bytes().all(|b| b.is_ascii_digit()), "{text:?}");
-    assert_eq!(
-        fraction.len(),
-        3,
-        "{text:?} has not exactly three fraction digits"
+    assert!(
+        fraction.len() == 3 && fraction.bytes().all(|b| b.is_ascii_digit()),
+        "{text:?} does not have exactly three fraction digits"
     );
     let number = |from: usize, to: usize| {
         whole[from..to]
@@ -522,6 +521,18 @@ const EDGE_CASES: &[(&str, Expect)] = &[
     (
         r#"{"flight_id":"E27~!","event_kind":"x","instant_utc":"2026-01-01T00:00:00Z"}"#,
         Expect::Stored("E27~!|x|2026-01-01T00:00:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E28","event_kind":"x","instant_utc":"9999-12-31T23:59:59.999999999Z"}"#,
+        Expect::Stored("E28|x|9999-12-31T23:59:59.999999999Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E29","event_kind":"x","instant_utc":"0000-12-31T23:30:00-01:00"}"#,
+        Expect::Stored("E29|x|0001-01-01T00:30:00Z|0|{}"),
+    ),
+    (
+        r#"{"flight_id":"E30","event_kind":"x","instant_utc":"9999-12-31T00:00:00-23:59"}"#,
+        Expect::Stored("E30|x|9999-12-31T23:59:00Z|0|{}"),
     ),
 ];
 
@@ -1540,6 +1551,187 @@ fn a_bad_file_among_good_ones_stops_only_itself() {
     assert_eq!(
         dump(&site.db, "ingest_inbox", &["file_name"]),
         ["good.json", "later.ndjson"]
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 6b. Parse edges: event limits, lone surrogates, files still arriving
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character
+/// boundary.
+fn char_prefix(text: &str, max: usize) -> &str {
+    let end = (0..=max.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    &text[..end]
+}
+
+/// An off_blocks event of exactly `size` bytes or one more, whose payload string of
+/// `é`s puts a character across most cuts.
+fn big_off_blocks(size: usize) -> String {
+    let empty = off_blocks(3, r#"{"note":""}"#);
+    let fill = "\u{e9}".repeat((size - empty.len()) / 2);
+    off_blocks(3, &format!("{{\"note\":\"{fill}\"}}"))
+}
+
+/// The (record_index, reason, raw, detail) of every quarantine row of `digest`.
+fn quarantined(db: &Path, digest: &str) -> Vec<Vec<String>> {
+    query(
+        db,
+        &format!(
+            "SELECT record_index, reason, raw, detail FROM quarantine WHERE batch_digest = '{digest}' ORDER BY record_index"
+        ),
+    )
+}
+
+#[test]
+fn an_event_over_event_bytes_max_is_quarantined_too_large_and_the_rest_processed() {
+    let big = big_off_blocks(5001);
+    assert!(big.len() >= 5000, "{}", big.len());
+    let raw = char_prefix(&big, 1000);
+    assert!(raw.len() == 999 || raw.len() == 1000);
+    let events = [duty_start(1, "{}"), big.clone(), landing_event()];
+    let files = [
+        ("big.json", json_batch(&events)),
+        (
+            "big.ndjson",
+            events.iter().map(|e| format!("{e}\n")).collect(),
+        ),
+        (
+            "big-crlf.ndjson",
+            events.iter().map(|e| format!("{e}\r\n")).collect(),
+        ),
+    ];
+    for (name, content) in files {
+        let site = Site::new();
+        let path = site.file(name, &content);
+        let output = ingest_command(&site.db)
+            .args(["--json", "--event-bytes-max", "1000"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        let lines = parse_lines(&output);
+        assert_eq!(output.status.code(), Some(0), "{name}: {lines:?}");
+        assert_eq!(lines[0]["outcome"], "processed", "{name}: {}", lines[0]);
+        assert_eq!(counts(&lines[0]), [3, 2, 0, 0, 0, 0, 1], "{name}");
+        let rows = quarantined(&site.db, &sha256_hex(&content));
+        assert_eq!(rows.len(), 1, "{name}: {rows:?}");
+        assert_eq!(rows[0][..3], ["1", "too_large", raw], "{name}");
+        assert!(
+            rows[0][3].contains("--event-bytes-max") && rows[0][3].contains(&big.len().to_string()),
+            "{name}: {}",
+            rows[0][3]
+        );
+        assert_eq!(
+            dump(&site.db, "duty_event", &["event_kind"]),
+            ["duty_start", "landing"],
+            "{name}"
+        );
+        // Under the default limit the same event is an event like any other.
+        let other = Site::new();
+        let line = other.processed(name, &content);
+        assert_eq!(counts(&line), [3, 3, 0, 0, 0, 0, 0], "{name}");
+    }
+    // The same limit bounds any one value of a .json file: a batch_id over it
+    // rejects the file as bad_shape.
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[duty_start(1, "{}")]));
+    let long_id = format!("{{\"batch_id\":\"{}\",\"events\":[]}}", "B".repeat(5000));
+    check_rejected(
+        &site,
+        "long-id.json",
+        long_id.as_bytes(),
+        &["--event-bytes-max", "1000"],
+        "bad_shape",
+    );
+}
+
+fn landing_event() -> String {
+    event(
+        "BA0117-20261129",
+        "landing",
+        "2026-11-29T12:05:00Z",
+        Some(1),
+        "{}",
+    )
+}
+
+#[test]
+fn a_lone_surrogate_quarantines_its_event_and_not_the_json_batch() {
+    let site = Site::new();
+    let lone = r#"{"flight_id":"BA0117-20261129","event_kind":"takeoff","instant_utc":"2026-11-29T10:25:00Z","payload":{"note":"\ud800"}}"#;
+    let content = json_batch(&[duty_start(1, "{}"), lone.to_owned(), landing_event()]);
+    let line = site.processed("lone.json", &content);
+    assert_eq!(counts(&line), [3, 2, 0, 0, 0, 0, 1]);
+    let rows = quarantined(&site.db, &sha256_hex(&content));
+    assert_eq!(rows[0][..3], ["1", "not_json", lone]);
+    assert!(
+        rows[0][3].contains("line 2, character ") && rows[0][3].contains("surrogate"),
+        "{}",
+        rows[0][3]
+    );
+    // In batch_id the file is JSON, but its batch_id is no text.
+    check_rejected(
+        &site,
+        "lone-id.json",
+        br#"{"batch_id":"B\udbff","events":[]}"#,
+        &[],
+        "bad_shape",
+    );
+}
+
+#[test]
+fn a_file_that_json_can_still_complete_is_truncated_one_that_it_cannot_not_json() {
+    let site = Site::new();
+    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
+    let deep = "[".repeat(200);
+    let truncated: [(&str, String); 7] = [
+        ("nul.json", r#"{"batch_id": nul"#.to_owned()),
+        ("tru.json", r#"{"events":[tru"#.to_owned()),
+        ("minus.json", r#"{"events":[{"a":1,"":-"#.to_owned()),
+        ("shape.json", r#"{"extra":1,"events":["#.to_owned()),
+        ("deep.json", format!("{{\"events\":[{deep}")),
+        ("deep.ndjson", format!("{}\n{deep}", duty_start(1, "{}"))),
+        (
+            "cut.ndjson",
+            format!("{}\n{{\"flight_id\":\"BA\r", duty_start(1, "{}")),
+        ),
+    ];
+    for (name, content) in &truncated {
+        check_rejected(&site, name, content.as_bytes(), &[], "truncated");
+    }
+    let not_json = [
+        ("comma.json", ","),
+        ("quote.json", r#"{"events":[{"note":"he said "hi"}}]}"#),
+        ("brackets.json", r#"{"events":[{"a":[1}]}"#),
+    ];
+    for (name, content) in not_json {
+        check_rejected(&site, name, content.as_bytes(), &[], "not_json");
+    }
+    let output = ingest_command(&site.db)
+        .arg("--json")
+        .arg(site.file("where.json", "{\"events\":[\n  {\"a\":1 \"b\":2}\n]}"))
+        .output()
+        .expect("run");
+    assert_eq!(
+        parse_lines(&output)[0]["detail"],
+        "the file is not JSON at line 2, character 10 (byte offset 21): expected ',' or '}' in an object"
+    );
+
+    // An unterminated last NDJSON line that no continuation makes JSON is an
+    // invalid event, and its file is processed; a \r ending it is not raw.
+    let content = format!("{}\n{{\"flight_id\" x\r", duty_start(1, "{}"));
+    let line = site.processed("bad-last.ndjson", &content);
+    assert_eq!(counts(&line), [2, 1, 0, 0, 0, 0, 1]);
+    let rows = quarantined(&site.db, &sha256_hex(&content));
+    assert_eq!(rows[0][..3], ["1", "not_json", "{\"flight_id\" x"]);
+    assert_eq!(
+        rows[0][3],
+        format!(
+            "the event is not JSON at line 2, character 14 (byte offset {}): expected ':' after an object key",
+            duty_start(1, "{}").len() + 1 + 13
+        )
     );
 }
 
