@@ -34,6 +34,10 @@ use crate::store::{FaultClass, Store, StoreError};
 const IN_FILE_TRIES_MAX: u32 = 3;
 /// The metrics and state files are rewritten at most this often.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+/// Listings caused by the doorbell are at least this far apart, so that a burst of
+/// uploads (each ringing) costs a few listings, not one per file; a lone file is
+/// listed at once.
+const RING_LISTING_GAP: Duration = Duration::from_millis(50);
 /// A file that takes longer than this is logged with its progress, this often.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
@@ -130,6 +134,8 @@ pub struct Daemon {
     notified: bool,
     /// When the folder must be listed again even without a ring.
     list_at: Option<Instant>,
+    /// When it was last listed.
+    listed_at: Option<Instant>,
     list_retry: Backoff,
     metrics: Metrics,
     metrics_dirty: bool,
@@ -171,6 +177,7 @@ impl Daemon {
             queue: VecDeque::new(),
             notified: true,
             list_at: None,
+            listed_at: None,
             list_retry: Backoff::default(),
             metrics: Metrics::default(),
             metrics_dirty: true,
@@ -259,7 +266,19 @@ impl Daemon {
     }
 
     fn listing_due(&self, now: Instant) -> bool {
-        self.notified || self.list_at.is_none_or(|at| now >= at)
+        self.ring_listing_wait(now) == Some(Duration::ZERO)
+            || self.list_at.is_none_or(|at| now >= at)
+    }
+
+    /// After a ring, how long until the listing it asks for may run.
+    fn ring_listing_wait(&self, now: Instant) -> Option<Duration> {
+        if !self.notified {
+            return None;
+        }
+        let at = self
+            .listed_at
+            .map_or(now, |listed| listed + RING_LISTING_GAP);
+        Some(at.saturating_duration_since(now))
     }
 
     /// The shortest wait until something is due: the next listing, a publish of the
@@ -272,7 +291,7 @@ impl Daemon {
             .publish_pending()
             .then(|| self.publish_wait(now))
             .flatten();
-        [Some(listing), publish, extra]
+        [Some(listing), self.ring_listing_wait(now), publish, extra]
             .into_iter()
             .flatten()
             .min()
@@ -282,6 +301,7 @@ impl Daemon {
     /// Lists incoming/, notes what changed, and queues every file that is ready.
     fn list(&mut self, now: Instant) {
         self.notified = false;
+        self.listed_at = Some(now);
         self.metrics.scans += 1;
         self.metrics_dirty = true;
         let mut list_at = now + self.config.rescan;
@@ -425,9 +445,13 @@ impl Daemon {
                     },
                 };
             }
+            let cut = rejection
+                .detail
+                .strip_suffix("; it may still be arriving")
+                .unwrap_or(&rejection.detail);
             rejection.detail = format!(
-                "{}; it has not changed for {:?} (--partial-timeout)",
-                rejection.detail, self.config.partial_timeout
+                "{cut}, and it has not changed for {:?} (--partial-timeout): send it again whole",
+                self.config.partial_timeout
             );
         }
         let read = FileIdentity::of(&ingested.opened);

@@ -298,3 +298,26 @@ fn a_long_file_logs_its_progress_every_10_s_and_a_short_one_never() {
     let due: Vec<u64> = (0..=35).filter(|&s| log.due(at(s))).collect();
     assert_eq!(due, [10, 20, 30]);
 }
+
+#[test]
+fn rings_in_quick_succession_cost_one_listing_per_gap() {
+    let mut h = Harness::new();
+    h.at(0.0);
+    assert_eq!(h.scans(), 1);
+    let mut t = 1.0;
+    // A burst: a ring every 5 ms for half a second.
+    for _ in 0..100 {
+        h.daemon.notify();
+        h.at(t);
+        t += 0.005;
+    }
+    let listings = h.scans() - 1;
+    assert!(
+        (9..=11).contains(&listings),
+        "{listings} listings for 100 rings in 0.5 s"
+    );
+    // A lone ring later is listed at once.
+    h.daemon.notify();
+    h.at(t + 1.0);
+    assert_eq!(h.scans() - 1, listings + 1);
+}

@@ -106,10 +106,19 @@ fn an_idle_daemon_lists_incoming_at_most_twice_in_10_s_and_a_burst_costs_few_lis
         "the metrics file was rewritten while no figure changed"
     );
 
-    // A burst of 100 files, each uploaded under a temp name and renamed.
+    // A burst of 100 uploads: each written under a temp name, then all renamed.
     let burst_start = metric(&metrics, "spoolite_scans_total").expect("scans");
-    for i in 0..100 {
-        site.drop_file(&format!("burst{i:03}.json"), batch(&format!("BU{i}")));
+    let temps: Vec<_> = (0..100)
+        .map(|i| {
+            write(
+                &site.incoming(),
+                &format!(".burst{i:03}.json.tmp"),
+                batch(&format!("BU{i}")),
+            )
+        })
+        .collect();
+    for (i, temp) in temps.iter().enumerate() {
+        fs::rename(temp, site.incoming().join(format!("burst{i:03}.json"))).expect("rename");
     }
     daemon.wait(Duration::from_secs(60), "the burst archived", || {
         site.archived().len() == 100
@@ -317,5 +326,81 @@ fn a_file_rewritten_in_place_at_many_moments_of_its_ingest_ends_with_its_last_co
     assert_eq!(
         query(&site.db, "SELECT count(*) FROM duty_event"),
         [["20000"]]
+    );
+}
+
+/// The daemon's peak resident memory so far, in bytes (VmHWM).
+fn peak_rss_bytes(pid: i32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+#[test]
+fn an_oversized_event_costs_only_itself_and_memory_stays_within_the_limit() {
+    const LIMIT: u64 = 1 << 20;
+    let site = Site::new();
+    let mut daemon = site.spawn(site.run_command().args([
+        "--settle",
+        "0ms",
+        "--event-bytes-max",
+        &LIMIT.to_string(),
+    ]));
+    daemon.wait_serving(&site);
+    // 64 times the limit, in an NDJSON line and in an element of a .json batch.
+    let blob = "x".repeat(64 << 20);
+    let huge = format!(
+        r#"{{"flight_id":"OV1","event_kind":"takeoff","instant_utc":"2026-11-29T10:05:00Z","payload":{{"blob":"{blob}"}}}}"#
+    );
+    let fine = |flight: &str| event(flight, "landing", "2026-11-29T11:05:00Z", None, "{}");
+    site.drop_file("huge.ndjson", format!("{huge}\n{}\n", fine("OV2")));
+    site.drop_file(
+        "huge.json",
+        format!("{{\"events\":[{huge},{}]}}", fine("OV3")),
+    );
+    site.drop_file("after.json", json_batch(&[fine("OV4")]));
+    daemon.wait(Duration::from_secs(60), "every file archived", || {
+        site.archived().len() == 3
+    });
+    assert!(
+        site.rejected_names().is_empty(),
+        "{:?}",
+        site.rejected_names()
+    );
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT flight_id FROM duty_event ORDER BY flight_id"
+        ),
+        [["OV2"], ["OV3"], ["OV4"]]
+    );
+    let quarantined = query(
+        &site.db,
+        "SELECT file_name, record_index, reason, length(CAST(raw AS BLOB)) FROM quarantine
+         ORDER BY file_name",
+    );
+    assert_eq!(quarantined.len(), 2, "{quarantined:?}");
+    for row in &quarantined {
+        assert_eq!(
+            row[1..3],
+            ["0".to_owned(), "too_large".to_owned()],
+            "{row:?}"
+        );
+        let raw: u64 = row[3].parse().expect("length");
+        assert!(
+            raw <= LIMIT && raw > LIMIT - 4,
+            "raw of {raw} bytes: {row:?}"
+        );
+    }
+    let peak = peak_rss_bytes(daemon.pid());
+    let bound = (128 << 20) + 4 * LIMIT;
+    assert!(
+        peak <= bound,
+        "peak RSS {} MiB over 128 MiB + 4 × --event-bytes-max",
+        peak >> 20
     );
 }
