@@ -13,7 +13,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::batch::{
-    BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection,
+    BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection, Utf8Check,
+    preflight,
 };
 use crate::clock::now_utc;
 use crate::names;
@@ -257,36 +258,6 @@ pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingest
     done(outcome)
 }
 
-/// The whole-file rules that need only the name and the size: the format by
-/// extension, the size limit, an empty file.
-fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, Rejection> {
-    let Some(format) = Format::from_name(name) else {
-        return Err(Rejection::new(
-            RejectReason::UnsupportedType,
-            format!(
-                "{:?} does not end in .json, .ndjson or .jsonl; rename it if it is a batch",
-                names::escaped(name)
-            ),
-        ));
-    };
-    if bytes > file_bytes_max {
-        return Err(Rejection::new(
-            RejectReason::TooLarge,
-            format!(
-                "the file is {bytes} bytes, over the limit of {file_bytes_max} (--file-bytes-max); \
-                 split it into smaller batches"
-            ),
-        ));
-    }
-    if bytes == 0 {
-        return Err(Rejection::new(
-            RejectReason::Empty,
-            "the file is empty (0 bytes)",
-        ));
-    }
-    Ok(format)
-}
-
 /// Streams the records of a new batch into one store transaction and finishes it:
 /// the outcome, or why the whole file is rejected. Parsing runs on a thread of its
 /// own while this one writes to SQLite; the bounded channel keeps memory flat
@@ -403,14 +374,6 @@ pub fn open_no_follow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Utf8 {
-    Valid,
-    InvalidAt(u64),
-    /// Valid but for an incomplete character at the very end.
-    CutAtEnd,
-}
-
 /// Calls `each` with successive chunks of `file` from where it stands to its end;
 /// gives up when `stop` is set.
 fn for_each_chunk(
@@ -443,82 +406,12 @@ fn digest_file(file: &mut File, stop: &AtomicBool) -> io::Result<(String, u64)> 
     Ok((hex::encode(hasher.finalize()), bytes))
 }
 
-/// Whether a file is UTF-8 throughout; if not, why it is rejected: `not_utf8` with
-/// where (line, column, byte), or `truncated` when only its last character is cut.
+/// Whether a file is UTF-8 throughout; if not, why it is rejected (`batch::Utf8Check`
+/// holds the rule).
 fn check_file_utf8(file: &mut File, stop: &AtomicBool) -> io::Result<Option<Rejection>> {
-    let mut utf8 = Utf8::Valid;
-    let mut offset = 0u64;
-    // Where the bad byte stands: lines before it and where its line starts.
-    let mut lines = 0u64;
-    let mut line_start = 0u64;
-    // Up to 3 bytes of a character cut by the end of the previous chunk.
-    let mut carry: Vec<u8> = Vec::with_capacity(4);
-    for_each_chunk(file, stop, |chunk| {
-        if utf8 != Utf8::Valid {
-            return;
-        }
-        utf8 = check_utf8(&mut carry, chunk, offset);
-        let upto = match utf8 {
-            Utf8::InvalidAt(at) => (at.saturating_sub(offset) as usize).min(chunk.len()),
-            _ => chunk.len(),
-        };
-        for (i, _) in chunk[..upto]
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-        {
-            lines += 1;
-            line_start = offset + i as u64 + 1;
-        }
-        offset += chunk.len() as u64;
-    })?;
-    if utf8 == Utf8::Valid && !carry.is_empty() {
-        utf8 = Utf8::CutAtEnd;
-    }
-    Ok(match utf8 {
-        Utf8::Valid => None,
-        Utf8::InvalidAt(at) => Some(Rejection::new(
-            RejectReason::NotUtf8,
-            format!(
-                "the file is not UTF-8: invalid byte at line {}, column {} (byte {at}); \
-                 save it as UTF-8 and drop it again",
-                lines + 1,
-                at - line_start + 1
-            ),
-        )),
-        Utf8::CutAtEnd => Some(Rejection::new(
-            RejectReason::Truncated,
-            "the file ends inside a UTF-8 character; it may still be arriving",
-        )),
-    })
-}
-/// Validates `chunk` (which starts at `offset` in the file) after the `carry` left
-/// by the previous chunk; leaves in `carry` an incomplete character at its end.
-fn check_utf8(carry: &mut Vec<u8>, chunk: &[u8], offset: u64) -> Utf8 {
-    let mut chunk = chunk;
-    let mut offset = offset;
-    while !carry.is_empty() && !chunk.is_empty() {
-        carry.push(chunk[0]);
-        chunk = &chunk[1..];
-        offset += 1;
-        match std::str::from_utf8(carry) {
-            Ok(_) => carry.clear(),
-            Err(e) if e.error_len().is_some() => {
-                return Utf8::InvalidAt(offset - carry.len() as u64);
-            }
-            Err(_) => {}
-        }
-    }
-    match std::str::from_utf8(chunk) {
-        Ok(_) => Utf8::Valid,
-        Err(e) => match e.error_len() {
-            Some(_) => Utf8::InvalidAt(offset + e.valid_up_to() as u64),
-            None => {
-                carry.extend_from_slice(&chunk[e.valid_up_to()..]);
-                Utf8::Valid
-            }
-        },
-    }
+    let mut check = Utf8Check::default();
+    for_each_chunk(file, stop, |chunk| check.feed(chunk))?;
+    Ok(check.finish())
 }
 
 /// Hashes what passes through it, so the second pass proves it read the bytes the
@@ -539,34 +432,5 @@ impl Read for HashingReader<'_> {
         self.hasher.update(&buf[..n]);
         self.bytes.set(self.bytes.get() + n as u64);
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utf8_across_chunks() {
-        let text = "aé😀b".as_bytes();
-        for split in 0..text.len() {
-            let mut carry = Vec::new();
-            assert_eq!(check_utf8(&mut carry, &text[..split], 0), Utf8::Valid);
-            assert_eq!(
-                check_utf8(&mut carry, &text[split..], split as u64),
-                Utf8::Valid,
-                "split {split}"
-            );
-            assert!(carry.is_empty());
-        }
-        let mut carry = Vec::new();
-        assert_eq!(check_utf8(&mut carry, b"ab\xf0\x9f", 0), Utf8::Valid);
-        assert_eq!(carry, b"\xf0\x9f");
-        assert_eq!(check_utf8(&mut carry, b"x", 4), Utf8::InvalidAt(2));
-        let mut carry = Vec::new();
-        assert_eq!(
-            check_utf8(&mut carry, b"abc\xffdef", 10),
-            Utf8::InvalidAt(13)
-        );
     }
 }

@@ -28,6 +28,7 @@ mod document;
 pub mod event;
 pub mod json;
 mod ndjson;
+mod preflight;
 pub mod syntax;
 
 use std::io::{self, BufRead};
@@ -35,6 +36,7 @@ use std::io::{self, BufRead};
 pub use document::JsonReader;
 pub use event::{Event, Invalid, InvalidReason};
 pub use ndjson::NdjsonReader;
+pub use preflight::{Utf8Check, preflight};
 use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).

@@ -1,0 +1,174 @@
+//! The whole-file rules that come before parsing: the format by extension, the size
+//! limit, an empty file, and the encoding (UTF-8 throughout, or cut inside its last
+//! character, which counts as still arriving). Pure: names, sizes and chunks of bytes
+//! in, a `Rejection` out. With the readers' own rejections, these are every reason a
+//! whole file is rejected; the daemon's readiness rules decide only when a file that
+//! may still be arriving has waited long enough.
+
+use super::{Format, RejectReason, Rejection};
+use crate::names;
+
+/// The rules that need only the name and the size: the format by extension, the
+/// size limit, an empty file.
+pub fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, Rejection> {
+    let Some(format) = Format::from_name(name) else {
+        return Err(Rejection::new(
+            RejectReason::UnsupportedType,
+            format!(
+                "{:?} does not end in .json, .ndjson or .jsonl; rename it if it is a batch",
+                names::escaped(name)
+            ),
+        ));
+    };
+    if bytes > file_bytes_max {
+        return Err(Rejection::new(
+            RejectReason::TooLarge,
+            format!(
+                "the file is {bytes} bytes, over the limit of {file_bytes_max} (--file-bytes-max); \
+                 split it into smaller batches"
+            ),
+        ));
+    }
+    if bytes == 0 {
+        return Err(Rejection::new(
+            RejectReason::Empty,
+            "the file is empty (0 bytes)",
+        ));
+    }
+    Ok(format)
+}
+
+/// Checks that a file is UTF-8 throughout, fed its bytes in chunks of any size;
+/// remembers where the first bad byte stands (line, column, byte offset).
+#[derive(Debug, Default)]
+pub struct Utf8Check {
+    /// Bytes fed so far.
+    offset: u64,
+    /// Newlines before the bad byte (or so far), and where the current line starts.
+    lines: u64,
+    line_start: u64,
+    /// Up to 3 bytes of a character cut by the end of the previous chunk.
+    carry: Vec<u8>,
+    /// The offset of the first invalid byte, once found.
+    invalid_at: Option<u64>,
+}
+
+impl Utf8Check {
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if self.invalid_at.is_some() {
+            return;
+        }
+        self.invalid_at = check_utf8(&mut self.carry, chunk, self.offset);
+        let upto = match self.invalid_at {
+            Some(at) => usize::try_from(at.saturating_sub(self.offset))
+                .unwrap_or(usize::MAX)
+                .min(chunk.len()),
+            None => chunk.len(),
+        };
+        for (i, _) in chunk[..upto]
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+        {
+            self.lines += 1;
+            self.line_start = self.offset + i as u64 + 1;
+        }
+        self.offset += chunk.len() as u64;
+    }
+
+    /// Why the file is rejected, if it is: `not_utf8` with where, or `truncated`
+    /// when only its last character is cut.
+    pub fn finish(self) -> Option<Rejection> {
+        if let Some(at) = self.invalid_at {
+            return Some(Rejection::new(
+                RejectReason::NotUtf8,
+                format!(
+                    "the file is not UTF-8: invalid byte at line {}, byte {} of the line \
+                     (byte offset {at}); save it as UTF-8 and drop it again",
+                    self.lines + 1,
+                    at - self.line_start + 1
+                ),
+            ));
+        }
+        (!self.carry.is_empty()).then(|| {
+            Rejection::new(
+                RejectReason::Truncated,
+                "the file ends inside a UTF-8 character; it may still be arriving",
+            )
+        })
+    }
+}
+
+/// Validates `chunk` (which starts at `offset` in the file) after the `carry` left
+/// by the previous chunk; leaves in `carry` an incomplete character at its end.
+/// Returns the offset of an invalid byte, if there is one.
+fn check_utf8(carry: &mut Vec<u8>, chunk: &[u8], offset: u64) -> Option<u64> {
+    let mut chunk = chunk;
+    let mut offset = offset;
+    while !carry.is_empty() && !chunk.is_empty() {
+        carry.push(chunk[0]);
+        chunk = &chunk[1..];
+        offset += 1;
+        match std::str::from_utf8(carry) {
+            Ok(_) => carry.clear(),
+            Err(e) if e.error_len().is_some() => return Some(offset - carry.len() as u64),
+            Err(_) => {}
+        }
+    }
+    match std::str::from_utf8(chunk) {
+        Ok(_) => None,
+        Err(e) => match e.error_len() {
+            Some(_) => Some(offset + e.valid_up_to() as u64),
+            None => {
+                carry.extend_from_slice(&chunk[e.valid_up_to()..]);
+                None
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(chunks: &[&[u8]]) -> Option<(RejectReason, String)> {
+        let mut check = Utf8Check::default();
+        for chunk in chunks {
+            check.feed(chunk);
+        }
+        check.finish().map(|r| (r.reason, r.detail))
+    }
+
+    #[test]
+    fn utf8_across_chunks() {
+        let text = "aé😀b".as_bytes();
+        for split in 0..text.len() {
+            assert_eq!(
+                check(&[&text[..split], &text[split..]]),
+                None,
+                "split {split}"
+            );
+        }
+        let (reason, detail) = check(&[b"ab\xf0\x9f", b"x"]).expect("invalid");
+        assert_eq!(reason, RejectReason::NotUtf8);
+        assert!(detail.contains("(byte offset 2)"), "{detail}");
+        let (reason, detail) = check(&[b"{\n\"a\": 1,\n \"b\": \"\xff\"}"]).expect("invalid");
+        assert_eq!(reason, RejectReason::NotUtf8);
+        assert!(
+            detail.contains("line 3, byte 8 of the line (byte offset 17)"),
+            "{detail}"
+        );
+        let (reason, _) = check(&[b"{\"a\": \"\xe2\x82"]).expect("cut");
+        assert_eq!(reason, RejectReason::Truncated);
+    }
+
+    #[test]
+    fn rules_before_parsing() {
+        let code = |name: &str, bytes: u64| preflight(name, bytes, 1000).map_err(|r| r.reason);
+        assert_eq!(code("a.json", 10), Ok(Format::Json));
+        assert_eq!(code("a.JSONL", 10), Ok(Format::Ndjson));
+        assert_eq!(code("a.csv", 10), Err(RejectReason::UnsupportedType));
+        assert_eq!(code("a.json", 1001), Err(RejectReason::TooLarge));
+        assert_eq!(code("a.json", 0), Err(RejectReason::Empty));
+    }
+}
