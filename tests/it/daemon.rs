@@ -20,7 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::support::{
-    COUNT_FIELDS, Daemon, EVENT_COLUMNS, Site, dump, names, query, sha256_hex, wait_until, write,
+    COUNT_FIELDS, Daemon, EVENT_COLUMNS, Site, dump, has_open, names, query, sha256_hex,
+    wait_until, write,
 };
 
 // ---------------------------------------------------------------------------------
@@ -1388,16 +1389,6 @@ fn holds_a_file_in(pid: i32, dir: &Path) -> bool {
     entries
         .filter_map(|e| e.ok())
         .any(|e| fs::read_link(e.path()).is_ok_and(|target| target.parent() == Some(dir)))
-}
-
-/// Whether process `pid` has `path` open (by /proc/PID/fd).
-fn has_open(pid: i32, path: &Path) -> bool {
-    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .any(|e| fs::read_link(e.path()).is_ok_and(|target| target == path))
 }
 
 // ---------------------------------------------------------------------------------

@@ -220,12 +220,7 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
     let path = fs::canonicalize(site.incoming().join("second.json")).expect("path");
     let pid = daemon.pid();
     daemon.wait(Duration::from_secs(20), "second.json taken", || {
-        fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|fds| {
-                fds.filter_map(Result::ok)
-                    .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
-            })
-            .unwrap_or(false)
+        has_open(pid, &path)
     });
     daemon.signal(libc::SIGTERM);
     let status = daemon.wait_exit(Duration::from_millis(1500), "exit within a second");
@@ -240,16 +235,6 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
         query(&site.db, "SELECT count(*) FROM ingest_inbox"),
         [["1"]]
     );
-}
-
-/// Whether process `pid` has `path` open (by /proc/PID/fd).
-fn has_open(pid: i32, path: &Path) -> bool {
-    fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|fds| {
-            fds.filter_map(Result::ok)
-                .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
-        })
-        .unwrap_or(false)
 }
 
 /// 20,000 events of one flight family at revision `revision`: each rewrite of the

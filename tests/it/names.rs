@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::{Daemon, Site, query, sha256_hex};
+use crate::support::{Daemon, Site, has_open, query, sha256_hex};
 
 /// How long a daemon may take to stop after SIGTERM.
 const STOP_LIMIT: Duration = Duration::from_secs(2);
@@ -237,16 +237,6 @@ fn a_file_whose_name_is_not_utf8_is_ingested_archived_and_recorded_with_u_fffd()
     );
     assert!(!log.contains("never taken"), "{log}");
     stop(daemon);
-}
-
-/// Whether process `pid` has `path` open (by /proc/PID/fd).
-fn has_open(pid: i32, path: &Path) -> bool {
-    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .any(|e| fs::read_link(e.path()).is_ok_and(|target| target == path))
 }
 
 /// Rewrites `path` in place: the same size, one byte of a payload changed, the old

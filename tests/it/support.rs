@@ -115,6 +115,16 @@ pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bo
     }
 }
 
+/// Whether process `pid` has `path` open (by /proc/PID/fd).
+pub fn has_open(pid: i32, path: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .any(|e| fs::read_link(e.path()).is_ok_and(|target| target == path))
+}
+
 /// Names of the regular files in `dir`, sorted.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = match std::fs::read_dir(dir) {
