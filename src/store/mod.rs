@@ -1,200 +1,22 @@
-//! The SQLite database: opening it with explicit pragmas, the schema migrations in
-//! `schema/`, and one `BEGIN IMMEDIATE` transaction per batch that applies the
-//! contract's outcome rules. The only module that talks to SQLite.
+//! The SQLite database: opening it (`open`: pragmas, migrations) and one
+//! `BEGIN IMMEDIATE` transaction per batch that applies the contract's outcome
+//! rules. The only module that talks to SQLite.
 
-use std::path::{Path, PathBuf};
+mod error;
+pub mod open;
+
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+pub use error::{FaultClass, StoreError};
+pub use open::{BUSY_TIMEOUT, stop_waiting_for_locks};
 
 use crate::batch::{Header, Record};
 
-/// The migrations, in order; `PRAGMA user_version` counts those applied.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../schema/0001_initial.sql"),
-    include_str!("../schema/0002_analyst_views.sql"),
-    include_str!("../schema/0003_binary_key.sql"),
-    include_str!("../schema/0004_times_sort.sql"),
-];
-
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;
-
-/// How long a statement waits on another connection's lock before SQLITE_BUSY.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long the busy handler sleeps between two looks at a lock.
-const BUSY_SLEEP: Duration = Duration::from_millis(10);
-
-/// Set once the process is stopping (SIGTERM, SIGINT): a wait on another
-/// connection's lock gives up at once instead of after `BUSY_TIMEOUT`, so that a
-/// stop is honoured within a second even while an analyst holds a lock.
-static STOPPING: AtomicBool = AtomicBool::new(false);
-
-/// Makes every wait on a lock give up (see `STOPPING`).
-pub fn stop_waiting_for_locks() {
-    STOPPING.store(true, Ordering::SeqCst);
-}
-
-/// SQLite's busy handler: waits up to `BUSY_TIMEOUT` for a lock, unless stopping.
-fn wait_for_lock(attempts: i32) -> bool {
-    let waited = BUSY_SLEEP.saturating_mul(u32::try_from(attempts).unwrap_or(u32::MAX));
-    if STOPPING.load(Ordering::Relaxed) || waited >= BUSY_TIMEOUT {
-        return false;
-    }
-    std::thread::sleep(BUSY_SLEEP);
-    true
-}
-
-/// `wait_for_lock` as SQLite calls it.
-unsafe extern "C" fn busy_callback(
-    _: *mut std::ffi::c_void,
-    attempts: std::ffi::c_int,
-) -> std::ffi::c_int {
-    std::ffi::c_int::from(wait_for_lock(attempts))
-}
-
-/// Waits on other connections' locks (`wait`) or fails at once when one is held.
-fn wait_for_locks(conn: &Connection, wait: bool) -> rusqlite::Result<()> {
-    if !wait {
-        return conn.busy_timeout(Duration::ZERO);
-    }
-    // SAFETY: the handle is open for the life of `conn`; the callback is a plain
-    // function that touches no data behind the (null) pointer. rusqlite's own
-    // `busy_handler` needs `&mut Connection`, which the callers here do not hold.
-    let rc = unsafe {
-        rusqlite::ffi::sqlite3_busy_handler(
-            conn.handle(),
-            Some(busy_callback),
-            std::ptr::null_mut(),
-        )
-    };
-    if rc != rusqlite::ffi::SQLITE_OK {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rc),
-            None,
-        ));
-    }
-    Ok(())
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("stopped before the batch was committed; it was rolled back")]
-    Stopped,
-    #[error("open database {path}: {source}")]
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    #[error(
-        "database {path} has schema version {found}, newer than this spoolite knows ({known}); \
-         run a newer spoolite or point --db at another file"
-    )]
-    NewerSchema {
-        path: PathBuf,
-        found: i64,
-        known: i64,
-    },
-    #[error(
-        "database {path} has schema version {found}, older than this spoolite's ({known}); \
-         a dry run upgrades nothing, so run the daemon or `spoolite ingest` once first"
-    )]
-    OlderSchema {
-        path: PathBuf,
-        found: i64,
-        known: i64,
-    },
-    #[error("database {path} is a folder, not a file; point --db at a file")]
-    NotAFile { path: PathBuf },
-    #[error("create database folder {path}: {source}")]
-    CreateDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-}
-
-/// What a database fault means for the daemon (ARCHITECTURE.md has the table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultClass {
-    /// The database cannot be used now (locked, busy, read-only, disk full, I/O,
-    /// cannot open): every file waits, with one back-off. `reopen` says the fault can
-    /// outlive the connection (a connection opened read-only stays read-only), so
-    /// the next try opens the database again.
-    Database { reopen: bool },
-    /// Something in this file the database refuses (a value too big): only this
-    /// file waits; after a few tries with the same error it is rejected.
-    InFile,
-    /// Anything else: only this file waits and is tried again, never rejected for
-    /// it, since the fault may not be in the file.
-    ThisFile,
-}
-
-impl StoreError {
-    /// How the daemon treats this fault.
-    pub fn class(&self) -> FaultClass {
-        use rusqlite::ErrorCode::*;
-        let code = match self {
-            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
-            StoreError::NewerSchema { .. }
-            | StoreError::OlderSchema { .. }
-            | StoreError::NotAFile { .. } => {
-                return FaultClass::Database { reopen: true };
-            }
-            StoreError::Stopped => return FaultClass::ThisFile,
-        };
-        match code {
-            Some(DatabaseBusy | DatabaseLocked) => FaultClass::Database { reopen: false },
-            Some(DiskFull) => FaultClass::Database { reopen: false },
-            Some(
-                ReadOnly
-                | CannotOpen
-                | SystemIoFailure
-                | PermissionDenied
-                | NotADatabase
-                | DatabaseCorrupt
-                | FileLockingProtocolFailed
-                | OutOfMemory,
-            ) => FaultClass::Database { reopen: true },
-            Some(TooBig) => FaultClass::InFile,
-            _ => FaultClass::ThisFile,
-        }
-    }
-
-    /// A fault that will not pass by itself when the daemon starts: refuse to start
-    /// (a file that is not a database, a newer schema), naming the database.
-    pub fn is_fatal_at_start(&self) -> bool {
-        let code = match self {
-            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. } | StoreError::NotAFile { .. } => return true,
-            _ => return false,
-        };
-        matches!(
-            code,
-            Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
-        )
-    }
-
-    /// A lock held by another connection: waiting helps.
-    pub fn is_busy(&self) -> bool {
-        let code = match self {
-            StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. }
-            | StoreError::OlderSchema { .. }
-            | StoreError::CreateDir { .. }
-            | StoreError::NotAFile { .. }
-            | StoreError::Stopped => None,
-        };
-        matches!(
-            code,
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        )
-    }
-}
 
 /// The outcome counts of one batch, as written to its inbox row.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -241,122 +63,44 @@ impl Store {
     /// Opens (creating if missing) the database at `path` and brings its schema up
     /// to date.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open_error = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        if path.is_dir() {
-            return Err(StoreError::NotAFile {
-                path: path.to_owned(),
-            });
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::CreateDir {
-                path: parent.to_owned(),
-                source: e,
-            })?;
-        }
-        let conn = Connection::open(path).map_err(open_error)?;
-        configure(&conn).map_err(open_error)?;
-        persist_wal(&conn).map_err(open_error)?;
-        let mut store = Store { conn };
-        store.migrate(path)?;
-        Ok(store)
+        Ok(Store {
+            conn: open::read_write(path)?,
+        })
     }
 
     /// Opens an existing database without writing to it (for `status` and
     /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
     /// version has; see `require_current_schema`.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let open_error = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
-        wait_for_locks(&conn, true).map_err(open_error)?;
-        configure_staging(&conn).map_err(open_error)?;
-        let version = user_version(&conn).map_err(open_error)?;
-        refuse_newer(path, version)?;
-        Ok(Store { conn })
+        Ok(Store {
+            conn: open::read_only(path)?,
+        })
+    }
+
+    /// An empty database in memory with the current schema: what a dry run
+    /// compares against when the database file does not exist yet.
+    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
+        Ok(Store {
+            conn: open::empty_in_memory()?,
+        })
     }
 
     fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(user_version(&self.conn)?)
+        Ok(open::user_version(&self.conn)?)
     }
 
     /// Refuses a database whose schema is older than this spoolite's: a dry run
     /// opened read-only cannot upgrade it, and its statements need the current one.
     pub fn require_current_schema(&self, path: &Path) -> Result<(), StoreError> {
         let found = self.schema_version()?;
-        let known = MIGRATIONS.len() as i64;
-        if found < known {
+        if found < open::SCHEMA_VERSION {
             return Err(StoreError::OlderSchema {
                 path: path.to_owned(),
                 found,
-                known,
+                known: open::SCHEMA_VERSION,
             });
         }
         Ok(())
-    }
-
-    /// An empty database in memory with the current schema: what a dry run
-    /// compares against when the database file does not exist yet.
-    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
-        let path = Path::new(":memory:");
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let mut store = Store { conn };
-        store.migrate(path)?;
-        Ok(store)
-    }
-
-    fn migrate(&mut self, path: &Path) -> Result<(), StoreError> {
-        let known = MIGRATIONS.len() as i64;
-        // A look without the write lock first: an analyst's lock must not keep a
-        // daemon from starting on an up-to-date database.
-        let version = self.schema_version()?;
-        if version == known {
-            return Ok(());
-        }
-        // A new database gets one log line; an existing one a line before and after
-        // each step, since a step may copy every row.
-        let fresh = version == 0;
-        loop {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let version = user_version(&tx)?;
-            refuse_newer(path, version)?;
-            if version == known {
-                if fresh {
-                    log::info!(
-                        "database {}: created, schema version {known}",
-                        path.display()
-                    );
-                }
-                return Ok(());
-            }
-            let next = version + 1;
-            if !fresh {
-                log::info!(
-                    "database {}: upgrading schema to version {next}; on a large database \
-                     this takes minutes",
-                    path.display()
-                );
-            }
-            tx.execute_batch(MIGRATIONS[version as usize])?;
-            tx.pragma_update(None, "user_version", next)?;
-            tx.commit()?;
-            if !fresh {
-                log::info!(
-                    "database {}: schema upgraded to version {next}",
-                    path.display()
-                );
-            }
-        }
     }
 
     /// Lowers SQLite's limit on one value's size, so that tests can meet a value the
@@ -383,13 +127,13 @@ impl Store {
     /// allow, without waiting for them: an analyst's long read holds back only
     /// the frames it still needs. Returns whether the WAL was fully checkpointed.
     pub fn checkpoint(&self) -> Result<bool, StoreError> {
-        wait_for_locks(&self.conn, false)?;
+        open::wait_for_locks(&self.conn, false)?;
         let result = self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
                 row.get::<_, i64>(0)
             });
-        wait_for_locks(&self.conn, true)?;
+        open::wait_for_locks(&self.conn, true)?;
         match result.map_err(StoreError::from) {
             Ok(busy) => Ok(busy == 0),
             Err(e) if e.is_busy() => Ok(false),
@@ -461,24 +205,6 @@ impl Store {
     }
 }
 
-/// The number of migrations applied to the database (`PRAGMA user_version`).
-fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
-}
-
-/// Refuses a database that a newer spoolite has migrated further than this one can.
-fn refuse_newer(path: &Path, found: i64) -> Result<(), StoreError> {
-    let known = MIGRATIONS.len() as i64;
-    if found > known {
-        return Err(StoreError::NewerSchema {
-            path: path.to_owned(),
-            found,
-            known,
-        });
-    }
-    Ok(())
-}
-
 /// Whether the inbox holds a batch with this digest.
 fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
     let found = conn
@@ -486,63 +212,6 @@ fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
         .query_row([digest], |_| Ok(()))
         .optional()?;
     Ok(found.is_some())
-}
-
-/// Sets the pragmas spoolite relies on, each for a reason.
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    // Larger pages hold more keys per b-tree node: fewer pages touched per insert.
-    // Takes effect only when the database is created.
-    conn.pragma_update(None, "page_size", 16384)?;
-    // WAL: analysts read while the daemon writes, and a crash rolls back cleanly.
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    // FULL: a commit is on disk before the file leaves incoming/.
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    // An analyst's lock delays a batch instead of failing it at once; the daemon
-    // retries with back-off after this.
-    wait_for_locks(conn, true)?;
-    // quarantine's reference to its inbox row is checked at commit.
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
-    // pages of tens of millions of events, and a bounded share of the memory budget.
-    conn.pragma_update(None, "cache_size", -32768)?;
-    configure_staging(conn)?;
-    // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
-    // a large file behind.
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-    Ok(())
-}
-
-/// The temporary staging table of a large batch spills to a file, not memory; its
-/// cache is large enough that sorting a batch stays mostly in memory, small enough
-/// to keep the total flat.
-fn configure_staging(conn: &Connection) -> rusqlite::Result<()> {
-    conn.pragma_update(None, "temp_store", "FILE")?;
-    conn.pragma_update(Some("temp"), "cache_size", -16384)?;
-    Ok(())
-}
-
-/// Keeps the `-wal` and `-shm` files when the daemon closes the database, so that
-/// analysts on a read-only account (who cannot create them in a folder they may not
-/// write) can still open it while the daemon is stopped or restarting.
-fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
-    let mut on: std::ffi::c_int = 1;
-    // SAFETY: the handle is open for the life of `conn`; PERSIST_WAL reads and
-    // writes one int through the pointer, which lives across the call.
-    let rc = unsafe {
-        rusqlite::ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
-            (&raw mut on).cast(),
-        )
-    };
-    if rc != rusqlite::ffi::SQLITE_OK {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rc),
-            None,
-        ));
-    }
-    Ok(())
 }
 
 /// The transaction of one batch file: stage its events, quarantine what is invalid,
