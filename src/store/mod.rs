@@ -3,6 +3,7 @@
 //! rules. The only module that talks to SQLite.
 
 mod error;
+pub mod fold;
 pub mod open;
 
 use std::path::Path;
@@ -11,40 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 pub use error::{FaultClass, StoreError};
+pub use fold::Counts;
 pub use open::{BUSY_TIMEOUT, stop_waiting_for_locks};
 
 use crate::batch::{Header, Record};
 
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;
-
-/// The outcome counts of one batch, as written to its inbox row.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Counts {
-    pub events_total: u64,
-    pub inserted: u64,
-    pub updated: u64,
-    pub unchanged: u64,
-    pub stale: u64,
-    pub conflicts: u64,
-    pub invalid: u64,
-}
-
-impl Counts {
-    fn outcomes(&self) -> u64 {
-        self.inserted + self.updated + self.unchanged + self.stale + self.conflicts + self.invalid
-    }
-
-    pub fn add(&mut self, other: &Counts) {
-        self.events_total += other.events_total;
-        self.inserted += other.inserted;
-        self.updated += other.updated;
-        self.unchanged += other.unchanged;
-        self.stale += other.stale;
-        self.conflicts += other.conflicts;
-        self.invalid += other.invalid;
-    }
-}
 
 /// What `status` reads from the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
