@@ -345,7 +345,12 @@ impl Writer {
         stop: &AtomicBool,
     ) -> Result<Counts, StoreError> {
         self.number_flights(tx)?;
-        let mut upsert = tx.prepare(UPSERT)?;
+        // The upsert is prepared at the first winner, once the staged rows are
+        // sorted and the first key looked up: prepared before them, SQLite's
+        // lookaside memory ran short during the apply (five times the fallbacks to
+        // malloc) and the ingest took 1.9% more instructions (cachegrind, 20k
+        // events).
+        let mut upsert: Option<Statement<'_>> = None;
         fold_staged(tx, default_revision, stop, |effect| match effect {
             Effect::Conflict {
                 index,
@@ -356,7 +361,13 @@ impl Writer {
                 key,
                 columns,
                 version,
-            } => self.upsert(&mut upsert, key, columns, version),
+            } => {
+                let upsert = match &mut upsert {
+                    Some(upsert) => upsert,
+                    None => upsert.insert(tx.prepare(UPSERT)?),
+                };
+                self.upsert(upsert, key, columns, version)
+            }
         })
     }
 
