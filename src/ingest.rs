@@ -276,10 +276,12 @@ fn stream(
         _ if options.stop.load(Ordering::Relaxed) => IngestError::Stopped,
         error => IngestError::Store(error),
     };
-    let Some(mut batch) = store
-        .begin(digest, name, &now_utc(), options.dry_run)
-        .map_err(stopped)?
-    else {
+    let begun = if options.dry_run {
+        store.begin_dry_run(digest)
+    } else {
+        store.begin(digest, name, &now_utc())
+    };
+    let Some(mut batch) = begun.map_err(stopped)? else {
         return Ok(Ok(Outcome::SkippedDuplicate {
             digest: digest.to_owned(),
         }));

@@ -4,6 +4,7 @@
 mod bench;
 mod daemon;
 mod faults;
+mod fold;
 mod ingest;
 mod names;
 mod ops;

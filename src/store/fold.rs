@@ -1,0 +1,425 @@
+//! The contract's outcome rules as one pure fold, the same for every backend:
+//! `decide` meets one incoming version of a key with the stored one, and `KeyFold`
+//! folds a file's versions of one key, in file order, into their outcomes and the
+//! version left to write. No I/O: a backend fetches the stored row, offers the
+//! file's versions and writes what the fold says won, so two backends cannot
+//! decide differently.
+
+use std::cmp::Ordering;
+
+/// What two versions of one key with the same revision are compared on: the
+/// canonical payload together with `retracted` (the contract's *content*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Content<'a> {
+    /// The canonical payload text (compact JSON, keys sorted): equal payloads are
+    /// equal texts, so text equality is content equality.
+    pub payload: &'a str,
+    /// Whether the event is retracted. Always false until retractions are read.
+    pub retracted: bool,
+}
+
+impl<'a> Content<'a> {
+    /// A live (not retracted) event's content.
+    pub fn live(payload: &'a str) -> Content<'a> {
+        Content {
+            payload,
+            retracted: false,
+        }
+    }
+}
+
+/// One version of a key: the stored row's or an incoming event's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version<'a> {
+    pub revision: i64,
+    pub content: Content<'a>,
+}
+
+/// What one incoming version of a key comes to (the contract's outcome table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No version of the key was stored: the incoming one is.
+    Inserted,
+    /// A higher revision than the stored one: it replaces it.
+    Updated,
+    /// The same revision with the same content: nothing changes.
+    Unchanged,
+    /// A lower revision than the stored one: nothing changes.
+    Stale,
+    /// The same revision with other content: nothing changes, the incoming event
+    /// goes to quarantine.
+    Conflict,
+}
+
+impl Outcome {
+    /// Whether the incoming version becomes the key's row.
+    pub fn wins(self) -> bool {
+        matches!(self, Outcome::Inserted | Outcome::Updated)
+    }
+}
+
+/// The outcome of `incoming` against the key's `stored` version (`None`: the key
+/// has none). Within a file, `stored` is the version the file's earlier events of
+/// the key left (see `KeyFold`).
+pub fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outcome {
+    let Some(stored) = stored else {
+        return Outcome::Inserted;
+    };
+    match incoming.revision.cmp(&stored.revision) {
+        Ordering::Greater => Outcome::Updated,
+        Ordering::Less => Outcome::Stale,
+        Ordering::Equal if incoming.content == stored.content => Outcome::Unchanged,
+        Ordering::Equal => Outcome::Conflict,
+    }
+}
+
+/// The quarantine reason code of a conflicting event.
+pub const CONFLICT_REASON: &str = "conflict";
+
+/// The quarantine `detail` of a conflicting event, the same from every backend.
+pub fn conflict_detail(incoming: Version<'_>) -> String {
+    format!(
+        "source_revision {} is already stored with a different payload",
+        incoming.revision
+    )
+}
+
+/// A file's versions of one key, folded in file order: the fold starts from the
+/// stored row, and each version that wins becomes what the next one meets, so that
+/// several versions of a key in one file collapse as if applied one at a time.
+///
+/// One `KeyFold` serves every key of a batch (`start` for each), so the payload
+/// buffer is allocated once per batch rather than once per key.
+#[derive(Debug, Default)]
+pub struct KeyFold {
+    /// The latest version: the stored one, or the file's last that won. `revision`,
+    /// `payload` and `retracted` mean nothing while `present` is false.
+    revision: i64,
+    payload: String,
+    retracted: bool,
+    /// Whether the key has a version yet (stored, or inserted by this file).
+    present: bool,
+    /// Whether a version of this file won, so that the latest one is to be written.
+    won: bool,
+}
+
+impl KeyFold {
+    pub fn new() -> KeyFold {
+        KeyFold::default()
+    }
+
+    /// Starts the next key from its stored version (`None`: never stored).
+    pub fn start(&mut self, stored: Option<Version<'_>>) {
+        self.won = false;
+        self.present = false;
+        if let Some(stored) = stored {
+            self.keep(stored);
+        }
+    }
+
+    /// Meets the key's next version in file order: its outcome, and, when it wins,
+    /// it becomes the latest version.
+    pub fn offer(&mut self, incoming: Version<'_>) -> Outcome {
+        let outcome = decide(self.latest(), incoming);
+        if outcome.wins() {
+            self.keep(incoming);
+            self.won = true;
+        }
+        outcome
+    }
+
+    /// The version the file leaves for the key when one of its versions won: what
+    /// the backend writes. `None` when the stored row stays as it was.
+    pub fn winner(&self) -> Option<Version<'_>> {
+        self.latest().filter(|_| self.won)
+    }
+
+    /// The version the next one meets.
+    fn latest(&self) -> Option<Version<'_>> {
+        self.present.then_some(Version {
+            revision: self.revision,
+            content: Content {
+                payload: &self.payload,
+                retracted: self.retracted,
+            },
+        })
+    }
+
+    fn keep(&mut self, version: Version<'_>) {
+        self.revision = version.revision;
+        self.payload.clear();
+        self.payload.push_str(version.content.payload);
+        self.retracted = version.content.retracted;
+        self.present = true;
+    }
+}
+
+/// The outcome counts of one batch, as written to its inbox row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub events_total: u64,
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub stale: u64,
+    pub conflicts: u64,
+    pub invalid: u64,
+}
+
+impl Counts {
+    /// Counts one valid event's outcome (not in `events_total`, which counts every
+    /// event of the file as it is read).
+    pub fn count(&mut self, outcome: Outcome) {
+        *match outcome {
+            Outcome::Inserted => &mut self.inserted,
+            Outcome::Updated => &mut self.updated,
+            Outcome::Unchanged => &mut self.unchanged,
+            Outcome::Stale => &mut self.stale,
+            Outcome::Conflict => &mut self.conflicts,
+        } += 1;
+    }
+
+    /// Events with an outcome, invalid ones included: `events_total` once every
+    /// event of a file has one.
+    pub fn outcomes(&self) -> u64 {
+        self.inserted + self.updated + self.unchanged + self.stale + self.conflicts + self.invalid
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.events_total += other.events_total;
+        self.inserted += other.inserted;
+        self.updated += other.updated;
+        self.unchanged += other.unchanged;
+        self.stale += other.stale;
+        self.conflicts += other.conflicts;
+        self.invalid += other.invalid;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Outcome::*;
+
+    /// A version written `(revision, payload)`, live.
+    type V = (i64, &'static str);
+
+    fn version((revision, payload): V) -> Version<'static> {
+        Version {
+            revision,
+            content: Content::live(payload),
+        }
+    }
+
+    fn retracted((revision, payload): V) -> Version<'static> {
+        Version {
+            revision,
+            content: Content {
+                payload,
+                retracted: true,
+            },
+        }
+    }
+
+    /// Folds `file` (one key's versions in file order) onto `stored`, and checks
+    /// each outcome and the version left to write.
+    fn check(
+        stored: Option<Version<'static>>,
+        file: &[Version<'static>],
+        outcomes: &[Outcome],
+        winner: Option<Version<'static>>,
+    ) {
+        let mut fold = KeyFold::new();
+        fold.start(stored);
+        let got: Vec<Outcome> = file.iter().map(|v| fold.offer(*v)).collect();
+        assert_eq!(got, outcomes, "stored {stored:?}, file {file:?}");
+        assert_eq!(fold.winner(), winner, "stored {stored:?}, file {file:?}");
+    }
+
+    #[test]
+    fn each_row_of_the_outcome_table() {
+        let stored = Some(version((3, "{\"a\":1}")));
+        // none, any incoming: inserted, the new row.
+        check(
+            None,
+            &[version((0, "{}"))],
+            &[Inserted],
+            Some(version((0, "{}"))),
+        );
+        // revision r, revision > r: updated, the incoming row.
+        let higher = version((4, "{\"a\":2}"));
+        check(stored, &[higher], &[Updated], Some(higher));
+        // A higher revision wins whatever its content, the same included.
+        let same_content = version((4, "{\"a\":1}"));
+        check(stored, &[same_content], &[Updated], Some(same_content));
+        // revision r, revision < r: stale, unchanged.
+        check(stored, &[version((2, "{\"a\":2}"))], &[Stale], None);
+        check(stored, &[version((0, "{\"a\":1}"))], &[Stale], None);
+        // revision r, revision = r, same content: unchanged.
+        check(stored, &[version((3, "{\"a\":1}"))], &[Unchanged], None);
+        // revision r, revision = r, different content: conflict, unchanged.
+        check(stored, &[version((3, "{\"a\":2}"))], &[Conflict], None);
+        check(stored, &[version((3, "{}"))], &[Conflict], None);
+    }
+
+    #[test]
+    fn content_is_the_payload_together_with_retracted() {
+        let stored = Some(version((3, "{}")));
+        // The same payload and revision, but one of them retracted: other content.
+        check(stored, &[retracted((3, "{}"))], &[Conflict], None);
+        let stored_retracted = Some(retracted((3, "{}")));
+        check(stored_retracted, &[version((3, "{}"))], &[Conflict], None);
+        check(
+            stored_retracted,
+            &[retracted((3, "{}"))],
+            &[Unchanged],
+            None,
+        );
+        // A retraction of a key never seen is inserted as a retracted row, so the
+        // original, with a lower revision, is stale.
+        let retraction = retracted((2, "{}"));
+        check(None, &[retraction], &[Inserted], Some(retraction));
+        check(Some(retraction), &[version((1, "{}"))], &[Stale], None);
+        // A later revision that is not retracted brings the event back.
+        let back = version((3, "{}"));
+        check(Some(retraction), &[back], &[Updated], Some(back));
+        // A retraction is an update like any other.
+        let retraction = retracted((4, "{}"));
+        check(Some(back), &[retraction], &[Updated], Some(retraction));
+    }
+
+    #[test]
+    fn decide_is_the_table_alone() {
+        let stored = version((3, "x"));
+        assert_eq!(decide(None, stored), Inserted);
+        assert_eq!(decide(Some(stored), version((4, "x"))), Updated);
+        assert_eq!(decide(Some(stored), version((2, "x"))), Stale);
+        assert_eq!(decide(Some(stored), version((3, "x"))), Unchanged);
+        assert_eq!(decide(Some(stored), version((3, "y"))), Conflict);
+        assert_eq!(decide(Some(stored), retracted((3, "x"))), Conflict);
+    }
+
+    #[test]
+    fn versions_of_one_key_in_one_file_meet_the_last_that_won() {
+        // Insert, then update, then stale, then conflict, then unchanged: each meets
+        // the file's latest version, not the stored one.
+        check(
+            None,
+            &[
+                version((1, "a")),
+                version((2, "b")),
+                version((1, "c")),
+                version((2, "c")),
+                version((2, "b")),
+            ],
+            &[Inserted, Updated, Stale, Conflict, Unchanged],
+            Some(version((2, "b"))),
+        );
+        // A second version with the revision of the first but other content
+        // conflicts with the first, though nothing was stored.
+        check(
+            None,
+            &[version((0, "a")), version((0, "b"))],
+            &[Inserted, Conflict],
+            Some(version((0, "a"))),
+        );
+        // Only the last winner is written; a lower one after it is stale.
+        check(
+            Some(version((1, "a"))),
+            &[version((3, "c")), version((2, "b"))],
+            &[Updated, Stale],
+            Some(version((3, "c"))),
+        );
+        check(
+            Some(version((1, "a"))),
+            &[version((2, "b")), version((3, "c"))],
+            &[Updated, Updated],
+            Some(version((3, "c"))),
+        );
+        // Versions that all lose leave nothing to write.
+        check(
+            Some(version((5, "a"))),
+            &[version((3, "b")), version((5, "a")), version((5, "b"))],
+            &[Stale, Unchanged, Conflict],
+            None,
+        );
+        // The same event twice in one file: inserted, then unchanged.
+        check(
+            None,
+            &[version((1, "a")), version((1, "a"))],
+            &[Inserted, Unchanged],
+            Some(version((1, "a"))),
+        );
+    }
+
+    #[test]
+    fn one_fold_serves_key_after_key() {
+        let mut fold = KeyFold::new();
+        fold.start(None);
+        assert_eq!(fold.offer(version((7, "long payload"))), Inserted);
+        // The next key starts from its own stored row, not the previous key's.
+        fold.start(Some(version((1, "b"))));
+        assert_eq!(fold.winner(), None);
+        assert_eq!(fold.offer(version((1, "b"))), Unchanged);
+        assert_eq!(fold.winner(), None);
+        fold.start(None);
+        assert_eq!(fold.winner(), None);
+        assert_eq!(fold.offer(version((0, "c"))), Inserted);
+        assert_eq!(fold.winner(), Some(version((0, "c"))));
+    }
+
+    #[test]
+    fn a_file_of_several_keys_counts_each_outcome_once() {
+        // Key by key, in key order and file order within a key, as backends feed it.
+        let keys: [(Option<Version<'static>>, &[Version<'static>]); 3] = [
+            (
+                None,
+                &[
+                    version((1, "a")),
+                    version((2, "b")),
+                    version((1, "z")),
+                    version((2, "z")),
+                ],
+            ),
+            (
+                Some(version((2, "a"))),
+                &[version((2, "a")), version((3, "b"))],
+            ),
+            (
+                Some(version((2, "a"))),
+                &[version((1, "a")), version((2, "b"))],
+            ),
+        ];
+        let mut fold = KeyFold::new();
+        let mut counts = Counts::default();
+        let mut writes = Vec::new();
+        for (stored, file) in keys {
+            fold.start(stored);
+            for incoming in file {
+                counts.count(fold.offer(*incoming));
+                counts.events_total += 1;
+            }
+            writes.extend(fold.winner().map(|v| v.revision));
+        }
+        let expected = Counts {
+            events_total: 8,
+            inserted: 1,
+            updated: 2,
+            unchanged: 1,
+            stale: 2,
+            conflicts: 2,
+            invalid: 0,
+        };
+        assert_eq!(counts, expected);
+        assert_eq!(counts.outcomes(), counts.events_total);
+        assert_eq!(writes, [2, 3]);
+    }
+
+    #[test]
+    fn a_conflict_says_which_revision() {
+        assert_eq!(
+            conflict_detail(version((7, "{}"))),
+            "source_revision 7 is already stored with a different payload"
+        );
+    }
+}

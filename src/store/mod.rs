@@ -1,0 +1,172 @@
+//! The SQLite database: opening it (`open`: pragmas, migrations), one transaction
+//! per batch file (`writer`), and the contract's outcome rules as a pure fold
+//! (`fold`) that decides what the writer writes. The only module that talks to
+//! SQLite.
+
+mod error;
+pub mod fold;
+pub mod open;
+mod writer;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+
+pub use error::{FaultClass, StoreError};
+pub use fold::Counts;
+pub use open::{BUSY_TIMEOUT, stop_waiting_for_locks};
+pub use writer::{Batch, Finished, Reasons};
+
+/// What `status` reads from the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub batches: u64,
+    pub events: u64,
+    pub quarantined: u64,
+    pub last_ingest_at: Option<String>,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `path` and brings its schema up
+    /// to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Ok(Store {
+            conn: open::read_write(path)?,
+        })
+    }
+
+    /// Opens an existing database without writing to it (for `status` and
+    /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
+    /// version has; see `require_current_schema`.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        Ok(Store {
+            conn: open::read_only(path)?,
+        })
+    }
+
+    /// An empty database in memory with the current schema: what a dry run
+    /// compares against when the database file does not exist yet.
+    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
+        Ok(Store {
+            conn: open::empty_in_memory()?,
+        })
+    }
+
+    fn schema_version(&self) -> Result<i64, StoreError> {
+        Ok(open::user_version(&self.conn)?)
+    }
+
+    /// Refuses a database whose schema is older than this spoolite's: a dry run
+    /// opened read-only cannot upgrade it, and its statements need the current one.
+    pub fn require_current_schema(&self, path: &Path) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found < open::SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found,
+                known: open::SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// Lowers SQLite's limit on one value's size, so that tests can meet a value the
+    /// database refuses (SQLITE_TOOBIG) without gigabytes of input.
+    #[cfg(test)]
+    pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
+        // SAFETY: the handle is open for the life of `self.conn`.
+        unsafe {
+            rusqlite::ffi::sqlite3_limit(
+                self.conn.handle(),
+                rusqlite::ffi::SQLITE_LIMIT_LENGTH,
+                bytes,
+            );
+        }
+    }
+
+    /// Whether a batch with this digest is already committed (a quick look before
+    /// taking the write lock; `Store::begin` checks again under the lock).
+    pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
+        inbox_has(&self.conn, digest)
+    }
+
+    /// Copies the WAL back into the database and truncates it, as far as readers
+    /// allow, without waiting for them: an analyst's long read holds back only
+    /// the frames it still needs. Returns whether the WAL was fully checkpointed.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        open::wait_for_locks(&self.conn, false)?;
+        let result = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        open::wait_for_locks(&self.conn, true)?;
+        match result.map_err(StoreError::from) {
+            Ok(busy) => Ok(busy == 0),
+            Err(e) if e.is_busy() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn totals(&self) -> Result<Totals, StoreError> {
+        let count = |sql: &str| -> Result<u64, StoreError> {
+            Ok(self.conn.query_row(sql, [], |row| row.get::<_, i64>(0))? as u64)
+        };
+        Ok(Totals {
+            batches: count("SELECT count(*) FROM ingest_inbox")?,
+            // The view joins every row to its flight; the table has the same rows.
+            // A database not yet upgraded (status reads any version) has the table
+            // under the view's name.
+            events: count(if self.schema_version()? >= 3 {
+                "SELECT count(*) FROM duty_event_data"
+            } else {
+                "SELECT count(*) FROM duty_event"
+            })?,
+            quarantined: count("SELECT count(*) FROM quarantine")?,
+            last_ingest_at: self.conn.query_row(
+                "SELECT max(ingested_at) FROM ingest_inbox",
+                [],
+                |row| row.get(0),
+            )?,
+        })
+    }
+
+    /// Starts the `BEGIN IMMEDIATE` transaction for one batch file, written as
+    /// `file_name` at `now`. Returns `None` when the batch is already in the inbox:
+    /// a duplicate, with nothing to do.
+    pub fn begin(
+        &mut self,
+        digest: &str,
+        file_name: &str,
+        now: &str,
+    ) -> Result<Option<Batch<'_>>, StoreError> {
+        let writer = writer::Writer {
+            digest: digest.to_owned(),
+            file_name: file_name.to_owned(),
+            now: now.to_owned(),
+        };
+        writer::begin(&mut self.conn, digest, Some(writer))
+    }
+
+    /// Starts a dry run of one batch file: the same staging and outcome fold as
+    /// `begin`, in a read transaction with no write path. Outcomes are counted,
+    /// nothing is written but the temporary staging table, and no write lock is
+    /// taken, so a dry run works on a read-only connection and never holds the
+    /// daemon up. `None` when the batch is already in the inbox.
+    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
+        writer::begin(&mut self.conn, digest, None)
+    }
+}
+
+/// Whether the inbox holds a batch with this digest.
+fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
+        .query_row([digest], |_| Ok(()))
+        .optional()?;
+    Ok(found.is_some())
+}

@@ -1,0 +1,252 @@
+//! Opening the SQLite database: the pragmas, each with its reason, the busy handler,
+//! and the schema migrations in `schema/`. Exported so that every connection to a
+//! spoolite database (the benchmark's included) is opened one way.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::StoreError;
+
+/// The migrations, in order; `PRAGMA user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../schema/0001_initial.sql"),
+    include_str!("../../schema/0002_analyst_views.sql"),
+    include_str!("../../schema/0003_binary_key.sql"),
+    include_str!("../../schema/0004_times_sort.sql"),
+];
+
+/// The schema version this spoolite writes: every migration applied.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How long a statement waits on another connection's lock before SQLITE_BUSY.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the busy handler sleeps between two looks at a lock.
+const BUSY_SLEEP: Duration = Duration::from_millis(10);
+
+/// Set once the process is stopping (SIGTERM, SIGINT): a wait on another
+/// connection's lock gives up at once instead of after `BUSY_TIMEOUT`, so that a
+/// stop is honoured within a second even while an analyst holds a lock.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Makes every wait on a lock give up (see `STOPPING`).
+pub fn stop_waiting_for_locks() {
+    STOPPING.store(true, Ordering::SeqCst);
+}
+
+/// Opens (creating if missing, with its folder) the database at `path` for writing,
+/// with every pragma spoolite relies on, and brings its schema up to date.
+pub fn read_write(path: &Path) -> Result<Connection, StoreError> {
+    let open_error = |source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    if path.is_dir() {
+        return Err(StoreError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| StoreError::CreateDir {
+            path: parent.to_owned(),
+            source: e,
+        })?;
+    }
+    let mut conn = Connection::open(path).map_err(open_error)?;
+    configure(&conn).map_err(open_error)?;
+    persist_wal(&conn).map_err(open_error)?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// Opens an existing database without writing to it (for `status` and
+/// `ingest --dry-run`). An older schema is accepted: `status` reads what every
+/// version has; a newer one is refused.
+pub fn read_only(path: &Path) -> Result<Connection, StoreError> {
+    let open_error = |source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
+    wait_for_locks(&conn, true).map_err(open_error)?;
+    configure_staging(&conn).map_err(open_error)?;
+    let version = user_version(&conn).map_err(open_error)?;
+    refuse_newer(path, version)?;
+    Ok(conn)
+}
+
+/// An empty database in memory with the current schema: what a dry run compares
+/// against when the database file does not exist yet.
+pub fn empty_in_memory() -> Result<Connection, StoreError> {
+    let path = Path::new(":memory:");
+    let mut conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// Applies the migrations the database at `path` lacks, one transaction each.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    // A look without the write lock first: an analyst's lock must not keep a
+    // daemon from starting on an up-to-date database.
+    let version = user_version(conn)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // A new database gets one log line; an existing one a line before and after
+    // each step, since a step may copy every row.
+    let fresh = version == 0;
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version = user_version(&tx)?;
+        refuse_newer(path, version)?;
+        if version == SCHEMA_VERSION {
+            if fresh {
+                log::info!(
+                    "database {}: created, schema version {SCHEMA_VERSION}",
+                    path.display()
+                );
+            }
+            return Ok(());
+        }
+        let next = version + 1;
+        if !fresh {
+            log::info!(
+                "database {}: upgrading schema to version {next}; on a large database \
+                 this takes minutes",
+                path.display()
+            );
+        }
+        tx.execute_batch(MIGRATIONS[version as usize])?;
+        tx.pragma_update(None, "user_version", next)?;
+        tx.commit()?;
+        if !fresh {
+            log::info!(
+                "database {}: schema upgraded to version {next}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The number of migrations applied to the database (`PRAGMA user_version`).
+pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// Refuses a database that a newer spoolite has migrated further than this one can.
+fn refuse_newer(path: &Path, found: i64) -> Result<(), StoreError> {
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Sets the pragmas spoolite relies on, each for a reason.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    // Larger pages hold more keys per b-tree node: fewer pages touched per insert.
+    // Takes effect only when the database is created.
+    conn.pragma_update(None, "page_size", 16384)?;
+    // WAL: analysts read while the daemon writes, and a crash rolls back cleanly.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a commit is on disk before the file leaves incoming/.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // An analyst's lock delays a batch instead of failing it at once; the daemon
+    // retries with back-off after this.
+    wait_for_locks(conn, true)?;
+    // quarantine's reference to its inbox row is checked at commit.
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
+    // pages of tens of millions of events, and a bounded share of the memory budget.
+    conn.pragma_update(None, "cache_size", -32768)?;
+    configure_staging(conn)?;
+    // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
+    // a large file behind.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(())
+}
+
+/// The temporary staging table of a large batch spills to a file, not memory; its
+/// cache is large enough that sorting a batch stays mostly in memory, small enough
+/// to keep the total flat.
+fn configure_staging(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "temp_store", "FILE")?;
+    conn.pragma_update(Some("temp"), "cache_size", -16384)?;
+    Ok(())
+}
+
+/// Keeps the `-wal` and `-shm` files when the daemon closes the database, so that
+/// analysts on a read-only account (who cannot create them in a folder they may not
+/// write) can still open it while the daemon is stopped or restarting.
+fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: the handle is open for the life of `conn`; PERSIST_WAL reads and
+    // writes one int through the pointer, which lives across the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// SQLite's busy handler: waits up to `BUSY_TIMEOUT` for a lock, unless stopping.
+fn wait_for_lock(attempts: i32) -> bool {
+    let waited = BUSY_SLEEP.saturating_mul(u32::try_from(attempts).unwrap_or(u32::MAX));
+    if STOPPING.load(Ordering::Relaxed) || waited >= BUSY_TIMEOUT {
+        return false;
+    }
+    std::thread::sleep(BUSY_SLEEP);
+    true
+}
+
+/// `wait_for_lock` as SQLite calls it.
+unsafe extern "C" fn busy_callback(
+    _: *mut std::ffi::c_void,
+    attempts: std::ffi::c_int,
+) -> std::ffi::c_int {
+    std::ffi::c_int::from(wait_for_lock(attempts))
+}
+
+/// Waits on other connections' locks (`wait`) or fails at once when one is held.
+pub(super) fn wait_for_locks(conn: &Connection, wait: bool) -> rusqlite::Result<()> {
+    if !wait {
+        return conn.busy_timeout(Duration::ZERO);
+    }
+    // SAFETY: the handle is open for the life of `conn`; the callback is a plain
+    // function that touches no data behind the (null) pointer. rusqlite's own
+    // `busy_handler` needs `&mut Connection`, which the callers here do not hold.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_busy_handler(
+            conn.handle(),
+            Some(busy_callback),
+            std::ptr::null_mut(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            None,
+        ));
+    }
+    Ok(())
+}
