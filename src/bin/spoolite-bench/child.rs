@@ -11,7 +11,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::json;
 use spoolite::batch::{BatchReader, Format};
@@ -96,8 +96,7 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
 /// reader, compute the key, one plain prepared INSERT per row, one transaction, the
 /// store's schema and pragmas; no outcomes, no staging, no inbox check.
 pub fn floor(args: &ChildArgs) -> BenchResult<()> {
-    drop(Store::open(&args.db)?);
-    let mut conn = open_like_store(&args.db)?;
+    let mut conn = spoolite::store::open::read_write(&args.db)?;
     let name = args.file.to_string_lossy();
     let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
     let started = Instant::now();
@@ -154,21 +153,6 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": FLOOR_TABLE});
     println!("{line}");
     Ok(())
-}
-
-/// A connection with the per-connection pragmas of `spoolite::store` (the store
-/// keeps its connection private, so they are repeated here; page size and WAL are
-/// properties of the file, set by `Store::open`).
-fn open_like_store(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.busy_timeout(spoolite::store::BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(None, "cache_size", -32768)?;
-    conn.pragma_update(None, "temp_store", "FILE")?;
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-    Ok(conn)
 }
 
 /// Runs this binary's hidden subcommand `which` on `file` and `db` in a child.
