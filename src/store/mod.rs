@@ -116,6 +116,11 @@ impl Store {
         let count = |sql: &str| -> Result<u64, StoreError> {
             Ok(self.conn.query_row(sql, [], |row| row.get::<_, i64>(0))? as u64)
         };
+        // A daemon creating the database has made the file but not yet committed its
+        // schema: nothing is ingested yet, which is not an error.
+        if self.schema_version()? == 0 && count("SELECT count(*) FROM sqlite_schema")? == 0 {
+            return Ok(Totals::default());
+        }
         Ok(Totals {
             batches: count("SELECT count(*) FROM ingest_inbox")?,
             // The view joins every row to its flight; the table has the same rows.
@@ -169,4 +174,29 @@ fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
         .query_row([digest], |_| Ok(()))
         .optional()?;
     Ok(found.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_file_whose_schema_is_not_committed_yet_reads_as_empty() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        // As a daemon leaves it between creating the file and committing schema 1.
+        let conn = Connection::open(&path).expect("create");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        drop(conn);
+        let store = Store::open_read_only(&path).expect("open read-only");
+        assert_eq!(store.totals().expect("totals"), Totals::default());
+        // A file of someone else's tables is no spoolite database: an error.
+        Connection::open(&path)
+            .expect("open")
+            .execute_batch("CREATE TABLE other (x)")
+            .expect("create other");
+        let store = Store::open_read_only(&path).expect("open read-only");
+        assert!(store.totals().is_err());
+    }
 }
