@@ -14,7 +14,7 @@ use crate::ingest::{self, Outcome};
 use crate::names;
 use crate::report;
 use crate::status;
-use crate::store::Store;
+use crate::store::{FaultClass, Store};
 
 /// Exit code when any file was rejected.
 const EXIT_REJECTED: u8 = 1;
@@ -135,6 +135,13 @@ fn ingest_waiting_out_locks(
                 log::warn!("{shown}: {error}; trying again in {delay:?}");
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            // A value the database refuses is in the file: trying again cannot help.
+            Err(ingest::IngestError::Store(error)) if error.class() == FaultClass::InFile => {
+                return Ok(Outcome::Rejected {
+                    digest: None,
+                    rejection: ingest::refused_by_database(&error, 1),
+                });
             }
             result => return result,
         }
@@ -266,6 +273,41 @@ fn duration_text(seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_the_database_refuses_is_the_files_rejection_not_an_operating_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut store = Store::open(&dir.path().join("spoolite.db")).expect("open");
+        store.limit_value_bytes_for_tests(2000);
+        let file = dir.path().join("big.json");
+        let payload = "x".repeat(4000);
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"events":[{{"flight_id":"TB1","event_kind":"takeoff","instant_utc":"2026-12-01T10:05:00Z","payload":{{"note":"{payload}"}}}}]}}"#
+            ),
+        )
+        .expect("write");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let options = ingest::Options {
+            file_bytes_max: u64::MAX,
+            limits: crate::batch::Limits::default(),
+            progress: None,
+            dry_run: false,
+            stop: &stop,
+        };
+        match ingest_waiting_out_locks(&mut store, &file, "big.json", options) {
+            Ok(Outcome::Rejected { rejection, .. }) => {
+                assert_eq!(rejection.reason.code(), "too_large");
+                assert!(
+                    rejection.detail.contains("--event-bytes-max"),
+                    "{}",
+                    rejection.detail
+                );
+            }
+            other => panic!("expected a too_large rejection, got {other:?}"),
+        }
+    }
 
     #[test]
     fn the_progress_bar_says_events_megabytes_rate_and_time_left() {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::batch::{Limits, RejectReason, Rejection};
+use crate::batch::Limits;
 use crate::clock::{Clock, SystemClock, format_millis};
 use crate::ingest::{self, IngestError, Outcome, Progress};
 use crate::metrics::Metrics;
@@ -516,19 +516,12 @@ impl Daemon {
             FaultClass::Database { .. } => self.database_fault(Some(name), recorded, &error, now),
             FaultClass::ThisFile => self.file_fault(name, recorded, error.to_string(), now),
             FaultClass::InFile => {
-                let text = error.to_string();
-                let report = self.file_fault(name, recorded.clone(), text.clone(), now);
+                let report = self.file_fault(name, recorded.clone(), error.to_string(), now);
                 let tries = self.tracked.get(name).map_or(0, |t| t.retry.same_error());
                 if tries < IN_FILE_TRIES_MAX {
                     return report;
                 }
-                let rejection = Rejection::new(
-                    RejectReason::TooLarge,
-                    format!(
-                        "the database refused this file {tries} times ({text}); an event or \
-                         value in it is too big to store: lower --event-bytes-max or split it"
-                    ),
-                );
+                let rejection = ingest::refused_by_database(&error, tries);
                 let outcome = Outcome::Rejected {
                     digest: None,
                     rejection,

@@ -356,6 +356,23 @@ fn stream(
     }))
 }
 
+/// Why a file is rejected whose value the database refused as too big
+/// (`FaultClass::InFile`), after `tries` tries with that error.
+pub fn refused_by_database(error: &StoreError, tries: u32) -> Rejection {
+    let times = if tries == 1 {
+        "once".to_owned()
+    } else {
+        format!("{tries} times")
+    };
+    Rejection::new(
+        RejectReason::TooLarge,
+        format!(
+            "the database refused this file {times} ({error}); an event or value in it is \
+             too big to store: lower --event-bytes-max or split the file"
+        ),
+    )
+}
+
 /// A read that failed: `Stopped` when it failed because the process is stopping.
 fn read_fault(path: &Path, source: io::Error, stop: &AtomicBool) -> IngestError {
     if stop.load(Ordering::Relaxed) {
