@@ -138,7 +138,9 @@ pub struct Daemon {
     listed_at: Option<Instant>,
     list_retry: Backoff,
     metrics: Metrics,
-    metrics_dirty: bool,
+    /// A figure (counts, waiting files, listings, a fault) changed since the last
+    /// publish.
+    figures_changed: bool,
     published_at: Option<Instant>,
     state: DaemonState,
     state_written: Option<DaemonState>,
@@ -180,7 +182,7 @@ impl Daemon {
             listed_at: None,
             list_retry: Backoff::default(),
             metrics: Metrics::default(),
-            metrics_dirty: true,
+            figures_changed: true,
             published_at: None,
             state,
             state_written: None,
@@ -287,10 +289,7 @@ impl Daemon {
         let listing = self
             .list_at
             .map_or(self.config.rescan, |at| at.saturating_duration_since(now));
-        let publish = self
-            .publish_pending()
-            .then(|| self.publish_wait(now))
-            .flatten();
+        let publish = self.figures_changed.then(|| self.publish_wait(now));
         [Some(listing), self.ring_listing_wait(now), publish, extra]
             .into_iter()
             .flatten()
@@ -303,7 +302,7 @@ impl Daemon {
         self.notified = false;
         self.listed_at = Some(now);
         self.metrics.scans += 1;
-        self.metrics_dirty = true;
+        self.figures_changed = true;
         let mut list_at = now + self.config.rescan;
         let listing = match self.spool.list_incoming() {
             Ok(listing) => {
@@ -630,22 +629,20 @@ impl Daemon {
         {
             self.metrics
                 .observe_outcome(outcome, *elapsed, self.clock.wall());
-            self.metrics_dirty = true;
         }
-        self.refresh_state(now);
         if !matches!(report, Report::Idle { .. }) {
+            self.figures_changed = true;
             self.publish(now);
         }
     }
 
-    /// The figures of waiting files and of the database, from what is tracked.
+    /// The figures of waiting files and of the database, from what is tracked
+    /// (one pass over the tracked files: done when publishing, at most once a
+    /// second, not on every step of a backlog).
     fn refresh_state(&mut self, now: Instant) {
         let oldest = self.tracked.values().map(|t| t.first_seen).min();
         let waiting = self.tracked.len() as u64;
         let age = oldest.map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-        if self.metrics.files_waiting != waiting {
-            self.metrics_dirty = true;
-        }
         self.metrics.files_waiting = waiting;
         self.metrics.oldest_waiting_age_s = age;
         let wall_now = self.clock.wall();
@@ -657,34 +654,34 @@ impl Daemon {
         self.state.database_fault = self.store_fault.clone();
     }
 
-    fn publish_pending(&self) -> bool {
-        let state_changed = self.state_written.as_ref().is_none_or(|written| {
-            let mut current = self.state.clone();
-            current.written_at.clone_from(&written.written_at);
-            current != *written
-        });
-        state_changed || (self.metrics_dirty && self.config.metrics_file.is_some())
+    /// How long until the once-a-second limit lets the figures be written again.
+    fn publish_wait(&self, now: Instant) -> Duration {
+        self.published_at.map_or(Duration::ZERO, |at| {
+            (at + PUBLISH_EVERY).saturating_duration_since(now)
+        })
     }
 
-    fn publish_wait(&self, now: Instant) -> Option<Duration> {
-        let at = self.published_at? + PUBLISH_EVERY;
-        Some(at.saturating_duration_since(now))
-    }
-
-    /// Writes the metrics and state files when a figure changed, at most once a
-    /// second.
+    /// Writes the metrics file and (when it differs) the state file after a figure
+    /// changed, at most once a second.
     fn publish(&mut self, now: Instant) {
-        if !self.publish_pending() || self.publish_wait(now).is_some_and(|w| !w.is_zero()) {
+        if !self.figures_changed || !self.publish_wait(now).is_zero() {
             return;
         }
+        self.figures_changed = false;
         self.published_at = Some(now);
-        if self.metrics_dirty
-            && let Some(path) = &self.config.metrics_file
+        self.refresh_state(now);
+        if let Some(path) = &self.config.metrics_file
+            && let Err(error) = self.metrics.write(path)
         {
-            if let Err(error) = self.metrics.write(path) {
-                log::warn!("write metrics {}: {error}", path.display());
-            }
-            self.metrics_dirty = false;
+            log::warn!("write metrics {}: {error}", path.display());
+        }
+        let unchanged = self.state_written.as_ref().is_some_and(|written| {
+            let mut current = self.state.clone();
+            current.written_at.clone_from(&written.written_at);
+            current == *written
+        });
+        if unchanged {
+            return;
         }
         self.state.written_at = format_millis(self.clock.wall());
         match state::write(&self.spool.root, &self.state) {

@@ -116,3 +116,39 @@ fn times_written_by_spoolite_and_instants_sort_in_time_order() {
     );
     assert_eq!(status["last_ingest_at"], latest[0][0].as_str());
 }
+
+#[test]
+fn an_upload_with_a_two_day_old_mtime_has_waited_only_since_the_daemon_saw_it() {
+    let site = Site::new();
+    let mut daemon = site.spawn(site.run_command().args(["--settle", "0ms"]));
+    daemon.wait_serving(&site);
+    // `cp f incoming/x.json.part; touch -d '2 days ago' incoming/x.json.part`
+    let upload = write(&site.incoming(), "x.json.part", "{\"events\":[");
+    let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+    fs::File::options()
+        .write(true)
+        .open(&upload)
+        .and_then(|f| f.set_modified(two_days_ago))
+        .expect("age the upload");
+    let seen = std::time::Instant::now();
+    let state = site.spool.join("spoolite.state.json");
+    daemon.wait(
+        std::time::Duration::from_secs(20),
+        "the state file to show it",
+        || fs::read_to_string(&state).is_ok_and(|t| t.contains("\"files_waiting\": 1")),
+    );
+    let output = site
+        .status_command()
+        .arg("--json")
+        .output()
+        .expect("status");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(status["served_by"]["pid"], daemon.pid());
+    assert_eq!(status["incoming_waiting"], 1);
+    let age = status["oldest_waiting_age_s"].as_f64().expect("an age");
+    assert!(
+        age <= seen.elapsed().as_secs_f64() + 1.0,
+        "waited {age} s by status, counted from the modification time"
+    );
+}
