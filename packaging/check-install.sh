@@ -69,6 +69,7 @@ check_layout() {
     done
     expect_stat /var/spool/spoolite "root:root 755"
     expect_stat /var/spool/spoolite/spoolite.lock "spoolite:spoolite 640"
+    expect_stat /var/spool/spoolite/.spoolite "spoolite:spoolite 755"
     expect_stat /var/spool/spoolite/incoming "spoolite:spoolite-drop 2770"
     expect_stat /var/spool/spoolite/archive "spoolite:spoolite 750"
     expect_stat /var/spool/spoolite/rejected "spoolite:spoolite 750"

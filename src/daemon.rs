@@ -144,6 +144,8 @@ pub struct Daemon {
     published_at: Option<Instant>,
     state: DaemonState,
     state_written: Option<DaemonState>,
+    /// The metrics or state files whose last write failed (logged once).
+    publish_failing: HashSet<PathBuf>,
     /// Something was committed since the last checkpoint.
     wal_dirty: bool,
 }
@@ -186,6 +188,7 @@ impl Daemon {
             published_at: None,
             state,
             state_written: None,
+            publish_failing: HashSet::new(),
             wal_dirty: false,
         }
     }
@@ -654,6 +657,28 @@ impl Daemon {
         self.state.database_fault = self.store_fault.clone();
     }
 
+    /// Logs a failed write of the metrics or state file once, and its recovery, not
+    /// once a second; returns whether it was written.
+    fn note_publish(&mut self, path: &std::path::Path, written: std::io::Result<()>) -> bool {
+        match written {
+            Ok(()) => {
+                if self.publish_failing.remove(path) {
+                    log::info!("{} is written again", path.display());
+                }
+                true
+            }
+            Err(error) => {
+                if self.publish_failing.insert(path.to_owned()) {
+                    log::warn!(
+                        "write {}: {error}; trying again at every change, logged when it works",
+                        path.display()
+                    );
+                }
+                false
+            }
+        }
+    }
+
     /// How long until the once-a-second limit lets the figures be written again.
     fn publish_wait(&self, now: Instant) -> Duration {
         self.published_at.map_or(Duration::ZERO, |at| {
@@ -670,10 +695,9 @@ impl Daemon {
         self.figures_changed = false;
         self.published_at = Some(now);
         self.refresh_state(now);
-        if let Some(path) = &self.config.metrics_file
-            && let Err(error) = self.metrics.write(path)
-        {
-            log::warn!("write metrics {}: {error}", path.display());
+        if let Some(path) = self.config.metrics_file.clone() {
+            let written = self.metrics.write(&path);
+            self.note_publish(&path, written);
         }
         let unchanged = self.state_written.as_ref().is_some_and(|written| {
             let mut current = self.state.clone();
@@ -684,12 +708,10 @@ impl Daemon {
             return;
         }
         self.state.written_at = format_millis(self.clock.wall());
-        match state::write(&self.spool.root, &self.state) {
-            Ok(()) => self.state_written = Some(self.state.clone()),
-            Err(error) => log::warn!(
-                "write {}: {error}",
-                self.spool.root.join(state::STATE_FILE).display()
-            ),
+        let written = state::write(&self.spool.root, &self.state);
+        let path = state::path(&self.spool.root);
+        if self.note_publish(&path, written) {
+            self.state_written = Some(self.state.clone());
         }
     }
 }

@@ -1,16 +1,25 @@
 //! What a running daemon tells `spoolite status` that only it knows: when it first
 //! saw the oldest file waiting in incoming/ (an upload may carry an old modification
 //! time, so that is no measure of waiting) and whether the database is failing, since
-//! when. Written beside the lock, `SPOOL/spoolite.state.json`, temp → fsync → rename,
-//! when a figure changes and at most once a second.
+//! when. Written into the daemon's own folder of the spool, `SPOOL/.spoolite/state.json`
+//! (temp → fsync → rename), when a figure changes and at most once a second. The
+//! folder is the daemon's because the spool root may not be: on a packaged host it
+//! belongs to root, as the SFTP account's chroot.
 
 use std::io;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// Name of the state file in the spool root.
-pub const STATE_FILE: &str = "spoolite.state.json";
+/// The daemon's folder in the spool root.
+pub const STATE_DIR: &str = ".spoolite";
+/// Name of the state file in that folder.
+pub const STATE_FILE: &str = "state.json";
+
+/// Where the state file of the spool at `root` lies.
+pub fn path(root: &Path) -> std::path::PathBuf {
+    root.join(STATE_DIR).join(STATE_FILE)
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonState {
@@ -36,7 +45,7 @@ pub struct DatabaseFault {
 
 /// Reads the state file of the spool at `root`; `None` when there is none.
 pub fn read(root: &Path) -> io::Result<Option<DaemonState>> {
-    match std::fs::read(root.join(STATE_FILE)) {
+    match std::fs::read(path(root)) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
@@ -45,9 +54,14 @@ pub fn read(root: &Path) -> io::Result<Option<DaemonState>> {
     }
 }
 
-/// Writes the state file of the spool at `root` atomically.
+/// Writes the state file of the spool at `root` atomically, making its folder when
+/// missing.
 pub fn write(root: &Path, state: &DaemonState) -> io::Result<()> {
     let mut text = serde_json::to_string_pretty(state).map_err(io::Error::other)?;
     text.push('\n');
-    crate::spool::write_atomic(root, STATE_FILE, text.as_bytes())
+    let dir = root.join(STATE_DIR);
+    if !dir.is_dir() {
+        std::fs::create_dir(&dir)?;
+    }
+    crate::spool::write_atomic(&dir, STATE_FILE, text.as_bytes())
 }

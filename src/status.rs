@@ -234,9 +234,11 @@ fn read_daemon_state(spool_dir: &Path, by: &ServedBy, now: SystemTime, status: &
         Ok(Some(daemon_state)) => daemon_state,
         Ok(None) => return,
         Err(e) => {
-            status
-                .unreadable
-                .push(format!("{}: {}", state::STATE_FILE, cause(&e)));
+            status.unreadable.push(format!(
+                "{}: {}",
+                state::path(spool_dir).display(),
+                cause(&e)
+            ));
             return;
         }
     };

@@ -389,3 +389,51 @@ fn an_oversized_event_costs_only_itself_and_memory_stays_within_the_limit() {
         peak >> 20
     );
 }
+
+#[test]
+fn in_the_packaged_layout_the_daemon_publishes_its_state_and_a_failing_write_warns_once() {
+    assert_root();
+    for with_state_folder in [true, false] {
+        let site = Site::new();
+        give_to_nobody(&site);
+        // As postinst leaves it: the spool root is root's (the SFTP chroot), the lock
+        // and (here, first) the daemon's own folder exist in advance.
+        std::os::unix::fs::chown(&site.spool, Some(0), Some(0)).expect("chown root");
+        let lock = write(&site.spool, "spoolite.lock", "");
+        std::os::unix::fs::chown(&lock, Some(NOBODY), Some(NOBODY)).expect("chown lock");
+        let state_dir = site.spool.join(".spoolite");
+        if with_state_folder {
+            fs::create_dir(&state_dir).expect("mkdir .spoolite");
+            std::os::unix::fs::chown(&state_dir, Some(NOBODY), Some(NOBODY)).expect("chown");
+        }
+        let mut daemon = start_as_nobody(&site);
+        for i in 0..3 {
+            site.drop_file(&format!("p{i}.json"), batch(&format!("PK{i}")));
+            daemon.wait(Duration::from_secs(20), "the file archived", || {
+                site.archived().len() == i + 1
+            });
+            // Publishes are a second apart: wait for the next one.
+            let written = site.log().matches("state.json").count();
+            daemon.wait(Duration::from_secs(5), "a publish", || {
+                !with_state_folder
+                    || fs::read_to_string(state_dir.join("state.json"))
+                        .is_ok_and(|t| t.contains("\"files_waiting\": 0"))
+                    || site.log().matches("state.json").count() > written
+            });
+        }
+        let log = site.log();
+        let warnings = log.lines().filter(|l| l.contains("state.json")).count();
+        if with_state_folder {
+            assert_eq!(warnings, 0, "{log}");
+            let state = fs::read_to_string(state_dir.join("state.json")).expect("state");
+            assert!(
+                state.contains(&format!("\"pid\": {}", daemon.pid())),
+                "{state}"
+            );
+        } else {
+            assert_eq!(warnings, 1, "one warning, not one a second:\n{log}");
+        }
+        daemon.signal(libc::SIGTERM);
+        assert!(daemon.wait_exit(Duration::from_secs(5), "exit").success());
+    }
+}

@@ -905,7 +905,8 @@ fn hold_lock(site: &Site, pid: u32) -> fs::File {
 fn write_state(site: &Site, state: &Value) {
     let mut text = serde_json::to_string_pretty(state).expect("state JSON");
     text.push('\n');
-    fs::write(site.spool.join("spoolite.state.json"), text).expect("write state file");
+    fs::create_dir_all(site.spool.join(".spoolite")).expect("mkdir .spoolite");
+    fs::write(site.spool.join(".spoolite").join("state.json"), text).expect("write state file");
 }
 
 /// A site whose database and folders exist (made by a daemon that has stopped).

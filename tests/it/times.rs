@@ -131,7 +131,7 @@ fn an_upload_with_a_two_day_old_mtime_has_waited_only_since_the_daemon_saw_it() 
         .and_then(|f| f.set_modified(two_days_ago))
         .expect("age the upload");
     let seen = std::time::Instant::now();
-    let state = site.spool.join("spoolite.state.json");
+    let state = site.spool.join(".spoolite").join("state.json");
     daemon.wait(
         std::time::Duration::from_secs(20),
         "the state file to show it",
