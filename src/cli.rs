@@ -22,7 +22,7 @@ pub struct Cli {
 /// How settings reach a command, shown below `spoolite --help`.
 const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
-status, ingest and changes take every SPOOLITE_* variable that neither the command \
+status and ingest take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
 a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
 
@@ -212,7 +212,7 @@ pub const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
+const COMMANDS_READING_DEFAULTS: [&str; 2] = ["status", "ingest"];
 
 /// What the defaults file gave, for `status` to say where its settings came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

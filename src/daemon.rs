@@ -95,8 +95,10 @@ pub enum Left {
     /// Its content ends early: the rest may still come (`detail` says where).
     StillArriving { detail: String },
     /// It changed since it was listed or while it was read: it is taken again once
-    /// it has settled.
-    Changed,
+    /// it has settled. `committed` is what was committed of the bytes that were read,
+    /// when they were (the change came between the commit and the move): that batch
+    /// is in the inbox, and its file is not in archive/.
+    Changed { committed: Option<Box<Outcome>> },
     /// It is gone (moved or deleted by someone else) or no longer a regular file.
     Gone,
 }
@@ -246,7 +248,7 @@ impl Daemon {
                     self.due_in(wake, now);
                     return Some(Report::Waiting {
                         name: recorded(),
-                        why: Left::Changed,
+                        why: Left::Changed { committed: None },
                     });
                 }
                 None
@@ -480,7 +482,21 @@ impl Daemon {
         };
         let final_name = match moved {
             Ok(final_name) => final_name,
-            Err(MoveError::Changed) => return self.changed(recorded),
+            Err(MoveError::Changed) => {
+                let committed = matches!(outcome, Outcome::Processed { .. });
+                if committed {
+                    self.wal_dirty = true;
+                }
+                let mut report = self.changed(recorded);
+                if let Report::Waiting {
+                    why: Left::Changed { committed: c },
+                    ..
+                } = &mut report
+                {
+                    *c = committed.then(|| Box::new(outcome));
+                }
+                return report;
+            }
             Err(MoveError::Io(error)) => {
                 let why = format!("move it out of incoming/: {error}");
                 return self.file_fault(name, recorded, why, now);
@@ -503,7 +519,7 @@ impl Daemon {
         self.notified = true;
         Report::Waiting {
             name: recorded,
-            why: Left::Changed,
+            why: Left::Changed { committed: None },
         }
     }
 
@@ -626,12 +642,22 @@ impl Daemon {
 
     /// Updates the figures from what a step did.
     fn record(&mut self, report: &Report, now: Instant) {
-        if let Report::Took {
-            outcome, elapsed, ..
-        } = report
-        {
-            self.metrics
-                .observe_outcome(outcome, *elapsed, self.clock.wall());
+        match report {
+            Report::Took {
+                outcome, elapsed, ..
+            } => self
+                .metrics
+                .observe_outcome(outcome, *elapsed, self.clock.wall()),
+            // A batch committed before its file changed counts like any other.
+            Report::Waiting {
+                why: Left::Changed {
+                    committed: Some(outcome),
+                },
+                ..
+            } => self
+                .metrics
+                .observe_outcome(outcome, Duration::ZERO, self.clock.wall()),
+            _ => {}
         }
         if !matches!(report, Report::Idle { .. }) {
             self.figures_changed = true;
@@ -648,10 +674,12 @@ impl Daemon {
         let age = oldest.map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
         self.metrics.files_waiting = waiting;
         self.metrics.oldest_waiting_age_s = age;
-        let wall_now = self.clock.wall();
+        // The wall time of the first sight, from the two clocks read together: the
+        // step's `now` may be seconds old (a file that waited on a lock).
+        let (mono_now, wall_now) = (self.clock.now(), self.clock.wall());
         self.state.files_waiting = waiting;
         self.state.oldest_waiting_seen_at = oldest.map(|at| {
-            let ago = now.saturating_duration_since(at);
+            let ago = mono_now.saturating_duration_since(at);
             format_millis(wall_now.checked_sub(ago).unwrap_or(wall_now))
         });
         self.state.database_fault = self.store_fault.clone();
@@ -788,8 +816,9 @@ pub fn log_report(report: &Report) {
                         .iter()
                         .map(|(code, n)| format!("{code}={n}"))
                         .collect();
+                    let events = if total == 1 { "event" } else { "events" };
                     log::warn!(
-                        "{}: {total} events quarantined: {}",
+                        "{}: {total} {events} quarantined: {}",
                         names::escaped(name),
                         by_reason.join(" ")
                     );
@@ -807,9 +836,17 @@ pub fn log_report(report: &Report) {
                 "{} looks incomplete ({detail}); waiting for the rest",
                 names::escaped(name)
             ),
-            Left::Changed => log::info!(
+            Left::Changed { committed: None } => log::info!(
                 "{} changed while it was ingested; left in incoming/ to be taken again",
                 names::escaped(name)
+            ),
+            Left::Changed {
+                committed: Some(outcome),
+            } => log::warn!(
+                "{}; then the file changed while it was ingested, before it could be moved: \
+                 the batch read is committed (its bytes are not in archive/), the file is \
+                 left in incoming/ to be taken again",
+                report::outcome_line(&names::escaped(name), outcome)
             ),
             Left::Gone => log::debug!("{} is gone from incoming/", names::escaped(name)),
         },

@@ -6,9 +6,10 @@ use serde_json::{Map, Value, json};
 use crate::ingest::Outcome;
 use crate::store::Counts;
 
-/// Eight hex digits of a digest: enough to find the inbox row, short enough to read.
-pub fn digest_prefix(digest: Option<&str>) -> &str {
-    digest.map_or("-", |d| &d[..d.len().min(8)])
+/// The digest as a line shows it: all 64 hex digits, so that it matches `sha256sum`
+/// and `ingest_inbox.batch_digest` as it is; `-` when the file could not be read.
+pub fn digest_text(digest: Option<&str>) -> &str {
+    digest.unwrap_or("-")
 }
 
 fn counts_text(counts: &Counts) -> String {
@@ -24,11 +25,11 @@ fn counts_text(counts: &Counts) -> String {
     )
 }
 
-/// `processed a.json 1a2b3c4d events=3 inserted=3 …`, or
+/// `processed a.json 1a2b3c4d…(64 hex) events=3 inserted=3 …`, or
 /// `rejected b.json - truncated: the file ends …`.
 pub fn outcome_line(file: &str, outcome: &Outcome) -> String {
     let word = outcome.word();
-    let digest = digest_prefix(outcome.digest());
+    let digest = digest_text(outcome.digest());
     match outcome {
         Outcome::Processed { counts, .. } => {
             format!("{word} {file} {digest} {}", counts_text(counts))

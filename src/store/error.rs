@@ -32,6 +32,11 @@ pub enum StoreError {
     },
     #[error("database {path} is a folder, not a file; point --db at a file")]
     NotAFile { path: PathBuf },
+    #[error(
+        "--db {path} names a PostgreSQL database, which this spoolite cannot write; \
+         point --db at a SQLite file"
+    )]
+    Unsupported { path: PathBuf },
     #[error("create database folder {path}: {source}")]
     CreateDir {
         path: PathBuf,
@@ -66,7 +71,8 @@ impl StoreError {
             StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
-            | StoreError::NotAFile { .. } => {
+            | StoreError::NotAFile { .. }
+            | StoreError::Unsupported { .. } => {
                 return FaultClass::Database { reopen: true };
             }
             StoreError::Stopped => return FaultClass::ThisFile,
@@ -94,7 +100,9 @@ impl StoreError {
     pub fn is_fatal_at_start(&self) -> bool {
         let code = match self {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. } | StoreError::NotAFile { .. } => return true,
+            StoreError::NewerSchema { .. }
+            | StoreError::NotAFile { .. }
+            | StoreError::Unsupported { .. } => return true,
             _ => return false,
         };
         matches!(
@@ -111,6 +119,7 @@ impl StoreError {
             | StoreError::OlderSchema { .. }
             | StoreError::CreateDir { .. }
             | StoreError::NotAFile { .. }
+            | StoreError::Unsupported { .. }
             | StoreError::Stopped => None,
         };
         matches!(

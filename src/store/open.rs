@@ -44,6 +44,7 @@ pub fn read_write(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_owned(),
         source,
     };
+    refuse_uri(path)?;
     if path.is_dir() {
         return Err(StoreError::NotAFile {
             path: path.to_owned(),
@@ -62,6 +63,18 @@ pub fn read_write(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Refuses a PostgreSQL connection URI, which SQLite would take for a file name (a
+/// file `postgres:` in the current folder, silently).
+fn refuse_uri(path: &Path) -> Result<(), StoreError> {
+    let text = path.to_string_lossy().to_ascii_lowercase();
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return Err(StoreError::Unsupported {
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// Opens an existing database without writing to it (for `status` and
 /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
 /// version has; a newer one is refused.
@@ -70,6 +83,7 @@ pub fn read_only(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_owned(),
         source,
     };
+    refuse_uri(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
     wait_for_locks(&conn, true).map_err(open_error)?;
@@ -107,7 +121,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         let version = user_version(&tx)?;
         refuse_newer(path, version)?;
         if version == SCHEMA_VERSION {
-            if fresh {
+            if fresh && path != Path::new(":memory:") {
                 log::info!(
                     "database {}: created, schema version {SCHEMA_VERSION}",
                     path.display()

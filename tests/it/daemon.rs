@@ -1461,6 +1461,24 @@ fn a_database_of_a_newer_schema_is_refused_at_start() {
 }
 
 #[test]
+fn a_postgresql_uri_is_refused_at_start_and_creates_no_file() {
+    let site = Site::new();
+    let dir = site.dir.path().join("here");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let output = crate::support::spoolite()
+        .current_dir(&dir)
+        .args(["run", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", "postgres://localhost/spoolite"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("PostgreSQL"), "{stderr}");
+    assert_eq!(names(&dir), Vec::<String>::new(), "a file made of the URI");
+}
+
+#[test]
 fn an_unreadable_database_is_refused_at_start() {
     let site = Site::new();
     fs::create_dir_all(site.db.parent().expect("parent")).expect("mkdir state");

@@ -291,6 +291,14 @@ fn a_file_rewritten_in_place_at_many_moments_of_its_ingest_ends_with_its_last_co
         );
     }
     let log = site.log();
+    // Every batch committed is told, with its digest, even one whose file changed
+    // between its commit and its move.
+    for digest in &digests {
+        assert!(
+            log.contains(digest.as_str()),
+            "inbox digest {digest} never logged:\n{log}"
+        );
+    }
     let changed = log.matches("changed while it was ingested").count();
     eprintln!(
         "{changed} of {} rewrites caught during an ingest",
