@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::io::BufRead;
 
+use super::direct;
 use super::json::{self, Value};
 use super::syntax::{Mark, Position, Syntax};
 use super::{
@@ -72,6 +73,7 @@ pub struct JsonReader<R> {
     /// complete JSON (until then it may still be arriving).
     problem: Option<ReadError>,
     done: bool,
+    scratch: direct::Scratch,
 }
 
 /// What a JSON value is, from its first byte.
@@ -104,6 +106,7 @@ impl<R: BufRead> JsonReader<R> {
             header: Header::default(),
             problem: None,
             done: false,
+            scratch: direct::Scratch::default(),
         }
     }
 
@@ -354,7 +357,7 @@ impl<R: BufRead> JsonReader<R> {
             let raw = utf8(capture.bytes, start.byte)?;
             // The event object is level 3 of the file: the batch object and the
             // events array stand above it.
-            let event = parse_event(&raw, DEPTH_MAX - 2, start);
+            let event = parse_event(&raw, DEPTH_MAX - 2, start, &mut self.scratch);
             (raw, event)
         };
         let index = self.index;

@@ -312,19 +312,22 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
 pub fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
     match value {
         Value::Null => Ok(None),
-        Value::Number(text) => {
-            let integer = !text.contains(['.', 'e', 'E']);
-            match text.parse::<i64>() {
-                Ok(n) if integer && n >= 0 => Ok(Some(n)),
-                _ => Err(invalid(
-                    InvalidReason::BadRevision,
-                    format!("{field} must be an integer from 0 to 2^63-1, not {text}"),
-                )),
-            }
-        }
+        Value::Number(text) => revision_from_number(text, field).map(Some),
         other => Err(invalid(
             InvalidReason::WrongType,
             format!("{field} must be an integer, not {}", other.type_name()),
+        )),
+    }
+}
+
+/// A source revision from a JSON number as written (`field` names it in the detail).
+pub fn revision_from_number(text: &str, field: &str) -> Result<i64, Invalid> {
+    let integer = !text.contains(['.', 'e', 'E']);
+    match text.parse::<i64>() {
+        Ok(n) if integer && n >= 0 => Ok(n),
+        _ => Err(invalid(
+            InvalidReason::BadRevision,
+            format!("{field} must be an integer from 0 to 2^63-1, not {text}"),
         )),
     }
 }
@@ -378,6 +381,18 @@ impl Event {
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
     pub fn identity(flight_id: &str, event_kind: &str, instant: &str) -> Result<Event, Invalid> {
+        Event::from_fields(flight_id, event_kind, instant, None, "{}")
+    }
+
+    /// Builds an event from its fields as read (text not yet trimmed or checked),
+    /// checking the identity fields in the contract's order.
+    pub fn from_fields(
+        flight_id: &str,
+        event_kind: &str,
+        instant: &str,
+        revision: Option<i64>,
+        payload: &str,
+    ) -> Result<Event, Invalid> {
         let flight_id = FlightId::parse(flight_id)?;
         let event_kind = EventKind::parse(event_kind)?;
         let instant = Instant::parse(instant)?;
@@ -387,8 +402,8 @@ impl Event {
             flight_id,
             event_kind,
             instant,
-            revision: None,
-            payload: "{}".into(),
+            revision,
+            payload: payload.to_owned(),
         })
     }
 
