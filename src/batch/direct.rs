@@ -309,7 +309,10 @@ impl Parser<'_, '_> {
             self.pos += 1;
             return Ok(Read::Object { fields, unknown });
         }
-        let mut sorted = true;
+        // A key can stand twice only if a known field repeats or two unknown
+        // keys are met; otherwise the search for duplicates is skipped.
+        let mut repeated = false;
+        let mut unknowns = 0;
         loop {
             self.skip_whitespace();
             if self.peek() != Some(b'"') {
@@ -319,7 +322,6 @@ impl Parser<'_, '_> {
             self.skip_whitespace();
             self.expect(b':', "expected ':' after an object key")?;
             self.skip_whitespace();
-            sorted &= self.follows_in_order(0, key);
             self.s.members.push(Member {
                 key,
                 start: 0,
@@ -331,17 +333,17 @@ impl Parser<'_, '_> {
             }
             let keep_payload = known == Some(PAYLOAD) && fields[PAYLOAD].is_none();
             let slot = self.field_value(keep_payload)?;
-            if let Some(i) = known
-                && fields[i].is_none()
-            {
-                fields[i] = Some(slot);
+            match known {
+                Some(i) if fields[i].is_none() => fields[i] = Some(slot),
+                Some(_) => repeated = true,
+                None => unknowns += 1,
             }
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    if !sorted {
+                    if repeated || unknowns > 1 {
                         self.note_duplicate(0);
                     }
                     return Ok(Read::Object { fields, unknown });
@@ -685,9 +687,10 @@ impl Parser<'_, '_> {
                 }
                 Some(b'}') => {
                     self.pos += 1;
-                    if !sorted {
+                    // Keys in strictly increasing order cannot repeat; sorting
+                    // the others shows whether any does.
+                    if !sorted && self.reorder(base, body, out) {
                         self.note_duplicate(base);
-                        self.reorder(base, body, out);
                     }
                     out.push('}');
                     self.s.members.truncate(base);
@@ -700,14 +703,19 @@ impl Parser<'_, '_> {
     }
 
     /// Rewrites the members of the object whose members begin at `base` (written
-    /// from `body` on in `out`) in the order of their keys' UTF-8 bytes.
-    fn reorder(&mut self, base: usize, body: usize, out: &mut String) {
+    /// from `body` on in `out`) in the order of their keys' UTF-8 bytes; returns
+    /// whether a key stands twice.
+    fn reorder(&mut self, base: usize, body: usize, out: &mut String) -> bool {
         let mut order = std::mem::take(&mut self.s.order);
         order.clear();
         order.extend(base..self.s.members.len());
         order.sort_by(|&a, &b| {
             let (a, b) = (self.s.members[a].key, self.s.members[b].key);
             self.key_text(a).cmp(self.key_text(b))
+        });
+        let repeats = order.windows(2).any(|pair| {
+            let (a, b) = (self.s.members[pair[0]].key, self.s.members[pair[1]].key);
+            self.key_text(a) == self.key_text(b)
         });
         let mut copy = std::mem::take(&mut self.s.reorder);
         copy.clear();
@@ -722,6 +730,7 @@ impl Parser<'_, '_> {
         }
         self.s.reorder = copy;
         self.s.order = order;
+        repeats
     }
 
     /// Records the first duplicate key of the object whose members begin at

@@ -59,9 +59,27 @@ fn invalid(reason: InvalidReason, detail: impl Into<String>) -> Invalid {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlightId(String);
 
+/// `text` without the Unicode whitespace around it. Most fields have none: when
+/// both ends are printable ASCII, the text is its own trimmed form.
+fn trim(text: &str) -> &str {
+    match (text.as_bytes().first(), text.as_bytes().last()) {
+        (Some(b'!'..=b'~'), Some(b'!'..=b'~')) => text,
+        _ => text.trim(),
+    }
+}
+
 impl FlightId {
     pub fn parse(text: &str) -> Result<FlightId, Invalid> {
-        let trimmed = text.trim();
+        let trimmed = trim(text);
+        // The common case in one pass over the bytes; anything else takes the
+        // checks below, which say what is wrong.
+        if (1..=64).contains(&trimmed.len())
+            && trimmed
+                .bytes()
+                .all(|b| (b'!'..=b'~').contains(&b) && b != b'|')
+        {
+            return Ok(FlightId(trimmed.to_owned()));
+        }
         let len = trimmed.len();
         if len == 0 || len > 64 {
             let why = format!("flight_id must be 1 to 64 characters after trimming, not {len}");
@@ -89,7 +107,7 @@ pub struct EventKind(String);
 
 impl EventKind {
     pub fn parse(text: &str) -> Result<EventKind, Invalid> {
-        let kind = text.trim().to_ascii_lowercase();
+        let kind = trim(text).to_ascii_lowercase();
         let bytes = kind.as_bytes();
         let well_formed = matches!(bytes.first(), Some(b'a'..=b'z'))
             && bytes.len() <= 32
@@ -117,7 +135,10 @@ pub struct Instant(String);
 
 impl Instant {
     pub fn parse(text: &str) -> Result<Instant, Invalid> {
-        let text = text.trim();
+        let text = trim(text);
+        if is_canonical_utc(text) {
+            return Ok(Instant(text.to_owned()));
+        }
         parse_rfc3339(text).map(Instant).map_err(|why| {
             invalid(
                 InvalidReason::BadInstant,
@@ -129,6 +150,44 @@ impl Instant {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `text` is already an instant in the canonical form without a fraction,
+/// `YYYY-MM-DDTHH:MM:SSZ` of a real date and time in years 0001–9999: then it is
+/// its own canonical text, with nothing to convert (most instants are written so).
+fn is_canonical_utc(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return false;
+    }
+    let number = |at: usize, len: usize| -> Option<i32> {
+        b[at..at + len].iter().try_fold(0, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + i32::from(d - b'0'))
+        })
+    };
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        number(0, 4),
+        number(5, 2),
+        number(8, 2),
+        number(11, 2),
+        number(14, 2),
+        number(17, 2),
+    ) else {
+        return false;
+    };
+    year >= 1
+        && (1..=12).contains(&month)
+        && (1..=days_in_month(year, month)).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 59
 }
 
 /// Reads the contract's RFC 3339 subset and returns the canonical UTC text, or what
@@ -625,6 +684,67 @@ mod tests {
             }
         }
         assert_eq!(days, days_from_civil(9999, 12, 31));
+    }
+
+    mod canonical_instants {
+        //! The fast path for instants already in canonical form against the
+        //! general conversion: whatever it takes, the conversion gives back
+        //! unchanged; what it leaves, the conversion still judges.
+
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn check(text: &str) -> Result<(), TestCaseError> {
+            let general = parse_rfc3339(text);
+            if is_canonical_utc(text) {
+                prop_assert_eq!(general, Ok(text.to_owned()), "{:?}", text);
+            } else if let Ok(canonical) = &general
+                && !text.contains('.')
+            {
+                // Left to the general path: only texts it rewrites (or with a
+                // fraction, which the fast path does not take).
+                prop_assert!(canonical != text, "{:?} was left to the slow path", text);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(5000))]
+
+            #[test]
+            fn agree_on_near_canonical_texts(
+                year in 0u32..10000, month in 0u32..14, day in 0u32..33, hour in 0u32..26,
+                minute in 0u32..62, second in 0u32..62,
+                t in prop::sample::select(vec!["T", "t", " "]),
+                tail in prop::sample::select(vec!["Z", "z", "", "+00:00", "-00:00", ".0Z", ".5Z", "+01:00", "ZZ"]),
+            ) {
+                check(&format!("{year:04}-{month:02}-{day:02}{t}{hour:02}:{minute:02}:{second:02}{tail}"))?;
+            }
+
+            #[test]
+            fn agree_on_any_twenty_bytes(text in "[0-9:TZ+-]{20}") {
+                check(&text)?;
+            }
+        }
+
+        #[test]
+        fn edges() {
+            for text in [
+                "0001-01-01T00:00:00Z",
+                "0000-01-01T00:00:00Z",
+                "9999-12-31T23:59:59Z",
+                "2024-02-29T00:00:00Z",
+                "2025-02-29T00:00:00Z",
+                "1900-02-29T00:00:00Z",
+                "2000-02-29T00:00:00Z",
+                "2026-11-29T10:05:60Z",
+                "2026-11-29T24:00:00Z",
+            ] {
+                check(text).map_err(|e| e.to_string()).expect("agree");
+            }
+            assert!(is_canonical_utc("2026-11-29T10:05:00Z"));
+            assert!(!is_canonical_utc("2026-11-29T10:05:00z"));
+        }
     }
 
     #[test]
