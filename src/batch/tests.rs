@@ -1126,7 +1126,7 @@ mod direct_agrees_with_the_tree {
 
     /// Event texts: the five fields in any order, sometimes missing, doubled,
     /// mistyped or joined by others.
-    fn event_text() -> impl Strategy<Value = String> {
+    pub(super) fn event_text() -> impl Strategy<Value = String> {
         let flight = prop::sample::select(vec![
             "\"BA0117-20261129\"",
             "\" BA1 \"",
@@ -1243,6 +1243,120 @@ mod direct_agrees_with_the_tree {
                     .map_err(|e| e.to_string())
                     .expect("agree");
             }
+        }
+    }
+}
+
+mod events_read_in_place_agree_with_the_syntax_machine {
+    //! A `.json` reader reads an event that lies whole in its buffer in place; one
+    //! that does not (here: every event, the input coming a byte at a time) is
+    //! stepped through by the syntax machine and parsed after. Both ways must give
+    //! the same records and the same end, details and places included.
+
+    use super::direct_agrees_with_the_tree::event_text;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A `BufRead` that hands out at most `step` bytes at a time.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.step).min(self.bytes.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Trickle<'_> {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            Ok(&self.bytes[..self.step.min(self.bytes.len())])
+        }
+        fn consume(&mut self, n: usize) {
+            self.bytes = &self.bytes[n..];
+        }
+    }
+
+    /// Everything a reader gives: its records, then its header or rejection.
+    fn read(input: impl BufRead, limits: Limits) -> (Vec<Record>, Result<Header, Rejection>) {
+        let mut reader = BatchReader::new(Format::Json, input, limits);
+        let mut records = Vec::new();
+        loop {
+            match reader.next_record() {
+                Ok(Some(record)) => records.push(record),
+                Ok(None) => return (records, Ok(reader.header())),
+                Err(ReadError::Rejected(rejection)) => return (records, Err(rejection)),
+                Err(ReadError::Io(error)) => panic!("io error from a slice: {error}"),
+            }
+        }
+    }
+
+    fn agree(text: &str, limits: Limits) -> Result<(), TestCaseError> {
+        let whole = read(text.as_bytes(), limits);
+        let trickled = read(
+            Trickle {
+                bytes: text.as_bytes(),
+                step: 1,
+            },
+            limits,
+        );
+        prop_assert_eq!(whole, trickled, "text {:?}", text);
+        Ok(())
+    }
+
+    fn batch() -> impl Strategy<Value = String> {
+        let element = prop_oneof![
+            4 => event_text(),
+            1 => prop::sample::select(vec!["7", "[{}]", "\"x\"", "{\"a\":\"\\ud800\"}", "{\"a\":1 x}",
+                "{\"a\":\"\u{e9}\"}", "{\"a\":[1,]}"]).prop_map(str::to_owned),
+        ];
+        let space = prop::sample::select(vec!["", " ", "\n", "\r\n  ", "\t"]);
+        (prop::collection::vec((element, space), 0..6), any::<bool>()).prop_map(
+            |(events, count)| {
+                let events: Vec<String> = events
+                    .into_iter()
+                    .map(|(e, s)| format!("{s}{e}{s}"))
+                    .collect();
+                let count = if count {
+                    format!(",\"event_count\":{}", events.len())
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{{\"batch_id\":\"b\",\n\"events\":[{}]{count}}}\n",
+                    events.join(",")
+                )
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn on_batches(text in batch(), max in prop::sample::select(vec![60usize, 150, 16 << 20])) {
+            agree(&text, Limits { event_bytes_max: max })?;
+            // And cut short anywhere: still arriving the same way.
+            let cut = text.len() / 2;
+            if text.is_char_boundary(cut) {
+                agree(&text[..cut], Limits::default())?;
+            }
+        }
+    }
+
+    #[test]
+    fn on_examples() {
+        for text in [
+            RICH_JSON,
+            &format!("{{\"events\":[{E1},\n{E2},{{\"x\":\"\u{1f600}\"}}]}}\n  x"),
+        ] {
+            agree(text, Limits::default())
+                .map_err(|e| e.to_string())
+                .expect("agree");
         }
     }
 }
