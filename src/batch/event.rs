@@ -1,6 +1,8 @@
 //! One flight duty event: the field rules, canonical forms and idempotency key of the
 //! contract, as domain types with private fields. Pure functions, no I/O.
 
+use std::borrow::Cow;
+
 use sha2::{Digest, Sha256};
 
 use super::json::{self, Value};
@@ -70,6 +72,17 @@ fn trim(text: &str) -> &str {
 
 impl FlightId {
     pub fn parse(text: &str) -> Result<FlightId, Invalid> {
+        flight_id_form(text).map(|form| FlightId(form.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The canonical form of a `flight_id`, a slice of `text`, or why it is invalid.
+fn flight_id_form(text: &str) -> Result<&str, Invalid> {
+    {
         let trimmed = trim(text);
         // The common case in one pass over the bytes; anything else takes the
         // checks below, which say what is wrong.
@@ -78,7 +91,7 @@ impl FlightId {
                 .bytes()
                 .all(|b| (b'!'..=b'~').contains(&b) && b != b'|')
         {
-            return Ok(FlightId(trimmed.to_owned()));
+            return Ok(trimmed);
         }
         let len = trimmed.len();
         if len == 0 || len > 64 {
@@ -93,11 +106,7 @@ impl FlightId {
                 format!("flight_id may hold only printable ASCII other than '|', and holds {c:?}");
             return Err(invalid(InvalidReason::BadFlightId, why));
         }
-        Ok(FlightId(trimmed.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
+        Ok(trimmed)
     }
 }
 
@@ -107,25 +116,36 @@ pub struct EventKind(String);
 
 impl EventKind {
     pub fn parse(text: &str) -> Result<EventKind, Invalid> {
-        let kind = trim(text).to_ascii_lowercase();
-        let bytes = kind.as_bytes();
-        let well_formed = matches!(bytes.first(), Some(b'a'..=b'z'))
-            && bytes.len() <= 32
-            && bytes
-                .iter()
-                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
-        if !well_formed {
-            let why = format!(
-                "event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'"
-            );
-            return Err(invalid(InvalidReason::BadEventKind, why));
-        }
-        Ok(EventKind(kind))
+        event_kind_form(text).map(|form| EventKind(form.into_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+fn is_event_kind(bytes: &[u8]) -> bool {
+    matches!(bytes.first(), Some(b'a'..=b'z'))
+        && bytes.len() <= 32
+        && bytes
+            .iter()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// The canonical form of an `event_kind` (a slice of `text` when it is already
+/// lowercase), or why it is invalid.
+fn event_kind_form(text: &str) -> Result<Cow<'_, str>, Invalid> {
+    let trimmed = trim(text);
+    if is_event_kind(trimmed.as_bytes()) {
+        return Ok(Cow::Borrowed(trimmed));
+    }
+    let kind = trimmed.to_ascii_lowercase();
+    if !is_event_kind(kind.as_bytes()) {
+        let why =
+            format!("event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'");
+        return Err(invalid(InvalidReason::BadEventKind, why));
+    }
+    Ok(Cow::Owned(kind))
 }
 
 /// `instant_utc`: an RFC 3339 instant with an explicit offset, held in its canonical
@@ -135,21 +155,27 @@ pub struct Instant(String);
 
 impl Instant {
     pub fn parse(text: &str) -> Result<Instant, Invalid> {
-        let text = trim(text);
-        if is_canonical_utc(text) {
-            return Ok(Instant(text.to_owned()));
-        }
-        parse_rfc3339(text).map(Instant).map_err(|why| {
-            invalid(
-                InvalidReason::BadInstant,
-                format!("instant_utc {text:?} {why}"),
-            )
-        })
+        instant_form(text).map(|form| Instant(form.into_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The canonical form of an `instant_utc` (a slice of `text` when it is already
+/// canonical), or why it is invalid.
+fn instant_form(text: &str) -> Result<Cow<'_, str>, Invalid> {
+    let text = trim(text);
+    if is_canonical_utc(text) {
+        return Ok(Cow::Borrowed(text));
+    }
+    parse_rfc3339(text).map(Cow::Owned).map_err(|why| {
+        invalid(
+            InvalidReason::BadInstant,
+            format!("instant_utc {text:?} {why}"),
+        )
+    })
 }
 
 /// Whether `text` is already an instant in the canonical form without a fraction,
@@ -408,11 +434,12 @@ pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     key: [u8; 32],
-    flight_id: FlightId,
-    event_kind: EventKind,
-    instant: Instant,
+    /// The canonical flight_id, event_kind, instant_utc and payload one after the
+    /// other: one allocation per event, not four.
+    text: String,
+    /// Where flight_id, event_kind and instant_utc end in `text`.
+    ends: [usize; 3],
     revision: Option<i64>,
-    payload: String,
 }
 
 impl Event {
@@ -423,19 +450,19 @@ impl Event {
         hex::encode(self.key)
     }
     pub fn flight_id(&self) -> &str {
-        self.flight_id.as_str()
+        &self.text[..self.ends[0]]
     }
     pub fn event_kind(&self) -> &str {
-        self.event_kind.as_str()
+        &self.text[self.ends[0]..self.ends[1]]
     }
     pub fn instant_utc(&self) -> &str {
-        self.instant.as_str()
+        &self.text[self.ends[1]..self.ends[2]]
     }
     pub fn revision(&self) -> Option<i64> {
         self.revision
     }
     pub fn payload(&self) -> &str {
-        &self.payload
+        &self.text[self.ends[2]..]
     }
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
@@ -452,17 +479,24 @@ impl Event {
         revision: Option<i64>,
         payload: &str,
     ) -> Result<Event, Invalid> {
-        let flight_id = FlightId::parse(flight_id)?;
-        let event_kind = EventKind::parse(event_kind)?;
-        let instant = Instant::parse(instant)?;
-        let key = idempotency_key(flight_id.as_str(), event_kind.as_str(), instant.as_str());
+        let flight_id = flight_id_form(flight_id)?;
+        let event_kind = event_kind_form(event_kind)?;
+        let instant = instant_form(instant)?;
+        let key = idempotency_key(flight_id, &event_kind, &instant);
+        let parts = [flight_id, &event_kind, &instant, payload];
+        let mut text = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+        let mut ends = [0; 3];
+        for (i, part) in parts.into_iter().enumerate() {
+            text.push_str(part);
+            if let Some(end) = ends.get_mut(i) {
+                *end = text.len();
+            }
+        }
         Ok(Event {
             key,
-            flight_id,
-            event_kind,
-            instant,
+            text,
+            ends,
             revision,
-            payload: payload.to_owned(),
         })
     }
 
@@ -531,10 +565,7 @@ impl Event {
                 ));
             }
         };
-        let mut event = Event::identity(flight_id, event_kind, instant)?;
-        event.revision = revision;
-        event.payload = payload;
-        Ok(event)
+        Event::from_fields(flight_id, event_kind, instant, revision, &payload)
     }
 
     /// Parses and validates the text of one event on its own; a problem's place is
