@@ -788,7 +788,7 @@ impl Parser<'_, '_> {
 /// How many bytes `bytes` begins with that are neither a quote, a backslash nor a
 /// control character: string content needing no escape. Most of an event's bytes
 /// are such content, so it is looked at eight bytes at a time.
-fn plain_run(bytes: &[u8]) -> usize {
+pub fn plain_run(bytes: &[u8]) -> usize {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     // The high bit of each byte of the result is set where `word`'s byte is below

@@ -115,12 +115,17 @@ fn object_end(bytes: &[u8], max: usize) -> Option<usize> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => {
+            b'"' => loop {
                 i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                i += direct::plain_run(bytes.get(i..)?);
+                match bytes.get(i) {
+                    Some(b'"') => break,
+                    // The escaped byte is stepped over by the `i += 1` above.
+                    Some(b'\\') => i += 1,
+                    // A control character (or the end): not JSON, or not here.
+                    _ => return None,
                 }
-            }
+            },
             b'{' | b'[' => depth += 1,
             b'}' | b']' => {
                 depth = depth.checked_sub(1)?;

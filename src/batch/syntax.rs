@@ -267,8 +267,21 @@ impl Syntax {
     /// lines and characters counted; the marks inside are skipped and the one that
     /// ends the value is returned.
     pub fn skip_value(&mut self, rest: &[u8]) -> Option<Mark> {
-        let continuing = |bytes: &[u8]| bytes.iter().filter(|&&b| (b as i8) < -64).count() as u64;
-        match rest.iter().rposition(|&b| b == b'\n') {
+        // Most values are on one line and ASCII: both are asked of the whole
+        // slice at once before any byte is counted.
+        let continuing = |bytes: &[u8]| {
+            if bytes.is_ascii() {
+                0
+            } else {
+                bytes.iter().filter(|&&b| (b as i8) < -64).count() as u64
+            }
+        };
+        let last_newline = if rest.contains(&b'\n') {
+            rest.iter().rposition(|&b| b == b'\n')
+        } else {
+            None
+        };
+        match last_newline {
             Some(last) => {
                 self.line += rest.iter().filter(|&&b| b == b'\n').count() as u64;
                 self.line_start = self.offset + last as u64 + 1;
