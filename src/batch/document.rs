@@ -200,6 +200,7 @@ impl<R: BufRead> JsonReader<R> {
             if mark == Some(EVENT_START)
                 && self.in_events
                 && self.problem.is_none()
+                && self.syntax.too_deep_at().is_none()
                 && buf[used - 1] == b'{'
                 && let Some((size, raw, event)) =
                     read_in_place(&buf[used - 1..], self.limits, &mut self.scratch)
