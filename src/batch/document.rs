@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::io::BufRead;
 
+use super::direct;
+use super::event::{Event, Invalid};
 use super::json::{self, Value};
 use super::syntax::{Mark, Position, Syntax};
 use super::{
@@ -72,6 +74,70 @@ pub struct JsonReader<R> {
     /// complete JSON (until then it may still be arriving).
     problem: Option<ReadError>,
     done: bool,
+    scratch: direct::Scratch,
+}
+
+/// The marks of an element of `events` beginning and ending.
+const EVENT_START: Mark = Mark::Start {
+    depth: 2,
+    key: false,
+};
+const EVENT_END: Mark = Mark::End {
+    depth: 2,
+    key: false,
+};
+
+/// Reads the event object at the start of `buf`, when it ends within `buf`, is
+/// within the limit, is UTF-8 and is JSON: its size, its text and what it holds.
+/// Otherwise `None`, and the event takes the general path (which names places in
+/// the file for what is wrong).
+fn read_in_place(
+    buf: &[u8],
+    limits: Limits,
+    scratch: &mut direct::Scratch,
+) -> Option<(usize, String, Result<Event, Invalid>)> {
+    let size = object_end(buf, limits.event_bytes_max)?;
+    let text = std::str::from_utf8(&buf[..size]).ok()?;
+    let event = match direct::parse_event(text, DEPTH_MAX - 2, scratch) {
+        Ok(event) => Ok(event),
+        Err(direct::Problem::Invalid(invalid)) => Err(invalid),
+        Err(direct::Problem::Json(_)) => return None,
+    };
+    Some((size, text.to_owned(), event))
+}
+
+/// Where the object that `bytes` begins with would end, found by counting
+/// brackets outside strings: only a guess at JSON, which the parser then
+/// checks. `None` when it does not end within `bytes` or `max` bytes.
+fn object_end(bytes: &[u8], max: usize) -> Option<usize> {
+    let bytes = &bytes[..bytes.len().min(max)];
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => loop {
+                i += 1;
+                i += direct::plain_run(bytes.get(i..)?);
+                match bytes.get(i) {
+                    Some(b'"') => break,
+                    // The escaped byte is stepped over by the `i += 1` above.
+                    Some(b'\\') => i += 1,
+                    // A control character (or the end): not JSON, or not here.
+                    _ => return None,
+                }
+            },
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// What a JSON value is, from its first byte.
@@ -104,6 +170,7 @@ impl<R: BufRead> JsonReader<R> {
             header: Header::default(),
             problem: None,
             done: false,
+            scratch: direct::Scratch::default(),
         }
     }
 
@@ -127,6 +194,25 @@ impl<R: BufRead> JsonReader<R> {
                 return self.end_of_file().map(|()| None);
             }
             let (used, mark) = self.syntax.feed(buf).map_err(|e| not_json(&e))?;
+            // An event object that lies whole in the buffer is read where it
+            // stands, if it is JSON: then the syntax machine need not step
+            // through it, nor its bytes be captured first.
+            if mark == Some(EVENT_START)
+                && self.in_events
+                && self.problem.is_none()
+                && self.syntax.too_deep_at().is_none()
+                && buf[used - 1] == b'{'
+                && let Some((size, raw, event)) =
+                    read_in_place(&buf[used - 1..], self.limits, &mut self.scratch)
+            {
+                self.input.consume(used - 1 + size);
+                let end = self.syntax.skip_value(&raw.as_bytes()[1..]);
+                debug_assert_eq!(end, Some(EVENT_END));
+                self.last_event_bytes = size + size / 8;
+                let index = self.index;
+                self.index += 1;
+                return Ok(Some(Record { index, raw, event }));
+            }
             if self.capturing.is_some() {
                 self.capture.extend(&buf[..used], limit);
             }
@@ -354,7 +440,7 @@ impl<R: BufRead> JsonReader<R> {
             let raw = utf8(capture.bytes, start.byte)?;
             // The event object is level 3 of the file: the batch object and the
             // events array stand above it.
-            let event = parse_event(&raw, DEPTH_MAX - 2, start);
+            let event = parse_event(&raw, DEPTH_MAX - 2, start, &mut self.scratch);
             (raw, event)
         };
         let index = self.index;

@@ -1,6 +1,8 @@
 //! One flight duty event: the field rules, canonical forms and idempotency key of the
 //! contract, as domain types with private fields. Pure functions, no I/O.
 
+use std::borrow::Cow;
+
 use sha2::{Digest, Sha256};
 
 use super::json::{self, Value};
@@ -59,9 +61,38 @@ fn invalid(reason: InvalidReason, detail: impl Into<String>) -> Invalid {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlightId(String);
 
+/// `text` without the Unicode whitespace around it. Most fields have none: when
+/// both ends are printable ASCII, the text is its own trimmed form.
+fn trim(text: &str) -> &str {
+    match (text.as_bytes().first(), text.as_bytes().last()) {
+        (Some(b'!'..=b'~'), Some(b'!'..=b'~')) => text,
+        _ => text.trim(),
+    }
+}
+
 impl FlightId {
     pub fn parse(text: &str) -> Result<FlightId, Invalid> {
-        let trimmed = text.trim();
+        flight_id_form(text).map(|form| FlightId(form.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The canonical form of a `flight_id`, a slice of `text`, or why it is invalid.
+fn flight_id_form(text: &str) -> Result<&str, Invalid> {
+    {
+        let trimmed = trim(text);
+        // The common case in one pass over the bytes; anything else takes the
+        // checks below, which say what is wrong.
+        if (1..=64).contains(&trimmed.len())
+            && trimmed
+                .bytes()
+                .all(|b| (b'!'..=b'~').contains(&b) && b != b'|')
+        {
+            return Ok(trimmed);
+        }
         let len = trimmed.len();
         if len == 0 || len > 64 {
             let why = format!("flight_id must be 1 to 64 characters after trimming, not {len}");
@@ -75,11 +106,7 @@ impl FlightId {
                 format!("flight_id may hold only printable ASCII other than '|', and holds {c:?}");
             return Err(invalid(InvalidReason::BadFlightId, why));
         }
-        Ok(FlightId(trimmed.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
+        Ok(trimmed)
     }
 }
 
@@ -89,25 +116,36 @@ pub struct EventKind(String);
 
 impl EventKind {
     pub fn parse(text: &str) -> Result<EventKind, Invalid> {
-        let kind = text.trim().to_ascii_lowercase();
-        let bytes = kind.as_bytes();
-        let well_formed = matches!(bytes.first(), Some(b'a'..=b'z'))
-            && bytes.len() <= 32
-            && bytes
-                .iter()
-                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
-        if !well_formed {
-            let why = format!(
-                "event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'"
-            );
-            return Err(invalid(InvalidReason::BadEventKind, why));
-        }
-        Ok(EventKind(kind))
+        event_kind_form(text).map(|form| EventKind(form.into_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+fn is_event_kind(bytes: &[u8]) -> bool {
+    matches!(bytes.first(), Some(b'a'..=b'z'))
+        && bytes.len() <= 32
+        && bytes
+            .iter()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// The canonical form of an `event_kind` (a slice of `text` when it is already
+/// lowercase), or why it is invalid.
+fn event_kind_form(text: &str) -> Result<Cow<'_, str>, Invalid> {
+    let trimmed = trim(text);
+    if is_event_kind(trimmed.as_bytes()) {
+        return Ok(Cow::Borrowed(trimmed));
+    }
+    let kind = trimmed.to_ascii_lowercase();
+    if !is_event_kind(kind.as_bytes()) {
+        let why =
+            format!("event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'");
+        return Err(invalid(InvalidReason::BadEventKind, why));
+    }
+    Ok(Cow::Owned(kind))
 }
 
 /// `instant_utc`: an RFC 3339 instant with an explicit offset, held in its canonical
@@ -117,18 +155,65 @@ pub struct Instant(String);
 
 impl Instant {
     pub fn parse(text: &str) -> Result<Instant, Invalid> {
-        let text = text.trim();
-        parse_rfc3339(text).map(Instant).map_err(|why| {
-            invalid(
-                InvalidReason::BadInstant,
-                format!("instant_utc {text:?} {why}"),
-            )
-        })
+        instant_form(text).map(|form| Instant(form.into_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The canonical form of an `instant_utc` (a slice of `text` when it is already
+/// canonical), or why it is invalid.
+fn instant_form(text: &str) -> Result<Cow<'_, str>, Invalid> {
+    let text = trim(text);
+    if is_canonical_utc(text) {
+        return Ok(Cow::Borrowed(text));
+    }
+    parse_rfc3339(text).map(Cow::Owned).map_err(|why| {
+        invalid(
+            InvalidReason::BadInstant,
+            format!("instant_utc {text:?} {why}"),
+        )
+    })
+}
+
+/// Whether `text` is already an instant in the canonical form without a fraction,
+/// `YYYY-MM-DDTHH:MM:SSZ` of a real date and time in years 0001–9999: then it is
+/// its own canonical text, with nothing to convert (most instants are written so).
+fn is_canonical_utc(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return false;
+    }
+    let number = |at: usize, len: usize| -> Option<i32> {
+        b[at..at + len].iter().try_fold(0, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + i32::from(d - b'0'))
+        })
+    };
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        number(0, 4),
+        number(5, 2),
+        number(8, 2),
+        number(11, 2),
+        number(14, 2),
+        number(17, 2),
+    ) else {
+        return false;
+    };
+    year >= 1
+        && (1..=12).contains(&month)
+        && (1..=days_in_month(year, month)).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 59
 }
 
 /// Reads the contract's RFC 3339 subset and returns the canonical UTC text, or what
@@ -312,19 +397,22 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
 pub fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
     match value {
         Value::Null => Ok(None),
-        Value::Number(text) => {
-            let integer = !text.contains(['.', 'e', 'E']);
-            match text.parse::<i64>() {
-                Ok(n) if integer && n >= 0 => Ok(Some(n)),
-                _ => Err(invalid(
-                    InvalidReason::BadRevision,
-                    format!("{field} must be an integer from 0 to 2^63-1, not {text}"),
-                )),
-            }
-        }
+        Value::Number(text) => revision_from_number(text, field).map(Some),
         other => Err(invalid(
             InvalidReason::WrongType,
             format!("{field} must be an integer, not {}", other.type_name()),
+        )),
+    }
+}
+
+/// A source revision from a JSON number as written (`field` names it in the detail).
+pub fn revision_from_number(text: &str, field: &str) -> Result<i64, Invalid> {
+    let integer = !text.contains(['.', 'e', 'E']);
+    match text.parse::<i64>() {
+        Ok(n) if integer && n >= 0 => Ok(n),
+        _ => Err(invalid(
+            InvalidReason::BadRevision,
+            format!("{field} must be an integer from 0 to 2^63-1, not {text}"),
         )),
     }
 }
@@ -346,11 +434,12 @@ pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     key: [u8; 32],
-    flight_id: FlightId,
-    event_kind: EventKind,
-    instant: Instant,
+    /// The canonical flight_id, event_kind, instant_utc and payload one after the
+    /// other: one allocation per event, not four.
+    text: String,
+    /// Where flight_id, event_kind and instant_utc end in `text`.
+    ends: [usize; 3],
     revision: Option<i64>,
-    payload: String,
 }
 
 impl Event {
@@ -361,34 +450,53 @@ impl Event {
         hex::encode(self.key)
     }
     pub fn flight_id(&self) -> &str {
-        self.flight_id.as_str()
+        &self.text[..self.ends[0]]
     }
     pub fn event_kind(&self) -> &str {
-        self.event_kind.as_str()
+        &self.text[self.ends[0]..self.ends[1]]
     }
     pub fn instant_utc(&self) -> &str {
-        self.instant.as_str()
+        &self.text[self.ends[1]..self.ends[2]]
     }
     pub fn revision(&self) -> Option<i64> {
         self.revision
     }
     pub fn payload(&self) -> &str {
-        &self.payload
+        &self.text[self.ends[2]..]
     }
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
     pub fn identity(flight_id: &str, event_kind: &str, instant: &str) -> Result<Event, Invalid> {
-        let flight_id = FlightId::parse(flight_id)?;
-        let event_kind = EventKind::parse(event_kind)?;
-        let instant = Instant::parse(instant)?;
-        let key = idempotency_key(flight_id.as_str(), event_kind.as_str(), instant.as_str());
+        Event::from_fields(flight_id, event_kind, instant, None, "{}")
+    }
+
+    /// Builds an event from its fields as read (text not yet trimmed or checked),
+    /// checking the identity fields in the contract's order.
+    pub fn from_fields(
+        flight_id: &str,
+        event_kind: &str,
+        instant: &str,
+        revision: Option<i64>,
+        payload: &str,
+    ) -> Result<Event, Invalid> {
+        let flight_id = flight_id_form(flight_id)?;
+        let event_kind = event_kind_form(event_kind)?;
+        let instant = instant_form(instant)?;
+        let key = idempotency_key(flight_id, &event_kind, &instant);
+        let parts = [flight_id, &event_kind, &instant, payload];
+        let mut text = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+        let mut ends = [0; 3];
+        for (i, part) in parts.into_iter().enumerate() {
+            text.push_str(part);
+            if let Some(end) = ends.get_mut(i) {
+                *end = text.len();
+            }
+        }
         Ok(Event {
             key,
-            flight_id,
-            event_kind,
-            instant,
-            revision: None,
-            payload: "{}".into(),
+            text,
+            ends,
+            revision,
         })
     }
 
@@ -457,10 +565,7 @@ impl Event {
                 ));
             }
         };
-        let mut event = Event::identity(flight_id, event_kind, instant)?;
-        event.revision = revision;
-        event.payload = payload;
-        Ok(event)
+        Event::from_fields(flight_id, event_kind, instant, revision, &payload)
     }
 
     /// Parses and validates the text of one event on its own; a problem's place is
@@ -610,6 +715,67 @@ mod tests {
             }
         }
         assert_eq!(days, days_from_civil(9999, 12, 31));
+    }
+
+    mod canonical_instants {
+        //! The fast path for instants already in canonical form against the
+        //! general conversion: whatever it takes, the conversion gives back
+        //! unchanged; what it leaves, the conversion still judges.
+
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn check(text: &str) -> Result<(), TestCaseError> {
+            let general = parse_rfc3339(text);
+            if is_canonical_utc(text) {
+                prop_assert_eq!(general, Ok(text.to_owned()), "{:?}", text);
+            } else if let Ok(canonical) = &general
+                && !text.contains('.')
+            {
+                // Left to the general path: only texts it rewrites (or with a
+                // fraction, which the fast path does not take).
+                prop_assert!(canonical != text, "{:?} was left to the slow path", text);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(5000))]
+
+            #[test]
+            fn agree_on_near_canonical_texts(
+                year in 0u32..10000, month in 0u32..14, day in 0u32..33, hour in 0u32..26,
+                minute in 0u32..62, second in 0u32..62,
+                t in prop::sample::select(vec!["T", "t", " "]),
+                tail in prop::sample::select(vec!["Z", "z", "", "+00:00", "-00:00", ".0Z", ".5Z", "+01:00", "ZZ"]),
+            ) {
+                check(&format!("{year:04}-{month:02}-{day:02}{t}{hour:02}:{minute:02}:{second:02}{tail}"))?;
+            }
+
+            #[test]
+            fn agree_on_any_twenty_bytes(text in "[0-9:TZ+-]{20}") {
+                check(&text)?;
+            }
+        }
+
+        #[test]
+        fn edges() {
+            for text in [
+                "0001-01-01T00:00:00Z",
+                "0000-01-01T00:00:00Z",
+                "9999-12-31T23:59:59Z",
+                "2024-02-29T00:00:00Z",
+                "2025-02-29T00:00:00Z",
+                "1900-02-29T00:00:00Z",
+                "2000-02-29T00:00:00Z",
+                "2026-11-29T10:05:60Z",
+                "2026-11-29T24:00:00Z",
+            ] {
+                check(text).map_err(|e| e.to_string()).expect("agree");
+            }
+            assert!(is_canonical_utc("2026-11-29T10:05:00Z"));
+            assert!(!is_canonical_utc("2026-11-29T10:05:00z"));
+        }
     }
 
     #[test]

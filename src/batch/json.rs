@@ -446,7 +446,8 @@ pub fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-fn write_string(text: &str, out: &mut String) {
+/// Writes `text` as a JSON string with the minimal escaping JSON requires.
+pub(super) fn write_string(text: &str, out: &mut String) {
     out.push('"');
     for c in text.chars() {
         match c {

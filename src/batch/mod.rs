@@ -5,8 +5,10 @@
 //!
 //! `syntax` decides, from JSON syntax alone, whether a file (or an NDJSON file's
 //! unterminated last line) is complete, still arriving (a proper prefix of some JSON
-//! text) or never JSON; `document` reads `.json`, `ndjson` the line formats; `json`
-//! parses one value in memory; `event` holds the field rules.
+//! text) or never JSON; `document` reads `.json`, `ndjson` the line formats; `direct`
+//! reads one event's text straight into its fields and canonical payload; `json`
+//! parses one value in memory into a tree (top-level fields, and the reference
+//! `direct` is tested against); `event` holds the field rules.
 //!
 //! Choices made where the contract is silent:
 //! - A `.json` file of whitespace alone (after an optional byte-order mark) is
@@ -24,6 +26,7 @@
 //!   bit a level up to `syntax::NESTING_FOLLOWED_MAX` levels, beyond which a file
 //!   is `too_deep` at once.
 
+mod direct;
 mod document;
 pub mod event;
 pub mod json;
@@ -265,10 +268,16 @@ fn too_large(size: u64, limits: Limits) -> Invalid {
 
 /// Parses and validates the text of one event that starts at `start` in its file,
 /// naming places in the file. `depth_max` is how many levels may nest inside it.
-fn parse_event(raw: &str, depth_max: usize, start: Position) -> Result<Event, Invalid> {
-    match json::parse(raw, depth_max) {
-        Ok(parsed) => Event::from_parsed(parsed),
-        Err(error) => {
+fn parse_event(
+    raw: &str,
+    depth_max: usize,
+    start: Position,
+    scratch: &mut direct::Scratch,
+) -> Result<Event, Invalid> {
+    match direct::parse_event(raw, depth_max, scratch) {
+        Ok(event) => Ok(event),
+        Err(direct::Problem::Invalid(invalid)) => Err(invalid),
+        Err(direct::Problem::Json(error)) => {
             // Offsets fall on characters (errors stand at ASCII bytes or a lead
             // byte); flooring keeps a surprise from becoming a panic.
             let offset = (0..=error.offset().min(raw.len()))

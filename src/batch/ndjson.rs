@@ -5,6 +5,7 @@
 
 use std::io::{self, BufRead, Read};
 
+use super::direct;
 use super::syntax::{self, Position, Syntax, SyntaxError};
 use super::{
     DEPTH_MAX, Limits, ReadError, Record, RejectReason, parse_event, reject, text_prefix,
@@ -24,6 +25,7 @@ pub struct NdjsonReader<R> {
     /// The size of the last line, with some room to spare (see `read_line`).
     last_line_bytes: usize,
     started: bool,
+    scratch: direct::Scratch,
 }
 
 /// Where the syntax of an unterminated last line stands: complete, a proper prefix
@@ -114,6 +116,7 @@ impl<R: BufRead> NdjsonReader<R> {
             index: 0,
             last_line_bytes: 0,
             started: false,
+            scratch: direct::Scratch::default(),
         }
     }
 
@@ -159,7 +162,7 @@ impl<R: BufRead> NdjsonReader<R> {
                 self.check_last_line(&bytes, start)?;
             }
             let raw = utf8(bytes, start.byte)?;
-            let event = parse_event(&raw, DEPTH_MAX, start);
+            let event = parse_event(&raw, DEPTH_MAX, start, &mut self.scratch);
             (raw, event)
         };
         let index = self.index;

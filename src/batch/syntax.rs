@@ -260,6 +260,40 @@ impl Syntax {
         }
     }
 
+    /// Steps over the rest of an object or array whose opening bracket was the last
+    /// byte consumed, without reading it: the caller vouches that the bracket and
+    /// `rest` are one complete JSON value within the depth limit (a parser read
+    /// them). The machine then stands where feeding `rest` would have left it,
+    /// lines and characters counted; the marks inside are skipped and the one that
+    /// ends the value is returned.
+    pub fn skip_value(&mut self, rest: &[u8]) -> Option<Mark> {
+        // Most values are on one line and ASCII: both are asked of the whole
+        // slice at once before any byte is counted.
+        let continuing = |bytes: &[u8]| {
+            if bytes.is_ascii() {
+                0
+            } else {
+                bytes.iter().filter(|&&b| (b as i8) < -64).count() as u64
+            }
+        };
+        let last_newline = if rest.contains(&b'\n') {
+            rest.iter().rposition(|&b| b == b'\n')
+        } else {
+            None
+        };
+        match last_newline {
+            Some(last) => {
+                self.line += rest.iter().filter(|&&b| b == b'\n').count() as u64;
+                self.line_start = self.offset + last as u64 + 1;
+                self.continuation = continuing(&rest[last + 1..]);
+            }
+            None => self.continuation += continuing(rest),
+        }
+        self.offset += rest.len() as u64;
+        self.nesting.pop();
+        self.end_value(false)
+    }
+
     /// Consumes bytes of `input` until it ends or a mark is met; returns how many
     /// bytes were consumed and the mark.
     pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Mark>), SyntaxError> {

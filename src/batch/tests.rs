@@ -997,3 +997,366 @@ fn an_event_too_deep_yields_no_record_before_the_rejection() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------
+// The direct reader of events against the tree of `json` and `Event::from_parsed`.
+
+mod direct_agrees_with_the_tree {
+    //! `direct::parse_event` reads an event without a tree of values; the reference
+    //! is `json::parse` then `Event::from_parsed`. On every text both must give the
+    //! same event (canonical payload included) or the same refusal, word for word.
+
+    use super::super::direct::{self, Scratch};
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the reference makes of `text`.
+    fn reference(text: &str, depth_max: usize) -> Result<Event, String> {
+        match json::parse(text, depth_max) {
+            Ok(parsed) => Event::from_parsed(parsed).map_err(|e| format!("{e:?}")),
+            Err(error) => Err(format!("json {error:?}")),
+        }
+    }
+
+    fn direct(text: &str, depth_max: usize, scratch: &mut Scratch) -> Result<Event, String> {
+        direct::parse_event(text, depth_max, scratch).map_err(|problem| match problem {
+            direct::Problem::Json(error) => format!("json {error:?}"),
+            direct::Problem::Invalid(invalid) => format!("{invalid:?}"),
+        })
+    }
+
+    fn agree(text: &str, depth_max: usize, scratch: &mut Scratch) -> Result<(), TestCaseError> {
+        prop_assert_eq!(
+            direct(text, depth_max, scratch),
+            reference(text, depth_max),
+            "text {:?}",
+            text
+        );
+        Ok(())
+    }
+
+    /// JSON strings: plain, escaped, non-ASCII, control escapes, surrogate pairs
+    /// and lone halves, keys that sort in surprising orders.
+    fn string() -> impl Strategy<Value = String> {
+        let pieces = prop::sample::select(vec![
+            "a",
+            "b",
+            "Z",
+            "z",
+            "é",
+            "\u{1f600}",
+            "\u{7f}",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\n",
+            "\\t",
+            "\\b",
+            "\\f",
+            "\\r",
+            "\\u0001",
+            "\\u001F",
+            "\\u00e9",
+            "\\u007f",
+            "\\ud83d\\ude00",
+            "\\ud800",
+            "\\udc00",
+            " ",
+            ".",
+            "payload",
+            "flight_id",
+            "~",
+            "\u{a0}",
+        ]);
+        prop::collection::vec(pieces, 0..4).prop_map(|parts| format!("\"{}\"", parts.concat()))
+    }
+
+    fn number() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "0",
+            "-0",
+            "1",
+            "3",
+            "-1",
+            "1.50",
+            "1E+5",
+            "3e0",
+            "3.0",
+            "2.5e-3",
+            "9223372036854775807",
+            "9223372036854775808",
+            "123456789012345678901234567890",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    /// JSON values nested a few levels, with whitespace, duplicate keys (few key
+    /// choices) and objects big enough to take the sorted duplicate search.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            string(),
+            number(),
+            prop::sample::select(vec!["true", "false", "null"]).prop_map(str::to_owned),
+        ];
+        leaf.prop_recursive(4, 64, 20, |inner| {
+            let key = prop_oneof![
+                string(),
+                prop::sample::select(vec!["\"a\"", "\"b\"", "\"\"", "\"a\\u0062\""])
+                    .prop_map(str::to_owned),
+            ];
+            let space = prop::sample::select(vec!["", " ", "\n", "\t ", "\r\n"]);
+            prop_oneof![
+                prop::collection::vec((inner.clone(), space.clone()), 0..5).prop_map(|items| {
+                    let items: Vec<String> = items
+                        .into_iter()
+                        .map(|(v, s)| format!("{s}{v}{s}"))
+                        .collect();
+                    format!("[{}]", items.join(","))
+                }),
+                prop::collection::vec((key, inner, space), 0..20).prop_map(|members| {
+                    let members: Vec<String> = members
+                        .into_iter()
+                        .map(|(k, v, s)| format!("{s}{k}{s}:{s}{v}"))
+                        .collect();
+                    format!("{{{}}}", members.join(","))
+                }),
+            ]
+        })
+    }
+
+    /// Event texts: the five fields in any order, sometimes missing, doubled,
+    /// mistyped or joined by others.
+    pub(super) fn event_text() -> impl Strategy<Value = String> {
+        let flight = prop::sample::select(vec![
+            "\"BA0117-20261129\"",
+            "\" BA1 \"",
+            "\"B|A\"",
+            "\"\"",
+            "\"BA\\u0031\"",
+            "7",
+            "null",
+        ]);
+        let kind = prop::sample::select(vec![
+            "\"takeoff\"",
+            "\" Off_Blocks \"",
+            "\"take off\"",
+            "\"1x\"",
+            "[]",
+        ]);
+        let instant = prop::sample::select(vec![
+            "\"2026-11-29T10:05:00Z\"",
+            "\"2026-11-29t11:05:00+01:00\"",
+            "\"2026-11-29T10:05:00.120Z\"",
+            "\"2026-11-29T10:05:00\"",
+            "\"2025-02-29T00:00:00Z\"",
+            "\"0000-12-31T23:30:00-01:00\"",
+            "\"2026-11-29T10:05:00\\u005a\"",
+            "{}",
+        ]);
+        let field = prop_oneof![
+            flight.prop_map(|v| format!("\"flight_id\":{v}")),
+            kind.prop_map(|v| format!("\"event_kind\":{v}")),
+            instant.prop_map(|v| format!("\"instant_utc\":{v}")),
+            number().prop_map(|v| format!("\"source_revision\":{v}")),
+            value().prop_map(|v| format!("\"payload\":{v}")),
+            value().prop_map(|v| format!("\"payload\":{v}")),
+            (string(), value()).prop_map(|(k, v)| format!("{k}:{v}")),
+        ];
+        let base = [
+            "\"flight_id\":\"BA1\"",
+            "\"event_kind\":\"takeoff\"",
+            "\"instant_utc\":\"2026-11-29T10:05:00Z\"",
+        ];
+        (
+            prop::collection::vec(field, 0..4),
+            prop::collection::vec(0usize..3, 0..4),
+            any::<bool>(),
+        )
+            .prop_map(move |(fields, keep, spaced)| {
+                let mut all: Vec<String> = keep.iter().map(|&i| base[i].to_owned()).collect();
+                all.extend(fields);
+                let sep = if spaced { " , " } else { "," };
+                format!("{{{}}}", all.join(sep))
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn on_events(text in event_text()) {
+            agree(&text, 128, &mut Scratch::default())?;
+        }
+
+        #[test]
+        fn on_any_value(text in value()) {
+            agree(&text, 128, &mut Scratch::default())?;
+            agree(&format!("{{\"payload\":{text}}}"), 3, &mut Scratch::default())?;
+        }
+
+        /// Every cut of an event, and the event with a byte changed: the same
+        /// refusals at the same offsets. One scratch for all, as a reader keeps it.
+        #[test]
+        fn on_cut_and_damaged_events(text in event_text(), at in any::<prop::sample::Index>(),
+                                     byte in prop::sample::select(b"{}[],:\"\\ 0-eu".to_vec())) {
+            let mut scratch = Scratch::default();
+            let bytes = text.as_bytes();
+            for cut in (0..bytes.len()).filter(|&c| text.is_char_boundary(c)) {
+                agree(&text[..cut], 128, &mut scratch)?;
+            }
+            let i = at.index(bytes.len());
+            if text.is_char_boundary(i) && text.is_char_boundary(i + 1) {
+                let damaged = format!("{}{}{}", &text[..i], byte as char, &text[i + 1..]);
+                agree(&damaged, 128, &mut scratch)?;
+            }
+        }
+    }
+
+    #[test]
+    fn on_examples() {
+        let mut scratch = Scratch::default();
+        let deep = |n: usize| {
+            format!(
+                "{{\"flight_id\":\"A\",\"event_kind\":\"x\",\"instant_utc\":\"2026-11-29T10:05:00Z\",\"payload\":{}1{}}}",
+                "{\"a\":[".repeat(n),
+                "]}".repeat(n)
+            )
+        };
+        let many: String = (0..40).rev().map(|i| format!("\"k{i}\":{i},")).collect();
+        for text in [
+            RICH_NDJSON.lines().nth(3).unwrap_or_default().to_owned(),
+            E1.to_owned(),
+            E2.to_owned(),
+            format!("{{\"payload\":{{{many}\"k7\":1}},\"x\":{{\"\":{{\"a\":1,\"a\":2}}}}}}"),
+            format!("{{\"payload\":{{{many}\"k7\":1,\"k3\":2}}}}"),
+            "{\"\":{\"\":{\"b\":1,\"b\":1}}}".to_owned(),
+            "{\"a\":[{\"b\":{\"c\":1,\"c\":2}}],\"a\":1}".to_owned(),
+            deep(63),
+            deep(64),
+            "[1,2".to_owned(),
+            " 7 ".to_owned(),
+            "{} x".to_owned(),
+            "".to_owned(),
+        ] {
+            for depth_max in [1, 2, 126, 128] {
+                agree(&text, depth_max, &mut scratch)
+                    .map_err(|e| e.to_string())
+                    .expect("agree");
+            }
+        }
+    }
+}
+
+mod events_read_in_place_agree_with_the_syntax_machine {
+    //! A `.json` reader reads an event that lies whole in its buffer in place; one
+    //! that does not (here: every event, the input coming a byte at a time) is
+    //! stepped through by the syntax machine and parsed after. Both ways must give
+    //! the same records and the same end, details and places included.
+
+    use super::direct_agrees_with_the_tree::event_text;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A `BufRead` that hands out at most `step` bytes at a time.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.step).min(self.bytes.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Trickle<'_> {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            Ok(&self.bytes[..self.step.min(self.bytes.len())])
+        }
+        fn consume(&mut self, n: usize) {
+            self.bytes = &self.bytes[n..];
+        }
+    }
+
+    /// Everything a reader gives: its records, then its header or rejection.
+    fn read(input: impl BufRead, limits: Limits) -> (Vec<Record>, Result<Header, Rejection>) {
+        let mut reader = BatchReader::new(Format::Json, input, limits);
+        let mut records = Vec::new();
+        loop {
+            match reader.next_record() {
+                Ok(Some(record)) => records.push(record),
+                Ok(None) => return (records, Ok(reader.header())),
+                Err(ReadError::Rejected(rejection)) => return (records, Err(rejection)),
+                Err(ReadError::Io(error)) => panic!("io error from a slice: {error}"),
+            }
+        }
+    }
+
+    fn agree(text: &str, limits: Limits) -> Result<(), TestCaseError> {
+        let whole = read(text.as_bytes(), limits);
+        let trickled = read(
+            Trickle {
+                bytes: text.as_bytes(),
+                step: 1,
+            },
+            limits,
+        );
+        prop_assert_eq!(whole, trickled, "text {:?}", text);
+        Ok(())
+    }
+
+    fn batch() -> impl Strategy<Value = String> {
+        let element = prop_oneof![
+            4 => event_text(),
+            1 => prop::sample::select(vec!["7", "[{}]", "\"x\"", "{\"a\":\"\\ud800\"}", "{\"a\":1 x}",
+                "{\"a\":\"\u{e9}\"}", "{\"a\":[1,]}"]).prop_map(str::to_owned),
+        ];
+        let space = prop::sample::select(vec!["", " ", "\n", "\r\n  ", "\t"]);
+        (prop::collection::vec((element, space), 0..6), any::<bool>()).prop_map(
+            |(events, count)| {
+                let events: Vec<String> = events
+                    .into_iter()
+                    .map(|(e, s)| format!("{s}{e}{s}"))
+                    .collect();
+                let count = if count {
+                    format!(",\"event_count\":{}", events.len())
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{{\"batch_id\":\"b\",\n\"events\":[{}]{count}}}\n",
+                    events.join(",")
+                )
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn on_batches(text in batch(), max in prop::sample::select(vec![60usize, 150, 16 << 20])) {
+            agree(&text, Limits { event_bytes_max: max })?;
+            // And cut short anywhere: still arriving the same way.
+            let cut = text.len() / 2;
+            if text.is_char_boundary(cut) {
+                agree(&text[..cut], Limits::default())?;
+            }
+        }
+    }
+
+    #[test]
+    fn on_examples() {
+        for text in [
+            RICH_JSON,
+            &format!("{{\"events\":[{E1},\n{E2},{{\"x\":\"\u{1f600}\"}}]}}\n  x"),
+        ] {
+            agree(text, Limits::default())
+                .map_err(|e| e.to_string())
+                .expect("agree");
+        }
+    }
+}
