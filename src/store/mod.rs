@@ -33,6 +33,9 @@ pub struct Store {
     /// database's folder (the same disk, already writable by the daemon), then,
     /// for a dry run on a folder the reader may not write, the system's.
     spill_dirs: Vec<PathBuf>,
+    /// The size of a sorted run of a batch's events (`runs::RUN_BYTES` but in
+    /// tests, which make runs small to spill a few events).
+    run_bytes: usize,
 }
 
 /// The folder of the database file at `path`.
@@ -50,6 +53,7 @@ impl Store {
         Ok(Store {
             conn: open::read_write(path)?,
             spill_dirs: vec![folder_of(path)],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -60,6 +64,7 @@ impl Store {
         Ok(Store {
             conn: open::read_only(path)?,
             spill_dirs: vec![folder_of(path), std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -69,6 +74,7 @@ impl Store {
         Ok(Store {
             conn: open::empty_in_memory()?,
             spill_dirs: vec![std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -102,6 +108,12 @@ impl Store {
                 bytes,
             );
         }
+    }
+
+    /// Makes a batch's sorted runs `bytes` long, so that tests spill a few events.
+    #[cfg(test)]
+    pub(crate) fn set_run_bytes_for_tests(&mut self, bytes: usize) {
+        self.run_bytes = bytes;
     }
 
     /// Whether a batch with this digest is already committed (a quick look before
@@ -151,6 +163,11 @@ impl Store {
         })
     }
 
+    /// How a batch's events are sorted: in runs of what size, spilled where.
+    fn spill(&self) -> runs::Runs {
+        runs::Runs::new(self.spill_dirs.clone(), self.run_bytes)
+    }
+
     /// Starts the `BEGIN IMMEDIATE` transaction for one batch file, written as
     /// `file_name` at `now`. Returns `None` when the batch is already in the inbox:
     /// a duplicate, with nothing to do.
@@ -165,7 +182,8 @@ impl Store {
             file_name: file_name.to_owned(),
             now: now.to_owned(),
         };
-        writer::begin(&mut self.conn, &self.spill_dirs, digest, Some(writer))
+        let runs = self.spill();
+        writer::begin(&mut self.conn, runs, digest, Some(writer))
     }
 
     /// Starts a dry run of one batch file: the same staging and outcome fold as
@@ -174,7 +192,8 @@ impl Store {
     /// run works on a read-only connection and never holds the daemon up. `None`
     /// when the batch is already in the inbox.
     pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
-        writer::begin(&mut self.conn, &self.spill_dirs, digest, None)
+        let runs = self.spill();
+        writer::begin(&mut self.conn, runs, digest, None)
     }
 }
 

@@ -24,6 +24,13 @@ const MERGE_BUFFER_MIN_BYTES: usize = 16 << 10;
 const MERGE_BUFFER_MAX_BYTES: usize = 1 << 20;
 /// The buffer runs are written through.
 const SPILL_BUFFER_BYTES: usize = 1 << 20;
+/// A block of merged events handed from the merge thread to the writer: at most
+/// this many events, or this many bytes of their texts (one larger event goes
+/// alone).
+const BLOCK_EVENTS: usize = 4096;
+const BLOCK_TEXT_BYTES: usize = 1 << 20;
+/// Blocks merged ahead of the writer, at most.
+const BLOCKS_IN_FLIGHT: usize = 2;
 
 /// The fixed part of an encoded event: record index, flight number, revision (or
 /// `NO_REVISION`), and the byte lengths of event kind, instant, payload and raw text.
@@ -163,6 +170,8 @@ fn decode<'a>(key: &'a [u8; 32], bytes: &'a [u8]) -> io::Result<Staged<'a>> {
 /// spilled to a file.
 pub(super) struct Runs {
     run: Run,
+    /// The size of a run (`RUN_BYTES` but in tests).
+    run_bytes: usize,
     /// Where a run file may be made, in order of preference.
     spill_dirs: Vec<PathBuf>,
     spill: Option<File>,
@@ -172,9 +181,10 @@ pub(super) struct Runs {
 }
 
 impl Runs {
-    pub(super) fn new(spill_dirs: Vec<PathBuf>) -> Runs {
+    pub(super) fn new(spill_dirs: Vec<PathBuf>, run_bytes: usize) -> Runs {
         Runs {
             run: Run::default(),
+            run_bytes,
             spill_dirs,
             spill: None,
             spilled: Vec::new(),
@@ -184,7 +194,7 @@ impl Runs {
 
     /// Adds the next event in file order; spills the run first when it is full.
     pub(super) fn push(&mut self, event: &Staged<'_>) -> io::Result<()> {
-        if !self.run.entries.is_empty() && self.run.bytes() >= RUN_BYTES {
+        if !self.run.entries.is_empty() && self.run.bytes() >= self.run_bytes {
             self.spill_run()?;
         }
         self.run.push(event);
@@ -214,8 +224,40 @@ impl Runs {
         Ok(())
     }
 
+    /// Hands `each` every event pushed, in key order and file order within a key.
+    /// The runs are merged on a thread of their own, a few blocks ahead, so the
+    /// caller's thread spends its time in SQLite; an error of `each` ends the
+    /// merge. A run file that cannot be read back is `spill_error`.
+    pub(super) fn for_each<E: Send>(
+        self,
+        spill_error: fn(io::Error) -> E,
+        mut each: impl FnMut(&Staged<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (full, merged) = crossbeam_channel::bounded::<io::Result<Block>>(BLOCKS_IN_FLIGHT);
+        let (spare, recycled) = crossbeam_channel::bounded::<Block>(BLOCKS_IN_FLIGHT + 1);
+        std::thread::scope(|scope| {
+            let merging = std::thread::Builder::new()
+                .name("spoolite-merge".into())
+                .spawn_scoped(scope, move || merge_blocks(self, &full, &recycled));
+            if let Err(error) = merging {
+                return Err(spill_error(error));
+            }
+            // Owned here, so that an early return drops it and the merge thread,
+            // blocked on a full channel, ends instead of being waited for forever.
+            let merged = merged;
+            for block in merged.iter() {
+                let block = block.map_err(spill_error)?;
+                for at in 0..block.rows.len() {
+                    each(&block.get(at))?;
+                }
+                let _ = spare.try_send(block);
+            }
+            Ok(())
+        })
+    }
+
     /// Every event pushed, in key order and file order within a key.
-    pub(super) fn merge(mut self) -> io::Result<Merge> {
+    fn merge(mut self) -> io::Result<Merge> {
         self.run.sort();
         let buffer_bytes = (MERGE_BUFFERS_BYTES / self.spilled.len().max(1))
             .clamp(MERGE_BUFFER_MIN_BYTES, MERGE_BUFFER_MAX_BYTES);
@@ -242,7 +284,7 @@ impl Runs {
 /// The k-way merge of the spilled runs and the last run (still in memory): hands
 /// out events in key order, and within a key in run order (file order), since the
 /// runs were cut in file order.
-pub(super) struct Merge {
+struct Merge {
     file: Option<File>,
     spilled: Vec<RunReader>,
     /// The last run, source number `spilled.len()`.
@@ -258,8 +300,20 @@ pub(super) struct Merge {
 }
 
 impl Merge {
+    /// Adds merged events to `block` until it is full; false once every run is
+    /// done.
+    fn fill(&mut self, block: &mut Block) -> io::Result<bool> {
+        while !block.is_full() {
+            match self.next()? {
+                Some(event) => block.push(&event),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
     /// The next event, or `None` when every run is done.
-    pub(super) fn next(&mut self) -> io::Result<Option<Staged<'_>>> {
+    fn next(&mut self) -> io::Result<Option<Staged<'_>>> {
         if let Some(source) = self.pending.take() {
             self.advance(source)?;
         }
@@ -308,6 +362,105 @@ impl Merge {
                 &self.memory.entries[self.memory_at].key,
                 self.memory.encoded(self.memory_at),
             ),
+        }
+    }
+}
+
+/// The merge thread: fills blocks (reusing those the writer is done with) and
+/// sends them, until the runs are done, a read fails or the writer has gone.
+fn merge_blocks(
+    runs: Runs,
+    full: &crossbeam_channel::Sender<io::Result<Block>>,
+    recycled: &crossbeam_channel::Receiver<Block>,
+) {
+    let mut merge = match runs.merge() {
+        Ok(merge) => merge,
+        Err(error) => {
+            let _ = full.send(Err(error));
+            return;
+        }
+    };
+    loop {
+        let mut block = recycled.try_recv().unwrap_or_default();
+        block.clear();
+        let filled = merge.fill(&mut block);
+        let done = !matches!(filled, Ok(true));
+        let sent = match filled {
+            Ok(false) if block.rows.is_empty() => return,
+            Ok(_) => full.send(Ok(block)),
+            Err(error) => full.send(Err(error)),
+        };
+        if done || sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Merged events in a row, their texts in one string (checked UTF-8 once, when
+/// they are read back), so a block goes from thread to thread whole.
+#[derive(Default)]
+struct Block {
+    text: String,
+    rows: Vec<BlockRow>,
+}
+
+/// An event of a block: its fixed fields, and where its texts end in the block's
+/// `text` (each begins where the one before it ends).
+struct BlockRow {
+    key: [u8; 32],
+    index: u64,
+    flight_ref: i64,
+    revision: Option<i64>,
+    ends: [usize; 4],
+}
+
+impl Block {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.rows.clear();
+    }
+
+    fn is_full(&self) -> bool {
+        self.rows.len() >= BLOCK_EVENTS || self.text.len() >= BLOCK_TEXT_BYTES
+    }
+
+    fn push(&mut self, event: &Staged<'_>) {
+        let mut ends = [0; 4];
+        let texts = [
+            event.event_kind,
+            event.instant_utc,
+            event.payload,
+            event.raw,
+        ];
+        for (end, text) in ends.iter_mut().zip(texts) {
+            self.text.push_str(text);
+            *end = self.text.len();
+        }
+        self.rows.push(BlockRow {
+            key: *event.key,
+            index: event.index,
+            flight_ref: event.flight_ref,
+            revision: event.revision,
+            ends,
+        });
+    }
+
+    fn get(&self, at: usize) -> Staged<'_> {
+        let row = &self.rows[at];
+        let begin = match at {
+            0 => 0,
+            _ => self.rows[at - 1].ends[3],
+        };
+        let [kind, instant, payload, raw] = row.ends;
+        Staged {
+            key: &row.key,
+            index: row.index,
+            flight_ref: row.flight_ref,
+            revision: row.revision,
+            event_kind: &self.text[begin..kind],
+            instant_utc: &self.text[kind..instant],
+            payload: &self.text[instant..payload],
+            raw: &self.text[payload..raw],
         }
     }
 }
@@ -448,7 +601,7 @@ mod tests {
     /// Pushes `events` (key byte, index, payload) through runs of `run_bytes` and
     /// returns what the merge hands back, as (key byte, index, payload).
     fn sorted(events: &[(Vec<u8>, u64, String)], spill: bool) -> Vec<(u8, u64, String)> {
-        let mut runs = Runs::new(vec![std::env::temp_dir()]);
+        let mut runs = Runs::new(vec![std::env::temp_dir()], RUN_BYTES);
         for (key, index, payload) in events {
             let key: [u8; 32] = key.as_slice().try_into().expect("32 bytes");
             runs.push(&Staged {
@@ -466,20 +619,24 @@ mod tests {
                 runs.spill_run().expect("spill");
             }
         }
-        let mut merge = runs.merge().expect("merge");
         let mut out = Vec::new();
-        while let Some(staged) = merge.next().expect("next") {
-            assert_eq!(staged.flight_ref, 7);
-            assert_eq!(
-                staged.revision,
-                (staged.index % 2 == 0).then_some(staged.index as i64)
-            );
-            assert_eq!(
-                (staged.event_kind, staged.instant_utc, staged.raw),
-                ("landing", "2026-11-29T10:05:00Z", "{raw}")
-            );
-            out.push((staged.key[0], staged.index, staged.payload.to_owned()));
-        }
+        let merged = runs.for_each(
+            |error| error,
+            |staged| {
+                assert_eq!(staged.flight_ref, 7);
+                assert_eq!(
+                    staged.revision,
+                    (staged.index % 2 == 0).then_some(staged.index as i64)
+                );
+                assert_eq!(
+                    (staged.event_kind, staged.instant_utc, staged.raw),
+                    ("landing", "2026-11-29T10:05:00Z", "{raw}")
+                );
+                out.push((staged.key[0], staged.index, staged.payload.to_owned()));
+                Ok(())
+            },
+        );
+        merged.expect("merge");
         out
     }
 
