@@ -425,6 +425,22 @@ fn upsert_sql() -> String {
     )
 }
 
+/// Binds a row's own values (key, flight, kind, instant and `version`) to a
+/// statement of `prepare_row_statement` and executes it; returns the rows changed.
+fn execute_row(
+    statement: &mut Statement<'_>,
+    (key, flight_ref, event_kind, instant_utc): (&[u8; 32], i64, &str, &str),
+    version: Version<'_>,
+) -> Result<usize, StoreError> {
+    statement.raw_bind_parameter(1, key)?;
+    statement.raw_bind_parameter(2, flight_ref)?;
+    statement.raw_bind_parameter(3, event_kind)?;
+    statement.raw_bind_parameter(4, instant_utc)?;
+    statement.raw_bind_parameter(5, version.revision)?;
+    statement.raw_bind_parameter(6, version.content.payload)?;
+    Ok(statement.raw_execute()?)
+}
+
 impl Writer {
     /// Folds the merged events and writes every winner and conflict. A key is
     /// expected to be new while the last one was: its first version is then
@@ -438,7 +454,7 @@ impl Writer {
         default_revision: i64,
         stop: &AtomicBool,
     ) -> Result<Counts, StoreError> {
-        let mut insert_new = tx.prepare(&insert_new_sql())?;
+        let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
         let mut lookup = tx.prepare(LOOKUP)?;
         let mut expect_new = true;
         let start = |row: &Staged<'_>, first: Version<'_>, fold: &mut KeyFold| {
@@ -467,11 +483,25 @@ impl Writer {
             } => {
                 let upsert = match &mut upsert {
                     Some(upsert) => upsert,
-                    None => upsert.insert(tx.prepare(&upsert_sql())?),
+                    None => upsert.insert(self.prepare_row_statement(tx, &upsert_sql())?),
                 };
                 self.upsert(upsert, key, columns, version)
             }
         })
+    }
+
+    /// Prepares `sql` (`insert_new_sql` or `upsert_sql`) with what every row of
+    /// the batch shares bound once: a statement's bindings outlive its executions,
+    /// so each row binds only its own six values.
+    fn prepare_row_statement<'t>(
+        &self,
+        tx: &'t Connection,
+        sql: &str,
+    ) -> Result<Statement<'t>, StoreError> {
+        let mut statement = tx.prepare(sql)?;
+        statement.raw_bind_parameter(7, &self.digest)?;
+        statement.raw_bind_parameter(8, &self.now)?;
+        Ok(statement)
     }
 
     /// Inserts `first`, a key's first version in the file, unless the key has a
@@ -482,17 +512,8 @@ impl Writer {
         row: &Staged<'_>,
         first: Version<'_>,
     ) -> Result<bool, StoreError> {
-        let inserted = insert_new.execute(params![
-            row.key,
-            row.flight_ref,
-            row.event_kind,
-            row.instant_utc,
-            first.revision,
-            first.content.payload,
-            self.digest,
-            self.now,
-        ])?;
-        Ok(inserted == 1)
+        let columns = (row.key, row.flight_ref, row.event_kind, row.instant_utc);
+        Ok(execute_row(insert_new, columns, first)? == 1)
     }
 
     /// Writes the version of `key` that won within this file. The `WHERE` of the
@@ -505,22 +526,20 @@ impl Writer {
         columns: &KeyColumns,
         version: Version<'_>,
     ) -> Result<(), StoreError> {
-        let changed = upsert.execute(params![
+        let columns = (
             key,
             columns.flight_ref,
-            columns.event_kind,
-            columns.instant_utc,
-            version.revision,
-            version.content.payload,
-            self.digest,
-            self.now,
-        ])?;
+            columns.event_kind.as_str(),
+            columns.instant_utc.as_str(),
+        );
+        let changed = execute_row(upsert, columns, version)?;
         assert_eq!(
             changed, 1,
             "the revision guard agrees with the outcome rules"
         );
         Ok(())
     }
+
     /// Writes one quarantine row: the event at `index` in the file.
     fn quarantine(
         &self,
