@@ -44,6 +44,10 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// Writing or reading back the sorted runs of a large batch (next to the
+    /// database) failed: a full or failing disk, like the database's own.
+    #[error("sort a batch's events: {0}")]
+    Spill(std::io::Error),
 }
 
 /// What a database fault means for the daemon (ARCHITECTURE.md has the table).
@@ -69,6 +73,7 @@ impl StoreError {
         let code = match self {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
+            StoreError::Spill(_) => return FaultClass::Database { reopen: false },
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
             | StoreError::NotAFile { .. }
@@ -120,6 +125,7 @@ impl StoreError {
             | StoreError::CreateDir { .. }
             | StoreError::NotAFile { .. }
             | StoreError::Unsupported { .. }
+            | StoreError::Spill(_)
             | StoreError::Stopped => None,
         };
         matches!(

@@ -6,9 +6,10 @@
 mod error;
 pub mod fold;
 pub mod open;
+mod runs;
 mod writer;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -28,6 +29,21 @@ pub struct Totals {
 
 pub struct Store {
     conn: Connection,
+    /// Where a large batch's sorted runs spill, in order of preference: the
+    /// database's folder (the same disk, already writable by the daemon), then,
+    /// for a dry run on a folder the reader may not write, the system's.
+    spill_dirs: Vec<PathBuf>,
+    /// The size of a sorted run of a batch's events (`runs::RUN_BYTES` but in
+    /// tests, which make runs small to spill a few events).
+    run_bytes: usize,
+}
+
+/// The folder of the database file at `path`.
+fn folder_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    }
 }
 
 impl Store {
@@ -36,6 +52,8 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         Ok(Store {
             conn: open::read_write(path)?,
+            spill_dirs: vec![folder_of(path)],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -45,6 +63,8 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         Ok(Store {
             conn: open::read_only(path)?,
+            spill_dirs: vec![folder_of(path), std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -53,6 +73,8 @@ impl Store {
     pub fn open_empty_in_memory() -> Result<Store, StoreError> {
         Ok(Store {
             conn: open::empty_in_memory()?,
+            spill_dirs: vec![std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
         })
     }
 
@@ -86,6 +108,12 @@ impl Store {
                 bytes,
             );
         }
+    }
+
+    /// Makes a batch's sorted runs `bytes` long, so that tests spill a few events.
+    #[cfg(test)]
+    pub(crate) fn set_run_bytes_for_tests(&mut self, bytes: usize) {
+        self.run_bytes = bytes;
     }
 
     /// Whether a batch with this digest is already committed (a quick look before
@@ -140,6 +168,11 @@ impl Store {
         })
     }
 
+    /// How a batch's events are sorted: in runs of what size, spilled where.
+    fn spill(&self) -> runs::Runs {
+        runs::Runs::new(self.spill_dirs.clone(), self.run_bytes)
+    }
+
     /// Starts the `BEGIN IMMEDIATE` transaction for one batch file, written as
     /// `file_name` at `now`. Returns `None` when the batch is already in the inbox:
     /// a duplicate, with nothing to do.
@@ -154,16 +187,18 @@ impl Store {
             file_name: file_name.to_owned(),
             now: now.to_owned(),
         };
-        writer::begin(&mut self.conn, digest, Some(writer))
+        let runs = self.spill();
+        writer::begin(&mut self.conn, runs, digest, Some(writer))
     }
 
     /// Starts a dry run of one batch file: the same staging and outcome fold as
     /// `begin`, in a read transaction with no write path. Outcomes are counted,
-    /// nothing is written but the temporary staging table, and no write lock is
-    /// taken, so a dry run works on a read-only connection and never holds the
-    /// daemon up. `None` when the batch is already in the inbox.
+    /// nothing is written to the database, and no write lock is taken, so a dry
+    /// run works on a read-only connection and never holds the daemon up. `None`
+    /// when the batch is already in the inbox.
     pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
-        writer::begin(&mut self.conn, digest, None)
+        let runs = self.spill();
+        writer::begin(&mut self.conn, runs, digest, None)
     }
 }
 

@@ -87,7 +87,7 @@ pub fn read_only(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
     wait_for_locks(&conn, true).map_err(open_error)?;
-    configure_staging(&conn).map_err(open_error)?;
+    configure_temp(&conn).map_err(open_error)?;
     let version = user_version(&conn).map_err(open_error)?;
     refuse_newer(path, version)?;
     Ok(conn)
@@ -183,17 +183,17 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // 32 MiB of page cache (negative means KiB): enough for the b-tree interior
     // pages of tens of millions of events, and a bounded share of the memory budget.
     conn.pragma_update(None, "cache_size", -32768)?;
-    configure_staging(conn)?;
+    configure_temp(conn)?;
     // After a checkpoint, cut the WAL back to 64 MiB so a large batch does not leave
     // a large file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(())
 }
 
-/// The temporary staging table of a large batch spills to a file, not memory; its
-/// cache is large enough that sorting a batch stays mostly in memory, small enough
-/// to keep the total flat.
-fn configure_staging(conn: &Connection) -> rusqlite::Result<()> {
+/// SQLite's own temporary data (a migration's sorts for its index builds) spills
+/// to a file, not memory, with a bounded cache, so memory stays flat. A batch's
+/// events are sorted by the store itself (`runs`), not in a temporary table.
+fn configure_temp(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "temp_store", "FILE")?;
     conn.pragma_update(Some("temp"), "cache_size", -16384)?;
     Ok(())

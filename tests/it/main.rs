@@ -10,3 +10,4 @@ mod names;
 mod ops;
 mod support;
 mod times;
+mod writer;
