@@ -550,72 +550,7 @@ impl Parser<'_, '_> {
     }
 
     fn escape(&mut self, out: &mut String) -> Result<(), JsonError> {
-        let Some(b) = self.peek() else {
-            return Err(self.eof());
-        };
-        self.pos += 1;
-        let c = match b {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode_escape(out),
-            _ => {
-                self.pos -= 1;
-                return Err(self.syntax("unknown escape in a string"));
-            }
-        };
-        out.push(c);
-        Ok(())
-    }
-
-    fn unicode_escape(&mut self, out: &mut String) -> Result<(), JsonError> {
-        let escape_at = self.pos - 2; // the backslash
-        let lone = JsonError::LoneSurrogate { offset: escape_at };
-        let first = self.hex4()?;
-        let code = if (0xD800..0xDC00).contains(&first) {
-            if self.peek().is_none() {
-                return Err(self.eof());
-            }
-            if !self.bytes[self.pos..].starts_with(b"\\u") {
-                return Err(lone);
-            }
-            self.pos += 2;
-            let second = self.hex4()?;
-            if !(0xDC00..0xE000).contains(&second) {
-                return Err(lone);
-            }
-            0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-        } else if (0xDC00..0xE000).contains(&first) {
-            return Err(lone);
-        } else {
-            first
-        };
-        match char::from_u32(code) {
-            Some(c) => out.push(c),
-            None => return Err(lone),
-        }
-        Ok(())
-    }
-
-    fn hex4(&mut self) -> Result<u32, JsonError> {
-        let mut code = 0;
-        for _ in 0..4 {
-            let digit = match self.peek() {
-                None => return Err(self.eof()),
-                Some(b) => (b as char).to_digit(16),
-            };
-            let Some(digit) = digit else {
-                return Err(self.syntax("expected four hex digits after \\u"));
-            };
-            code = code * 16 + digit;
-            self.pos += 1;
-        }
-        Ok(code)
+        super::json::decode_escape(self.bytes, &mut self.pos, out)
     }
 
     fn array(&mut self, depth: usize, out: &mut String) -> Result<(), JsonError> {
