@@ -11,7 +11,7 @@
 //! after the whole text is read.
 
 use super::event::{self, Event, Invalid, InvalidReason};
-use super::json::{JsonError, write_string};
+use super::json::{Cursor, JsonError, write_string};
 
 /// Buffers kept from one event to the next, so that reading an event allocates
 /// only what the event keeps.
@@ -142,8 +142,7 @@ pub fn parse_event(text: &str, depth_max: usize, scratch: &mut Scratch) -> Resul
     scratch.clear();
     let mut parser = Parser {
         text,
-        bytes: text.as_bytes(),
-        pos: 0,
+        cursor: Cursor::new(text),
         depth_max,
         duplicate: None,
         s: scratch,
@@ -231,51 +230,27 @@ fn span_text<'a>(text: &'a str, decoded: &'a str, span: Span) -> &'a str {
 
 struct Parser<'t, 's> {
     text: &'t str,
-    bytes: &'t [u8],
-    pos: usize,
+    cursor: Cursor<'t>,
     depth_max: usize,
     /// The first duplicate key met, with its path (see `json::Parsed::duplicate`).
     duplicate: Option<String>,
     s: &'s mut Scratch,
 }
 
+impl<'t> std::ops::Deref for Parser<'t, '_> {
+    type Target = Cursor<'t>;
+    fn deref(&self) -> &Cursor<'t> {
+        &self.cursor
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cursor
+    }
+}
+
 impl Parser<'_, '_> {
-    fn eof(&self) -> JsonError {
-        JsonError::Eof {
-            offset: self.bytes.len(),
-        }
-    }
-
-    fn syntax(&self, message: &'static str) -> JsonError {
-        if self.pos >= self.bytes.len() {
-            self.eof()
-        } else {
-            JsonError::Syntax {
-                offset: self.pos,
-                message,
-            }
-        }
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    fn expect(&mut self, byte: u8, message: &'static str) -> Result<(), JsonError> {
-        if self.peek() == Some(byte) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.syntax(message))
-        }
-    }
-
     fn key_text(&self, span: Span) -> &str {
         span_text(self.text, &self.s.decoded, span)
     }
@@ -547,10 +522,6 @@ impl Parser<'_, '_> {
             // The run stops only at ASCII bytes, so it is whole characters.
             out.push_str(&self.text[run_start..self.pos]);
         }
-    }
-
-    fn escape(&mut self, out: &mut String) -> Result<(), JsonError> {
-        super::json::decode_escape(self.bytes, &mut self.pos, out)
     }
 
     fn array(&mut self, depth: usize, out: &mut String) -> Result<(), JsonError> {

@@ -94,8 +94,7 @@ pub struct Parsed {
 /// `depth_max` is how many levels of arrays and objects may nest (1 = a flat object).
 pub fn parse(text: &str, depth_max: usize) -> Result<Parsed, JsonError> {
     let mut parser = Parser {
-        bytes: text.as_bytes(),
-        pos: 0,
+        cursor: Cursor::new(text),
         depth_max,
         duplicate: None,
     };
@@ -111,21 +110,29 @@ pub fn parse(text: &str, depth_max: usize) -> Result<Parsed, JsonError> {
     })
 }
 
-struct Parser<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    depth_max: usize,
-    duplicate: Option<String>,
+/// A position in a JSON text and the steps both parsers of this module take over
+/// it: errors with their offsets, whitespace, an expected byte, an escape. Each
+/// parser derefs to its cursor.
+pub(super) struct Cursor<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) pos: usize,
 }
 
-impl Parser<'_> {
-    fn eof(&self) -> JsonError {
+impl<'a> Cursor<'a> {
+    pub(super) fn new(text: &'a str) -> Cursor<'a> {
+        Cursor {
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    pub(super) fn eof(&self) -> JsonError {
         JsonError::Eof {
             offset: self.bytes.len(),
         }
     }
 
-    fn syntax(&self, message: &'static str) -> JsonError {
+    pub(super) fn syntax(&self, message: &'static str) -> JsonError {
         if self.pos >= self.bytes.len() {
             self.eof()
         } else {
@@ -136,17 +143,17 @@ impl Parser<'_> {
         }
     }
 
-    fn peek(&self) -> Option<u8> {
+    pub(super) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn skip_whitespace(&mut self) {
+    pub(super) fn skip_whitespace(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.pos += 1;
         }
     }
 
-    fn expect(&mut self, byte: u8, message: &'static str) -> Result<(), JsonError> {
+    pub(super) fn expect(&mut self, byte: u8, message: &'static str) -> Result<(), JsonError> {
         if self.peek() == Some(byte) {
             self.pos += 1;
             Ok(())
@@ -155,6 +162,32 @@ impl Parser<'_> {
         }
     }
 
+    /// The escape whose backslash stands just before the cursor, into `out`.
+    pub(super) fn escape(&mut self, out: &mut String) -> Result<(), JsonError> {
+        decode_escape(self.bytes, &mut self.pos, out)
+    }
+}
+
+struct Parser<'a> {
+    cursor: Cursor<'a>,
+    depth_max: usize,
+    duplicate: Option<String>,
+}
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.cursor
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cursor
+    }
+}
+
+impl Parser<'_> {
     /// `path` names the object being read, for duplicate reports.
     fn value(&mut self, depth: usize, path: &mut String) -> Result<Value, JsonError> {
         match self.peek() {
@@ -246,10 +279,6 @@ impl Parser<'_> {
         }
     }
 
-    fn escape(&mut self, out: &mut String) -> Result<(), JsonError> {
-        decode_escape(self.bytes, &mut self.pos, out)
-    }
-
     fn array(&mut self, depth: usize, path: &mut String) -> Result<Value, JsonError> {
         if depth > self.depth_max {
             return Err(JsonError::TooDeep { offset: self.pos });
@@ -329,12 +358,8 @@ impl Parser<'_> {
 
 /// Decodes the escape whose backslash stands just before `bytes[*pos]` into `out`,
 /// moving `*pos` past it. On an error `*pos` is where the error stands, as the
-/// parsers report syntax errors: the two parsers of this module share it.
-pub(super) fn decode_escape(
-    bytes: &[u8],
-    pos: &mut usize,
-    out: &mut String,
-) -> Result<(), JsonError> {
+/// parsers report syntax errors (`Cursor::escape`).
+fn decode_escape(bytes: &[u8], pos: &mut usize, out: &mut String) -> Result<(), JsonError> {
     let eof = || JsonError::Eof {
         offset: bytes.len(),
     };
