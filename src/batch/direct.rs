@@ -63,7 +63,7 @@ struct Member {
 #[derive(Debug, Clone, Copy)]
 enum Slot {
     Null,
-    Bool,
+    Bool(bool),
     Number(usize, usize),
     Text(Span),
     Array,
@@ -74,7 +74,7 @@ impl Slot {
     fn type_name(self) -> &'static str {
         match self {
             Slot::Null => "null",
-            Slot::Bool => "a boolean",
+            Slot::Bool(_) => "a boolean",
             Slot::Number(..) => "a number",
             Slot::Text(_) => "a string",
             Slot::Array => "an array",
@@ -83,14 +83,16 @@ impl Slot {
     }
 }
 
-const FIELDS: [&str; 5] = [
+const FIELDS: [&str; 6] = [
     "flight_id",
     "event_kind",
     "instant_utc",
     "source_revision",
     "payload",
+    "retracted",
 ];
 const PAYLOAD: usize = 4;
+const RETRACTED: usize = 5;
 
 /// The place of `name` in `FIELDS`.
 fn field_index(name: &str) -> Option<usize> {
@@ -100,6 +102,7 @@ fn field_index(name: &str) -> Option<usize> {
         "instant_utc" => Some(2),
         "source_revision" => Some(3),
         "payload" => Some(PAYLOAD),
+        "retracted" => Some(RETRACTED),
         _ => None,
     }
 }
@@ -110,7 +113,7 @@ enum Read {
     NotObject(&'static str),
     Object {
         /// The first value of each known field, in `FIELDS` order.
-        fields: [Option<Slot>; 5],
+        fields: [Option<Slot>; 6],
         /// The first key that is not a known field.
         unknown: Option<Span>,
     },
@@ -212,8 +215,18 @@ pub fn parse_event(text: &str, depth_max: usize, scratch: &mut Scratch) -> Resul
             ));
         }
     };
+    let retracted = match fields[RETRACTED] {
+        None | Some(Slot::Null) => false,
+        Some(Slot::Bool(retracted)) => retracted,
+        Some(other) => {
+            return Err(invalid(
+                InvalidReason::WrongType,
+                format!("retracted must be true or false, not {}", other.type_name()),
+            ));
+        }
+    };
     Ok(Event::from_fields(
-        flight_id, event_kind, instant, revision, payload,
+        flight_id, event_kind, instant, revision, payload, retracted,
     )?)
 }
 
@@ -288,7 +301,7 @@ impl Parser<'_, '_> {
             return Err(JsonError::TooDeep { offset: self.pos });
         }
         self.pos += 1;
-        let mut fields: [Option<Slot>; 5] = [None; 5];
+        let mut fields: [Option<Slot>; 6] = [None; 6];
         let mut unknown = None;
         self.s.open.push(0);
         self.skip_whitespace();
@@ -361,7 +374,8 @@ impl Parser<'_, '_> {
             Some(b'{') => Slot::Object,
             Some(b'[') => Slot::Array,
             Some(b'n') => Slot::Null,
-            _ => Slot::Bool,
+            Some(b't') => Slot::Bool(true),
+            _ => Slot::Bool(false),
         };
         let result = self.value(1, &mut sink);
         if keep_payload {

@@ -440,6 +440,7 @@ pub struct Event {
     /// Where flight_id, event_kind and instant_utc end in `text`.
     ends: [usize; 3],
     revision: Option<i64>,
+    retracted: bool,
 }
 
 impl Event {
@@ -464,10 +465,14 @@ impl Event {
     pub fn payload(&self) -> &str {
         &self.text[self.ends[2]..]
     }
+    /// Whether the event retracts its key (`"retracted": true`).
+    pub fn retracted(&self) -> bool {
+        self.retracted
+    }
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
     pub fn identity(flight_id: &str, event_kind: &str, instant: &str) -> Result<Event, Invalid> {
-        Event::from_fields(flight_id, event_kind, instant, None, "{}")
+        Event::from_fields(flight_id, event_kind, instant, None, "{}", false)
     }
 
     /// Builds an event from its fields as read (text not yet trimmed or checked),
@@ -478,6 +483,7 @@ impl Event {
         instant: &str,
         revision: Option<i64>,
         payload: &str,
+        retracted: bool,
     ) -> Result<Event, Invalid> {
         let flight_id = flight_id_form(flight_id)?;
         let event_kind = event_kind_form(event_kind)?;
@@ -497,6 +503,7 @@ impl Event {
             text,
             ends,
             revision,
+            retracted,
         })
     }
 
@@ -515,12 +522,13 @@ impl Event {
                 format!("the field {path:?} stands more than once"),
             ));
         }
-        const FIELDS: [&str; 5] = [
+        const FIELDS: [&str; 6] = [
             "flight_id",
             "event_kind",
             "instant_utc",
             "source_revision",
             "payload",
+            "retracted",
         ];
         if let Some((name, _)) = members.iter().find(|(k, _)| !FIELDS.contains(&k.as_str())) {
             return Err(invalid(
@@ -565,7 +573,19 @@ impl Event {
                 ));
             }
         };
-        Event::from_fields(flight_id, event_kind, instant, revision, &payload)
+        let retracted = match field("retracted") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(retracted)) => *retracted,
+            Some(other) => {
+                return Err(invalid(
+                    InvalidReason::WrongType,
+                    format!("retracted must be true or false, not {}", other.type_name()),
+                ));
+            }
+        };
+        Event::from_fields(
+            flight_id, event_kind, instant, revision, &payload, retracted,
+        )
     }
 
     /// Parses and validates the text of one event on its own; a problem's place is

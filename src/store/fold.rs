@@ -14,7 +14,7 @@ pub struct Content<'a> {
     /// The canonical payload text (compact JSON, keys sorted): equal payloads are
     /// equal texts, so text equality is content equality.
     pub payload: &'a str,
-    /// Whether the event is retracted. Always false until retractions are read.
+    /// Whether the event is retracted (a tombstone of its key).
     pub retracted: bool,
 }
 
@@ -79,7 +79,8 @@ pub const CONFLICT_REASON: &str = "conflict";
 /// The quarantine `detail` of a conflicting event, the same from every backend.
 pub fn conflict_detail(incoming: Version<'_>) -> String {
     format!(
-        "source_revision {} is already stored with a different payload",
+        "source_revision {} is already stored with other content (its payload, or \
+         whether it is retracted, differs); a higher source_revision replaces it",
         incoming.revision
     )
 }
@@ -419,7 +420,8 @@ mod tests {
     fn a_conflict_says_which_revision() {
         assert_eq!(
             conflict_detail(version((7, "{}"))),
-            "source_revision 7 is already stored with a different payload"
+            "source_revision 7 is already stored with other content (its payload, or \
+             whether it is retracted, differs); a higher source_revision replaces it"
         );
     }
 }

@@ -4,6 +4,7 @@
 //! SQLite.
 
 mod error;
+mod flights;
 pub mod fold;
 pub mod open;
 mod runs;
@@ -182,11 +183,7 @@ impl Store {
         file_name: &str,
         now: &str,
     ) -> Result<Option<Batch<'_>>, StoreError> {
-        let writer = writer::Writer {
-            digest: digest.to_owned(),
-            file_name: file_name.to_owned(),
-            now: now.to_owned(),
-        };
+        let writer = writer::Writer::new(digest, file_name, now);
         let runs = self.spill();
         writer::begin(&mut self.conn, runs, digest, Some(writer))
     }

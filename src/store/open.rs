@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0002_analyst_views.sql"),
     include_str!("../../schema/0003_binary_key.sql"),
     include_str!("../../schema/0004_times_sort.sql"),
+    include_str!("../../schema/0005_retractions_change_feed.sql"),
 ];
 
 /// The schema version this spoolite writes: every migration applied.

@@ -33,8 +33,11 @@ const BLOCK_TEXT_BYTES: usize = 1 << 20;
 const BLOCKS_IN_FLIGHT: usize = 2;
 
 /// The fixed part of an encoded event: record index, flight number, revision (or
-/// `NO_REVISION`), and the byte lengths of event kind, instant, payload and raw text.
-const HEAD_BYTES: usize = 8 + 8 + 8 + 4 * 4;
+/// `NO_REVISION`), whether it is retracted (one byte), and the byte lengths of event
+/// kind, instant, payload and raw text.
+const HEAD_BYTES: usize = 8 + 8 + 8 + 1 + 4 * 4;
+/// Where the four text lengths start in an encoded event.
+const LENGTHS_AT: usize = 8 + 8 + 8 + 1;
 /// The encoded revision of an event without one of its own (revisions are ≥ 0).
 const NO_REVISION: i64 = -1;
 
@@ -49,6 +52,8 @@ pub(super) struct Staged<'a> {
     pub flight_ref: i64,
     /// `None`: the file's revision applies.
     pub revision: Option<i64>,
+    /// `"retracted": true`.
+    pub retracted: bool,
     pub event_kind: &'a str,
     pub instant_utc: &'a str,
     pub payload: &'a str,
@@ -116,6 +121,7 @@ fn encode(event: &Staged<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(&event.index.to_le_bytes());
     out.extend_from_slice(&event.flight_ref.to_le_bytes());
     out.extend_from_slice(&event.revision.unwrap_or(NO_REVISION).to_le_bytes());
+    out.push(u8::from(event.retracted));
     for text in texts {
         let len = u32::try_from(text.len()).expect("an event's text is bounded far below 4 GiB");
         out.extend_from_slice(&len.to_le_bytes());
@@ -132,7 +138,7 @@ fn encoded_len(bytes: &[u8]) -> usize {
 
 /// The byte length of text `i` of an encoded event.
 fn text_len(bytes: &[u8], i: usize) -> usize {
-    let at = 24 + 4 * i;
+    let at = LENGTHS_AT + 4 * i;
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize
 }
 
@@ -159,6 +165,7 @@ fn decode<'a>(key: &'a [u8; 32], bytes: &'a [u8]) -> io::Result<Staged<'a>> {
         index: le_i64(bytes, 0) as u64,
         flight_ref: le_i64(bytes, 8),
         revision: (revision != NO_REVISION).then_some(revision),
+        retracted: bytes[24] != 0,
         event_kind: texts[0],
         instant_utc: texts[1],
         payload: texts[2],
@@ -411,6 +418,7 @@ struct BlockRow {
     index: u64,
     flight_ref: i64,
     revision: Option<i64>,
+    retracted: bool,
     ends: [usize; 4],
 }
 
@@ -441,6 +449,7 @@ impl Block {
             index: event.index,
             flight_ref: event.flight_ref,
             revision: event.revision,
+            retracted: event.retracted,
             ends,
         });
     }
@@ -457,6 +466,7 @@ impl Block {
             index: row.index,
             flight_ref: row.flight_ref,
             revision: row.revision,
+            retracted: row.retracted,
             event_kind: &self.text[begin..kind],
             instant_utc: &self.text[kind..instant],
             payload: &self.text[instant..payload],
@@ -609,6 +619,7 @@ mod tests {
                 index: *index,
                 flight_ref: 7,
                 revision: (index % 2 == 0).then_some(*index as i64),
+                retracted: index % 3 == 0,
                 event_kind: "landing",
                 instant_utc: "2026-11-29T10:05:00Z",
                 payload,
@@ -628,6 +639,7 @@ mod tests {
                     staged.revision,
                     (staged.index % 2 == 0).then_some(staged.index as i64)
                 );
+                assert_eq!(staged.retracted, staged.index % 3 == 0);
                 assert_eq!(
                     (staged.event_kind, staged.instant_utc, staged.raw),
                     ("landing", "2026-11-29T10:05:00Z", "{raw}")

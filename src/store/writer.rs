@@ -6,11 +6,13 @@
 //! row. A key's first version is inserted outright, and its stored row looked up
 //! only when that insert meets one. A dry run folds the same way with no write path.
 
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, Statement, Transaction, params};
 
 use super::StoreError;
+use super::flights::FlightTimes;
 use super::fold::{CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail};
 use super::runs::{Runs, Staged};
 use crate::batch::{Event, Header, Record};
@@ -53,11 +55,26 @@ pub struct Finished {
 pub type Reasons = std::collections::BTreeMap<&'static str, u64>;
 
 /// The write path of one batch: the file its rows are written as (its digest, its
-/// name, the time every row of it is written at) and the statements that write.
+/// name, the time every row of it is written at, its number in the inbox) and the
+/// next `change_seq` to give a row it writes.
 pub(super) struct Writer {
     pub(super) digest: String,
     pub(super) file_name: String,
     pub(super) now: String,
+    batch_ref: i64,
+    next_change_seq: Cell<i64>,
+}
+
+impl Writer {
+    pub(super) fn new(digest: &str, file_name: &str, now: &str) -> Writer {
+        Writer {
+            digest: digest.to_owned(),
+            file_name: file_name.to_owned(),
+            now: now.to_owned(),
+            batch_ref: 0,
+            next_change_seq: Cell::new(0),
+        }
+    }
 }
 
 /// Starts the transaction of one batch: `None` when the inbox already holds its
@@ -78,6 +95,21 @@ pub(super) fn begin<'c>(
     let tx = conn.transaction_with_behavior(behavior)?;
     if super::inbox_has(&tx, digest)? {
         return Ok(None);
+    }
+    let mut writer = writer;
+    if let Some(writer) = &mut writer {
+        // Under the write lock, so no other batch takes the same numbers; a row's
+        // change_seq is larger than every one committed before.
+        writer.batch_ref = tx.query_row(
+            "SELECT coalesce(max(batch_ref), 0) + 1 FROM ingest_inbox",
+            [],
+            |row| row.get(0),
+        )?;
+        writer.next_change_seq.set(tx.query_row(
+            "SELECT coalesce(max(change_seq), 0) + 1 FROM duty_event_data",
+            [],
+            |row| row.get(0),
+        )?);
     }
     Ok(Some(Batch {
         tx,
@@ -131,6 +163,7 @@ impl Batch<'_> {
                 index: record.index,
                 flight_ref,
                 revision: event.revision(),
+                retracted: event.retracted(),
                 event_kind: event.event_kind(),
                 instant_utc: event.instant_utc(),
                 payload: event.payload(),
@@ -192,7 +225,7 @@ impl Batch<'_> {
             None => {
                 let mut lookup = self.tx.prepare(LOOKUP)?;
                 let start = |row: &Staged<'_>, _: Version<'_>, fold: &mut KeyFold| {
-                    start_from_stored(&mut lookup, row.key, fold).map(|_| Start::Stored)
+                    start_from_stored(&mut lookup, row.key, fold).map(|live| Start::Stored { live })
                 };
                 fold_merged(runs, default_revision, stop, start, |_| Ok(()))?
             }
@@ -242,19 +275,23 @@ enum Effect<'a> {
         version: Version<'a>,
         raw: &'a str,
     },
-    /// `version` won for `key`: write it, with the rest of its row.
+    /// `version` won for `key`: write it, with the rest of its row, over what
+    /// the table holds for the key (`table_live`: `None`, no row; else whether
+    /// the row is live).
     Write {
         key: &'a [u8; 32],
         columns: &'a KeyColumns,
         version: Version<'a>,
+        table_live: Option<bool>,
     },
 }
 
 /// How the fold of a key was started, by the backend, from its first version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Start {
-    /// From the key's stored row, looked up (`None` if it has none).
-    Stored,
+    /// From the key's stored row, looked up: `live` is `None` if it has none,
+    /// else whether the row is live (not retracted).
+    Stored { live: Option<bool> },
     /// From no row: the first version was inserted outright, which proves the key
     /// had none, and is in the table as the fold's first winner.
     Inserted,
@@ -282,14 +319,17 @@ impl KeyColumns {
     }
 }
 
-/// The stored version of a key.
-const LOOKUP: &str = "SELECT source_revision, payload FROM duty_event_data WHERE key = ?1";
+/// The stored version of a key, found through the key's index (on its hex).
+const LOOKUP: &str = "SELECT source_revision, payload, retracted FROM duty_event_data
+     WHERE lower(hex(key)) = lower(hex(?1))";
 
-/// The key being folded: its columns, and whether the table already holds what
-/// the fold would write (its first version, inserted outright, still winning).
+/// The key being folded: its columns, whether the table already holds what the
+/// fold would write (its first version, inserted outright, still winning), and
+/// what the table holds for it (`None`: no row; else whether the row is live).
 struct Current {
     columns: KeyColumns,
     written: bool,
+    table_live: Option<bool>,
 }
 
 /// Folds the merged events key by key onto their stored rows and hands `effect`
@@ -314,7 +354,10 @@ fn fold_merged(
         }
         let incoming = Version {
             revision: row.revision.unwrap_or(default_revision),
-            content: Content::live(row.payload),
+            content: Content {
+                payload: row.payload,
+                retracted: row.retracted,
+            },
         };
         let first = current
             .as_ref()
@@ -326,9 +369,13 @@ fn fold_merged(
             let key = current.get_or_insert_with(|| Current {
                 columns: KeyColumns::default(),
                 written: false,
+                table_live: None,
             });
             key.columns.take(row);
-            key.written = start(row, incoming, &mut fold)? == Start::Inserted;
+            (key.written, key.table_live) = match start(row, incoming, &mut fold)? {
+                Start::Inserted => (true, Some(!incoming.content.retracted)),
+                Start::Stored { live } => (false, live),
+            };
         }
         let outcome = fold.offer(incoming);
         if let Some(key) = &mut current {
@@ -354,23 +401,27 @@ fn fold_merged(
     Ok(counts)
 }
 
-/// Starts the fold of `key` from its stored row; returns whether it has one.
+/// Starts the fold of `key` from its stored row; returns `None` if it has none,
+/// else whether the row is live.
 fn start_from_stored(
     lookup: &mut Statement<'_>,
     key: &[u8; 32],
     fold: &mut KeyFold,
-) -> Result<bool, StoreError> {
+) -> Result<Option<bool>, StoreError> {
     let mut rows = lookup.query([key])?;
     let stored = match rows.next()? {
         Some(row) => Some(Version {
             revision: row.get(0)?,
-            content: Content::live(text(row, 1)?),
+            content: Content {
+                payload: text(row, 1)?,
+                retracted: row.get(2)?,
+            },
         }),
         None => None,
     };
-    let found = stored.is_some();
+    let live = stored.map(|stored| !stored.content.retracted);
     fold.start(stored);
-    Ok(found)
+    Ok(live)
 }
 
 /// Column `index` of `row` as text borrowed from SQLite, valid until the row
@@ -394,21 +445,26 @@ fn write_winner(
             key: &done.columns.key,
             columns: &done.columns,
             version,
+            table_live: done.table_live,
         }),
         _ => Ok(()),
     }
 }
 
-/// The columns of a new row, in the order `INSERT_NEW` and `UPSERT` bind them.
+/// The columns of a new row, in the order `insert_new_sql` and `upsert_sql` bind
+/// them: the row's own values (1-7), the batch's (8, 9), its change_seq (10).
 const ROW_COLUMNS: &str = "(key, flight_ref, event_kind, instant_utc, source_revision, payload,
-         batch_digest, first_seen_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)";
+         retracted, batch_ref, first_seen_at, updated_at, change_seq)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)";
+
+/// The conflict target of both statements: the unique index of the key's hex.
+const KEY_INDEX: &str = "lower(hex(key))";
 
 /// The insert of a key's first version in the file, when the key is expected to
 /// be new: it inserts or, meeting a stored row, does nothing (and the row is then
 /// looked up and folded).
 fn insert_new_sql() -> String {
-    format!("INSERT INTO duty_event_data {ROW_COLUMNS} ON CONFLICT (key) DO NOTHING")
+    format!("INSERT INTO duty_event_data {ROW_COLUMNS} ON CONFLICT ({KEY_INDEX}) DO NOTHING")
 }
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
@@ -416,21 +472,25 @@ fn insert_new_sql() -> String {
 fn upsert_sql() -> String {
     format!(
         "INSERT INTO duty_event_data {ROW_COLUMNS}
-     ON CONFLICT (key) DO UPDATE SET
+     ON CONFLICT ({KEY_INDEX}) DO UPDATE SET
          source_revision = excluded.source_revision,
          payload = excluded.payload,
-         batch_digest = excluded.batch_digest,
-         updated_at = excluded.updated_at
+         retracted = excluded.retracted,
+         batch_ref = excluded.batch_ref,
+         updated_at = excluded.updated_at,
+         change_seq = excluded.change_seq
      WHERE excluded.source_revision > duty_event_data.source_revision"
     )
 }
 
-/// Binds a row's own values (key, flight, kind, instant and `version`) to a
-/// statement of `prepare_row_statement` and executes it; returns the rows changed.
+/// Binds a row's own values (key, flight, kind, instant, `version`) and its
+/// `change_seq` to a statement of `prepare_row_statement` and executes it; returns
+/// the rows changed.
 fn execute_row(
     statement: &mut Statement<'_>,
     (key, flight_ref, event_kind, instant_utc): (&[u8; 32], i64, &str, &str),
     version: Version<'_>,
+    change_seq: i64,
 ) -> Result<usize, StoreError> {
     statement.raw_bind_parameter(1, key)?;
     statement.raw_bind_parameter(2, flight_ref)?;
@@ -438,6 +498,8 @@ fn execute_row(
     statement.raw_bind_parameter(4, instant_utc)?;
     statement.raw_bind_parameter(5, version.revision)?;
     statement.raw_bind_parameter(6, version.content.payload)?;
+    statement.raw_bind_parameter(7, version.content.retracted)?;
+    statement.raw_bind_parameter(10, change_seq)?;
     Ok(statement.raw_execute()?)
 }
 
@@ -457,20 +519,27 @@ impl Writer {
         let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
         let mut lookup = tx.prepare(LOOKUP)?;
         let mut expect_new = true;
+        // Both the start of a key (an insert) and its last winner (an upsert)
+        // change flight times.
+        let flights = RefCell::new(FlightTimes::default());
         let start = |row: &Staged<'_>, first: Version<'_>, fold: &mut KeyFold| {
             if expect_new && self.insert_new(&mut insert_new, row, first)? {
                 fold.start(None);
+                let columns = (row.flight_ref, row.event_kind, row.instant_utc);
+                let live = !first.content.retracted;
+                flights.borrow_mut().changed(tx, columns, false, live)?;
                 return Ok(Start::Inserted);
             }
-            expect_new = !start_from_stored(&mut lookup, row.key, fold)?;
-            Ok(Start::Stored)
+            let live = start_from_stored(&mut lookup, row.key, fold)?;
+            expect_new = live.is_none();
+            Ok(Start::Stored { live })
         };
         // The upsert is prepared at the first winner that needs it: prepared before
         // the apply, SQLite's lookaside memory ran short during it (five times the
         // fallbacks to malloc) and the ingest took 1.9% more instructions
         // (cachegrind, 20k events).
         let mut upsert: Option<Statement<'_>> = None;
-        fold_merged(runs, default_revision, stop, start, |effect| match effect {
+        let counts = fold_merged(runs, default_revision, stop, start, |effect| match effect {
             Effect::Conflict {
                 index,
                 version,
@@ -480,27 +549,48 @@ impl Writer {
                 key,
                 columns,
                 version,
+                table_live,
             } => {
                 let upsert = match &mut upsert {
                     Some(upsert) => upsert,
                     None => upsert.insert(self.prepare_row_statement(tx, &upsert_sql())?),
                 };
-                self.upsert(upsert, key, columns, version)
+                self.upsert(upsert, key, columns, version)?;
+                let flight = (
+                    columns.flight_ref,
+                    columns.event_kind.as_str(),
+                    columns.instant_utc.as_str(),
+                );
+                let before = table_live == Some(true);
+                let after = !version.content.retracted;
+                flights.borrow_mut().changed(tx, flight, before, after)
             }
-        })
+        })?;
+        flights.into_inner().finish(tx)?;
+        Ok(counts)
+    }
+
+    /// The `change_seq` of the next row written, once it is written.
+    fn change_seq(&self) -> i64 {
+        self.next_change_seq.get()
+    }
+
+    /// Counts a row written with `change_seq()`.
+    fn wrote_row(&self) {
+        self.next_change_seq.set(self.next_change_seq.get() + 1);
     }
 
     /// Prepares `sql` (`insert_new_sql` or `upsert_sql`) with what every row of
     /// the batch shares bound once: a statement's bindings outlive its executions,
-    /// so each row binds only its own six values.
+    /// so each row binds only its own values.
     fn prepare_row_statement<'t>(
         &self,
         tx: &'t Connection,
         sql: &str,
     ) -> Result<Statement<'t>, StoreError> {
         let mut statement = tx.prepare(sql)?;
-        statement.raw_bind_parameter(7, &self.digest)?;
-        statement.raw_bind_parameter(8, &self.now)?;
+        statement.raw_bind_parameter(8, self.batch_ref)?;
+        statement.raw_bind_parameter(9, &self.now)?;
         Ok(statement)
     }
 
@@ -513,7 +603,11 @@ impl Writer {
         first: Version<'_>,
     ) -> Result<bool, StoreError> {
         let columns = (row.key, row.flight_ref, row.event_kind, row.instant_utc);
-        Ok(execute_row(insert_new, columns, first)? == 1)
+        let inserted = execute_row(insert_new, columns, first, self.change_seq())? == 1;
+        if inserted {
+            self.wrote_row();
+        }
+        Ok(inserted)
     }
 
     /// Writes the version of `key` that won within this file. The `WHERE` of the
@@ -532,11 +626,12 @@ impl Writer {
             columns.event_kind.as_str(),
             columns.instant_utc.as_str(),
         );
-        let changed = execute_row(upsert, columns, version)?;
+        let changed = execute_row(upsert, columns, version, self.change_seq())?;
         assert_eq!(
             changed, 1,
             "the revision guard agrees with the outcome rules"
         );
+        self.wrote_row();
         Ok(())
     }
 
@@ -574,9 +669,9 @@ impl Writer {
         counts: &Counts,
     ) -> Result<(), StoreError> {
         tx.execute(
-            "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at, events_total,
-                 inserted, updated, unchanged, stale, conflicts, invalid)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO ingest_inbox (batch_ref, batch_digest, batch_id, file_name, ingested_at,
+                 events_total, inserted, updated, unchanged, stale, conflicts, invalid)
+             VALUES (?12, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 self.digest,
                 header.batch_id,
@@ -589,6 +684,7 @@ impl Writer {
                 counts.stale as i64,
                 counts.conflicts as i64,
                 counts.invalid as i64,
+                self.batch_ref,
             ],
         )?;
         let started = std::time::Instant::now();

@@ -1963,7 +1963,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("has schema version 2, older than this spoolite's (4)"),
+        stderr.contains("has schema version 2, older than this spoolite's (5)"),
         "{stderr}"
     );
     assert_eq!(query(&site.db, "PRAGMA user_version"), [["2"]]);
@@ -1974,7 +1974,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         "new.json",
         &json_batch(&[off_blocks(1, "{}"), duty_start(1, "{}")]),
     );
-    assert_eq!(query(&site.db, "PRAGMA user_version"), [["4"]]);
+    assert_eq!(query(&site.db, "PRAGMA user_version"), [["5"]]);
     assert_eq!(
         query(
             &site.db,
@@ -1983,11 +1983,15 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         ),
         [
             ["view", "duty_event"],
+            ["view", "duty_event_all"],
             ["table", "duty_event_data"],
             ["index", "duty_event_data_batch"],
+            ["index", "duty_event_data_change_seq"],
             ["index", "duty_event_data_flight"],
+            ["index", "duty_event_data_key"],
             ["index", "duty_event_data_kind_instant"],
             ["table", "flight"],
+            ["index", "flight_off_blocks"],
             ["view", "flight_times"],
             ["index", "sqlite_autoindex_flight_1"],
         ]

@@ -1801,32 +1801,27 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
         ),
         [["EZY8421-20270102", "2027-01-02T00:05:00.123456789Z"]]
     );
-    // The README's look-up by key goes through the primary key's index: the key as
-    // a blob literal finds the row, the view shows it as the contract reads.
-    let by_key = format!(
-        "SELECT e.* FROM duty_event_data AS k
-         JOIN flight AS f ON f.ref = k.flight_ref
-         JOIN duty_event AS e ON e.flight_id = f.flight_id
-             AND e.event_kind = k.event_kind AND e.instant_utc = k.instant_utc
-         WHERE k.key = x'{key}'"
-    );
-    assert_eq!(
-        query(&site.db, &by_key),
-        query(
-            &site.db,
-            &format!("SELECT * FROM duty_event WHERE idempotency_key = '{key}'")
-        )
-    );
-    let plan = query(&site.db, &format!("EXPLAIN QUERY PLAN {by_key}"));
-    let steps: Vec<&str> = plan.iter().map(|row| row[3].as_str()).collect();
-    assert!(
-        steps[0].starts_with("SEARCH k USING INDEX sqlite_autoindex_duty_event_data_1 (key=?)"),
-        "{steps:?}"
-    );
-    assert!(
-        steps.iter().all(|step| step.starts_with("SEARCH")),
-        "{steps:?}"
-    );
+    // The README's look-up by key, on either view, goes through the key's index.
+    for view in ["duty_event", "duty_event_all"] {
+        let by_key = format!("SELECT * FROM {view} WHERE idempotency_key = '{key}'");
+        let plan = query(&site.db, &format!("EXPLAIN QUERY PLAN {by_key}"));
+        let steps: Vec<&str> = plan.iter().map(|row| row[3].as_str()).collect();
+        assert_eq!(
+            steps[0], "SEARCH d USING INDEX duty_event_data_key (<expr>=?)",
+            "{steps:?}"
+        );
+        assert!(
+            steps.iter().all(|step| step.starts_with("SEARCH")),
+            "{steps:?}"
+        );
+        assert_eq!(query(&site.db, &by_key).len(), 1, "{view}");
+        // The key in upper case finds nothing, as the README says; lower() mends it.
+        let upper = key.to_ascii_uppercase();
+        let by_upper = format!("SELECT * FROM {view} WHERE idempotency_key = '{upper}'");
+        assert!(query(&site.db, &by_upper).is_empty());
+        let mended = format!("SELECT * FROM {view} WHERE idempotency_key = lower('{upper}')");
+        assert_eq!(query(&site.db, &mended), query(&site.db, &by_key));
+    }
 
     let output = spoolite()
         .args(["key", "EZY8421-20270102", "takeoff", "2027-01-02T01:05:00"])

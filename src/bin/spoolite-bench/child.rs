@@ -109,15 +109,16 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     let now = spoolite::clock::now_utc();
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute(
-        "INSERT INTO ingest_inbox (batch_digest, file_name, ingested_at, events_total,
+        "INSERT INTO ingest_inbox (batch_ref, batch_digest, file_name, ingested_at, events_total,
              inserted, updated, unchanged, stale, conflicts, invalid)
-         VALUES (?1, 'floor', ?2, 0, 0, 0, 0, 0, 0, 0)",
+         VALUES (1, ?1, 'floor', ?2, 0, 0, 0, 0, 0, 0, 0)",
         params![FLOOR_DIGEST, now],
     )?;
     let mut insert = tx.prepare(&format!(
         "INSERT INTO {FLOOR_TABLE} (key, flight_ref, event_kind, instant_utc,
-             source_revision, payload, batch_digest, first_seen_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+             source_revision, payload, retracted, batch_ref, first_seen_at, updated_at,
+             change_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?7, ?8)"
     ))?;
     // Each flight id is numbered once in `flight`, as the store does.
     let mut flight_lookup = tx.prepare("SELECT ref FROM flight WHERE flight_id = ?1")?;
@@ -142,8 +143,8 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
             event.instant_utc(),
             event.revision().unwrap_or(0),
             event.payload(),
-            FLOOR_DIGEST,
             now,
+            rows as i64 + 1,
         ])?;
         rows += 1;
     }
