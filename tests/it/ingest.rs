@@ -956,7 +956,7 @@ fn a_dry_run_reports_the_outcomes_and_writes_nothing() {
 
 /// Identities the property draws from: canonical flight_id, event_kind and instant, and
 /// ways of writing that same instant.
-const POOL: [(&str, &str, &str, [&str; 3]); 4] = [
+const POOL: [(&str, &str, &str, [&str; 3]); 5] = [
     (
         "BA0117-20261129",
         "off_blocks",
@@ -997,6 +997,18 @@ const POOL: [(&str, &str, &str, [&str; 3]); 4] = [
             "2026-11-30T09:00:00+01:00",
         ],
     ),
+    // A second on-blocks of BA0117, later than the first: flight_times takes the
+    // last live one, so retracting either changes what it shows.
+    (
+        "BA0117-20261129",
+        "on_blocks",
+        "2026-11-29T21:50:00Z",
+        [
+            "2026-11-29T21:50:00Z",
+            "2026-11-29T22:50:00+01:00",
+            "2026-11-29T21:50:00.0Z",
+        ],
+    ),
 ];
 
 /// Revisions drawn: 0 to 3.
@@ -1005,6 +1017,10 @@ const REVISIONS: usize = 4;
 /// For each identity and revision, which of three payloads it carries in every file:
 /// that is what makes a scenario conflict-free.
 type PayloadChoice = [[u8; REVISIONS]; POOL.len()];
+
+/// For each identity and revision, whether it is a retraction in every file: part
+/// of the content, like the payload.
+type RetractChoice = [[bool; REVISIONS]; POOL.len()];
 
 #[derive(Debug, Clone)]
 struct GenEvent {
@@ -1016,6 +1032,8 @@ struct GenEvent {
     payload_form: usize,
     /// Written without a UTC offset, so it is quarantined as `bad_instant`.
     invalid: bool,
+    /// When not a retraction, written `"retracted": false` rather than left out.
+    explicit_live: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -1028,6 +1046,7 @@ struct GenFile {
 #[derive(Debug, Clone)]
 struct Scenario {
     choice: PayloadChoice,
+    retract: RetractChoice,
     files: Vec<GenFile>,
     /// Indices into `files`: each file at least once, some again, in any order.
     deliveries: Vec<usize>,
@@ -1055,7 +1074,7 @@ impl GenEvent {
             .unwrap_or(0)
     }
 
-    fn text(&self, file: &GenFile, choice: &PayloadChoice) -> String {
+    fn text(&self, file: &GenFile, choice: &PayloadChoice, retract: &RetractChoice) -> String {
         let (flight, kind, _, instants) = POOL[self.identity];
         let flight = if self.padded_flight {
             format!(" {flight}\u{a0}")
@@ -1073,7 +1092,13 @@ impl GenEvent {
         }
         let revision = self.effective_revision(file) as usize;
         let payload = payload_text(choice[self.identity][revision], self.payload_form);
-        event(&flight, &kind, &instant, self.revision, &payload)
+        let text = event(&flight, &kind, &instant, self.revision, &payload);
+        let text = text.strip_suffix('}').expect("an object");
+        match (retract[self.identity][revision], self.explicit_live) {
+            (true, _) => format!("{text},\"retracted\":true}}"),
+            (false, true) => format!("{text},\"retracted\":false}}"),
+            (false, false) => format!("{text}}}"),
+        }
     }
 }
 
@@ -1082,11 +1107,11 @@ impl GenFile {
         format!("f{index}.{}", if self.ndjson { "ndjson" } else { "json" })
     }
 
-    fn text(&self, choice: &PayloadChoice) -> String {
+    fn text(&self, choice: &PayloadChoice, retract: &RetractChoice) -> String {
         let events: Vec<String> = self
             .events
             .iter()
-            .map(|event| event.text(self, choice))
+            .map(|event| event.text(self, choice, retract))
             .collect();
         if self.ndjson {
             return events.iter().map(|event| format!("{event}\n")).collect();
@@ -1108,6 +1133,7 @@ fn gen_event() -> impl Strategy<Value = GenEvent> {
         prop::option::of(0..REVISIONS as i64),
         0..3usize,
         prop::bool::weighted(0.1),
+        any::<bool>(),
     )
         .prop_map(
             |(
@@ -1118,6 +1144,7 @@ fn gen_event() -> impl Strategy<Value = GenEvent> {
                 revision,
                 payload_form,
                 invalid,
+                explicit_live,
             )| GenEvent {
                 identity,
                 instant_form,
@@ -1126,6 +1153,7 @@ fn gen_event() -> impl Strategy<Value = GenEvent> {
                 revision,
                 payload_form,
                 invalid,
+                explicit_live,
             },
         )
 }
@@ -1147,28 +1175,33 @@ fn gen_file() -> impl Strategy<Value = GenFile> {
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
-    let choice = prop::array::uniform4(prop::array::uniform4(0..3u8));
-    (choice, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(|(choice, files)| {
-        let count = files.len();
-        let deliveries = prop::collection::vec(0..count, 0..=count)
-            .prop_map(move |again| (0..count).chain(again).collect::<Vec<usize>>())
-            .prop_shuffle();
-        (Just(choice), Just(files), deliveries, 0..=2 * count).prop_map(
-            |(choice, files, deliveries, split)| {
-                let split = split.min(deliveries.len());
-                Scenario {
-                    choice,
-                    files,
-                    deliveries,
-                    split,
-                }
-            },
-        )
-    })
+    let choice = prop::array::uniform5(prop::array::uniform4(0..3u8));
+    let retract = prop::array::uniform5(prop::array::uniform4(prop::bool::weighted(0.3)));
+    (choice, retract, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(
+        |(choice, retract, files)| {
+            let count = files.len();
+            let deliveries = prop::collection::vec(0..count, 0..=count)
+                .prop_map(move |again| (0..count).chain(again).collect::<Vec<usize>>())
+                .prop_shuffle();
+            (Just(choice), Just(files), deliveries, 0..=2 * count).prop_map(
+                move |(choice, files, deliveries, split)| {
+                    let split = split.min(deliveries.len());
+                    Scenario {
+                        choice,
+                        retract,
+                        files,
+                        deliveries,
+                        split,
+                    }
+                },
+            )
+        },
+    )
 }
 
-/// duty_event's event columns as the contract defines them for conflict-free files:
-/// for each key, the row of its highest revision. Computed without spoolite.
+/// duty_event_all's event columns as the contract defines them for conflict-free
+/// files: for each key, the row of its highest revision, retracted or not. Computed
+/// without spoolite.
 fn expected_events(scenario: &Scenario) -> Vec<String> {
     let mut highest: BTreeMap<usize, i64> = BTreeMap::new();
     for file in &scenario.files {
@@ -1184,9 +1217,35 @@ fn expected_events(scenario: &Scenario) -> Vec<String> {
             let (flight, kind, instant, _) = POOL[identity];
             let key = sha256_hex(format!("{flight}|{kind}|{instant}"));
             let payload = payload_text(scenario.choice[identity][revision as usize], 0);
-            format!("{key}|{flight}|{kind}|{instant}|{revision}|{payload}")
+            let retracted = u8::from(scenario.retract[identity][revision as usize]);
+            format!("{key}|{flight}|{kind}|{instant}|{revision}|{payload}|{retracted}")
         })
         .collect();
+    rows.sort();
+    rows
+}
+
+/// flight_times as the contract defines it, computed from `duty_event`'s live rows
+/// on every read (as schema 2's view did), sorted like `dump`: what the times kept
+/// per flight must equal.
+fn flight_times_from_live_rows(db: &Path) -> Vec<String> {
+    let rows = query(
+        db,
+        "WITH per_flight AS (
+             SELECT flight_id,
+                    min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS off_blocks,
+                    min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS takeoff,
+                    max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS landing,
+                    max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS on_blocks
+             FROM duty_event
+             WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+             GROUP BY flight_id)
+         SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
+                round((julianday(on_blocks) - julianday(off_blocks)) * 1440, 2),
+                round((julianday(landing) - julianday(takeoff)) * 1440, 2)
+         FROM per_flight",
+    );
+    let mut rows: Vec<String> = rows.into_iter().map(|row| row.join("|")).collect();
     rows.sort();
     rows
 }
@@ -1260,7 +1319,7 @@ fn check_order_and_repetition(scenario: &Scenario) {
     let texts: Vec<String> = scenario
         .files
         .iter()
-        .map(|file| file.text(&scenario.choice))
+        .map(|file| file.text(&scenario.choice, &scenario.retract))
         .collect();
     let paths: Vec<PathBuf> = scenario
         .files
@@ -1303,15 +1362,25 @@ fn check_order_and_repetition(scenario: &Scenario) {
     assert_eq!(code, 0, "{other_lines:?}");
 
     let expected = expected_events(scenario);
+    let mut all_columns = EVENT_COLUMNS.to_vec();
+    all_columns.push("retracted");
+    let live: Vec<String> = expected
+        .iter()
+        .filter_map(|row| row.strip_suffix("|0").map(str::to_owned))
+        .collect();
+    for (db, what) in [(&site.db, "as drawn"), (&other, "in order")] {
+        assert_eq!(dump(db, "duty_event_all", &all_columns), expected, "{what}");
+        assert_eq!(dump(db, "duty_event", EVENT_COLUMNS), live, "{what}");
+        assert_eq!(
+            dump(db, "flight_times", &[]),
+            flight_times_from_live_rows(db),
+            "{what}"
+        );
+    }
     assert_eq!(
-        dump(&site.db, "duty_event", EVENT_COLUMNS),
-        expected,
-        "as drawn"
-    );
-    assert_eq!(
-        dump(&other, "duty_event", EVENT_COLUMNS),
-        expected,
-        "in order"
+        dump(&site.db, "flight_times", &[]),
+        dump(&other, "flight_times", &[]),
+        "flight_times as drawn and in order"
     );
     assert_counts_reconcile(&site.db, scenario, &texts);
     assert_counts_reconcile(&other, scenario, &texts);

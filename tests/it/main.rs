@@ -8,6 +8,7 @@ mod fold;
 mod ingest;
 mod names;
 mod ops;
+mod retractions;
 mod support;
 mod times;
 mod writer;
