@@ -1,32 +1,34 @@
-//! `flight_times` kept up to date in the batch's own transaction: each flight's
-//! first off-blocks and takeoff and last landing and on-blocks of its live events,
-//! in four columns of `flight` that the view reads.
+//! A batch's flights: each numbered in `flight` the first time the database sees
+//! it, and its times (the first off-blocks and takeoff, the last landing and
+//! on-blocks of its live events, which `flight_times` reads) kept up to date in
+//! the batch's own transaction.
 //!
-//! A key's flight, kind and instant never change (the key is their digest), so a
-//! flight's times change only when one of its keys becomes live (inserted live, or
-//! brought back from a retraction), which can only widen them, or stops being live
-//! (retracted), which may narrow them. The first kind is merged in memory and
-//! written flight by flight, a bounded number at a time; the second makes the
-//! flight's times be computed again from its live rows once the batch's rows are
-//! all written.
+//! A key's flight, kind and instant never change (the key is their digest), and
+//! merging an instant a flight's times already hold changes nothing, so every
+//! live version in the file can be merged as it is read, before any outcome is
+//! known. One flight's events sit together in a file, so a flight is written once
+//! per run of its events: inserted with its times when new, merged into the stored
+//! ones otherwise. What merging cannot do is take an instant out: a flight whose
+//! key ends the file not live, though the file held a live version of it or the
+//! key was live before, is noted (in a temporary table, so memory stays bounded)
+//! and its times computed again from its live rows once every row is written.
 
-use std::collections::{BTreeSet, HashMap};
-
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
-
-/// Flights whose merged times are held in memory before they are written: bounds
-/// the memory (four short strings a flight) whatever the batch's size.
-const FLUSH_FLIGHTS: usize = 16_384;
 
 /// The event kinds a flight's times are made of, in the order of `flight`'s four
 /// columns; the first two count their earliest event, the last two their latest.
 const KINDS: [&str; 4] = ["off_blocks", "takeoff", "landing", "on_blocks"];
 
-/// Merges the times a batch adds into the stored ones: per column the earlier (or,
-/// for landing and on-blocks, the later) by time, `rtrim(…, 'Z')` ordering
-/// instants by time; SQLite's two-argument `min`/`max` are NULL when either is.
+/// Whether `event_kind` is one a flight's times are made of.
+pub(super) fn is_timed(event_kind: &str) -> bool {
+    KINDS.contains(&event_kind)
+}
+
+/// Merges a run's times into the stored ones: per column the earlier (or, for
+/// landing and on-blocks, the later) by time, `rtrim(…, 'Z')` ordering instants
+/// by time; SQLite's two-argument `min`/`max` are NULL when either is.
 const MERGE: &str = "UPDATE flight SET
     off_blocks_utc = coalesce(min(rtrim(?2, 'Z'), rtrim(off_blocks_utc, 'Z')) || 'Z', ?2, off_blocks_utc),
     takeoff_utc = coalesce(min(rtrim(?3, 'Z'), rtrim(takeoff_utc, 'Z')) || 'Z', ?3, takeoff_utc),
@@ -34,25 +36,41 @@ const MERGE: &str = "UPDATE flight SET
     on_blocks_utc = coalesce(max(rtrim(?5, 'Z'), rtrim(on_blocks_utc, 'Z')) || 'Z', ?5, on_blocks_utc)
 WHERE ref = ?1";
 
-/// A flight's times computed again from its live rows.
+/// The flights whose times are to be computed again, for the batch in progress.
+const CREATE_RECOMPUTE: &str =
+    "CREATE TEMP TABLE IF NOT EXISTS flight_recompute (ref INTEGER PRIMARY KEY)";
+
+/// The noted flights' times computed again from their live rows.
 const RECOMPUTE: &str = "UPDATE flight SET
     off_blocks_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                      WHERE flight_ref = ?1 AND retracted = 0 AND event_kind = 'off_blocks'),
+                      WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'off_blocks'),
     takeoff_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                   WHERE flight_ref = ?1 AND retracted = 0 AND event_kind = 'takeoff'),
+                   WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'takeoff'),
     landing_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                   WHERE flight_ref = ?1 AND retracted = 0 AND event_kind = 'landing'),
+                   WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'landing'),
     on_blocks_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                     WHERE flight_ref = ?1 AND retracted = 0 AND event_kind = 'on_blocks')
-WHERE ref = ?1";
+                     WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'on_blocks')
+WHERE ref IN (SELECT ref FROM temp.flight_recompute)";
 
-/// The changes one batch makes to its flights' times, until they are written.
+/// The events of one flight read one after the other.
+struct Run {
+    flight_id: String,
+    flight_ref: i64,
+    /// Not yet in `flight`: inserted, with its times, when the run ends.
+    new: bool,
+    /// The times of the run's live events, in `KINDS` order.
+    times: [Option<String>; 4],
+}
+
+/// A batch's flights as its events are read, and those whose times must be
+/// computed again at the end.
 #[derive(Default)]
-pub(super) struct FlightTimes {
-    /// Per flight, the times its newly live events add, not yet merged.
-    pending: HashMap<i64, [Option<String>; 4]>,
-    /// Flights with an event that stopped being live.
-    recompute: BTreeSet<i64>,
+pub(super) struct Flights {
+    run: Option<Run>,
+    /// The number the next new flight gets (looked up at the batch's first).
+    next_ref: Option<i64>,
+    /// Whether a flight was noted for `finish` to compute again.
+    any_recompute: bool,
 }
 
 /// Whether `instant` comes before `other` in time (canonical instants: the text
@@ -61,56 +79,118 @@ fn before(instant: &str, other: &str) -> bool {
     instant.trim_end_matches('Z') < other.trim_end_matches('Z')
 }
 
-impl FlightTimes {
-    /// Notes that a key of `flight_ref` went from `live_before` to `live_after`.
-    pub(super) fn changed(
+impl Flights {
+    /// The number of the flight of an event read from the file, given now if the
+    /// flight is new; a live event of a timed kind adds its instant to the flight's
+    /// times.
+    pub(super) fn stage(
         &mut self,
         tx: &Connection,
-        (flight_ref, event_kind, instant_utc): (i64, &str, &str),
-        live_before: bool,
-        live_after: bool,
-    ) -> Result<(), StoreError> {
-        let Some(column) = KINDS.iter().position(|kind| *kind == event_kind) else {
+        (flight_id, event_kind, instant_utc): (&str, &str, &str),
+        retracted: bool,
+    ) -> Result<i64, StoreError> {
+        if self
+            .run
+            .as_ref()
+            .is_none_or(|run| run.flight_id != flight_id)
+        {
+            self.end_run(tx)?;
+            self.run = Some(self.start_run(tx, flight_id)?);
+        }
+        let run = self.run.as_mut().expect("a run was started");
+        if let Some(column) = KINDS.iter().position(|kind| *kind == event_kind)
+            && !retracted
+        {
+            let held = &mut run.times[column];
+            let replace = match held {
+                None => true,
+                Some(held) if column < 2 => before(instant_utc, held),
+                Some(held) => before(held, instant_utc),
+            };
+            if replace {
+                *held = Some(instant_utc.to_owned());
+            }
+        }
+        Ok(run.flight_ref)
+    }
+
+    fn start_run(&mut self, tx: &Connection, flight_id: &str) -> Result<Run, StoreError> {
+        let found = tx
+            .prepare_cached("SELECT ref FROM flight WHERE flight_id = ?1")?
+            .query_row([flight_id], |row| row.get(0))
+            .optional()?;
+        let (flight_ref, new) = match found {
+            Some(flight_ref) => (flight_ref, false),
+            None => {
+                let next = match self.next_ref {
+                    Some(next) => next,
+                    None => {
+                        tx.query_row("SELECT coalesce(max(ref), 0) + 1 FROM flight", [], |row| {
+                            row.get(0)
+                        })?
+                    }
+                };
+                self.next_ref = Some(next + 1);
+                (next, true)
+            }
+        };
+        Ok(Run {
+            flight_id: flight_id.to_owned(),
+            flight_ref,
+            new,
+            times: Default::default(),
+        })
+    }
+
+    /// Writes the run of the flight read last: a new flight with its times, or
+    /// the run's times merged into a stored flight's.
+    pub(super) fn end_run(&mut self, tx: &Connection) -> Result<(), StoreError> {
+        let Some(run) = self.run.take() else {
             return Ok(());
         };
-        match (live_before, live_after) {
-            (false, true) => {
-                let held = &mut self.pending.entry(flight_ref).or_default()[column];
-                let earliest = column < 2;
-                let replace = match held {
-                    None => true,
-                    Some(held) if earliest => before(instant_utc, held),
-                    Some(held) => before(held, instant_utc),
-                };
-                if replace {
-                    *held = Some(instant_utc.to_owned());
-                }
-                if self.pending.len() >= FLUSH_FLIGHTS {
-                    self.flush(tx)?;
-                }
-            }
-            (true, false) => {
-                self.recompute.insert(flight_ref);
-            }
-            _ => {}
+        let [off_blocks, takeoff, landing, on_blocks] = &run.times;
+        if run.new {
+            tx.prepare_cached(
+                "INSERT INTO flight (ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc,
+                     on_blocks_utc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                run.flight_ref,
+                run.flight_id,
+                off_blocks,
+                takeoff,
+                landing,
+                on_blocks
+            ])?;
+        } else if run.times.iter().any(Option::is_some) {
+            tx.prepare_cached(MERGE)?.execute(params![
+                run.flight_ref,
+                off_blocks,
+                takeoff,
+                landing,
+                on_blocks
+            ])?;
         }
         Ok(())
     }
 
-    /// Writes every change noted; call once the batch's rows are all written.
-    pub(super) fn finish(mut self, tx: &Connection) -> Result<(), StoreError> {
-        self.flush(tx)?;
-        let mut recompute = tx.prepare_cached(RECOMPUTE)?;
-        for flight_ref in std::mem::take(&mut self.recompute) {
-            recompute.execute([flight_ref])?;
+    /// Notes that a key of `flight_ref` may have taken an instant out of its times.
+    pub(super) fn recompute(&mut self, tx: &Connection, flight_ref: i64) -> Result<(), StoreError> {
+        if !self.any_recompute {
+            tx.execute_batch(CREATE_RECOMPUTE)?;
+            tx.execute_batch("DELETE FROM temp.flight_recompute")?;
+            self.any_recompute = true;
         }
+        tx.prepare_cached("INSERT OR IGNORE INTO temp.flight_recompute (ref) VALUES (?1)")?
+            .execute([flight_ref])?;
         Ok(())
     }
 
-    fn flush(&mut self, tx: &Connection) -> Result<(), StoreError> {
-        let mut merge = tx.prepare_cached(MERGE)?;
-        for (flight_ref, [off_blocks, takeoff, landing, on_blocks]) in self.pending.drain() {
-            merge.execute(params![flight_ref, off_blocks, takeoff, landing, on_blocks])?;
+    /// Computes the noted flights' times again; call once every row is written.
+    pub(super) fn finish(self, tx: &Connection) -> Result<(), StoreError> {
+        if self.any_recompute {
+            tx.execute_batch(RECOMPUTE)?;
+            tx.execute_batch("DELETE FROM temp.flight_recompute")?;
         }
         Ok(())
     }

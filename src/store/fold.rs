@@ -135,8 +135,9 @@ impl KeyFold {
         self.latest().filter(|_| self.won)
     }
 
-    /// The version the next one meets.
-    fn latest(&self) -> Option<Version<'_>> {
+    /// The key's version as the file has left it so far: the stored one, or the
+    /// file's last that won (`None`: the key has none). What the next one meets.
+    pub fn latest(&self) -> Option<Version<'_>> {
         self.present.then_some(Version {
             revision: self.revision,
             content: Content {

@@ -6,13 +6,13 @@
 //! row. A key's first version is inserted outright, and its stored row looked up
 //! only when that insert meets one. A dry run folds the same way with no write path.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, Statement, Transaction, params};
 
 use super::StoreError;
-use super::flights::FlightTimes;
+use super::flights::{self, Flights};
 use super::fold::{CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail};
 use super::runs::{Runs, Staged};
 use crate::batch::{Event, Header, Record};
@@ -33,9 +33,8 @@ pub struct Batch<'c> {
     reasons: Reasons,
     /// The valid events staged so far, being sorted.
     runs: Runs,
-    /// The flight of the last event staged and its number: one flight's events
-    /// sit together in a file, so most events need no look-up.
-    last_flight: Option<(String, i64)>,
+    /// The batch's flights, numbered and their times kept as events are staged.
+    flights: Flights,
     /// The time spent in `stage` (logged at debug level: how much of the read the
     /// writer's thread was busy).
     staging: std::time::Duration,
@@ -117,7 +116,7 @@ pub(super) fn begin<'c>(
         counts: Counts::default(),
         reasons: Reasons::new(),
         runs,
-        last_flight: None,
+        flights: Flights::default(),
         staging: std::time::Duration::ZERO,
     }))
 }
@@ -153,7 +152,11 @@ impl Batch<'_> {
 
     fn stage_event(&mut self, event: &Event, record: &Record) -> Result<(), StoreError> {
         let flight_ref = match self.writer {
-            Some(_) => self.flight_ref(event.flight_id())?,
+            Some(_) => self.flights.stage(
+                &self.tx,
+                (event.flight_id(), event.event_kind(), event.instant_utc()),
+                event.retracted(),
+            )?,
             // A dry run numbers no flight: it writes nothing.
             None => 0,
         };
@@ -172,41 +175,6 @@ impl Batch<'_> {
             .map_err(StoreError::Spill)
     }
 
-    /// The number of `flight_id`, given now if it is new. Flights are numbered in
-    /// the order the file first names them, so a batch's new flights append to
-    /// the end of the `(flight_ref)` index; every valid event's flight is
-    /// numbered, whatever the event's outcome.
-    fn flight_ref(&mut self, flight_id: &str) -> Result<i64, StoreError> {
-        if let Some((last, reference)) = &self.last_flight
-            && last == flight_id
-        {
-            return Ok(*reference);
-        }
-        let found = self
-            .tx
-            .prepare_cached("SELECT ref FROM flight WHERE flight_id = ?1")?
-            .query_row([flight_id], |row| row.get(0))
-            .optional()?;
-        let reference = match found {
-            Some(reference) => reference,
-            None => {
-                self.tx
-                    .prepare_cached("INSERT INTO flight (flight_id) VALUES (?1)")?
-                    .execute([flight_id])?;
-                self.tx.last_insert_rowid()
-            }
-        };
-        match &mut self.last_flight {
-            Some((last, last_reference)) => {
-                last.clear();
-                last.push_str(flight_id);
-                *last_reference = reference;
-            }
-            None => self.last_flight = Some((flight_id.to_owned(), reference)),
-        }
-        Ok(reference)
-    }
-
     /// Applies the staged events in key order (file order within a key), writes the
     /// inbox row and commits; a dry run rolls back instead.
     /// `stop` set from outside abandons the batch (rolled back) with
@@ -221,7 +189,13 @@ impl Batch<'_> {
         let started = std::time::Instant::now();
         let runs = std::mem::replace(&mut self.runs, Runs::new(Vec::new(), 0));
         let applied = match &self.writer {
-            Some(writer) => writer.apply(&self.tx, runs, default_revision, stop)?,
+            Some(writer) => {
+                let mut flights = std::mem::take(&mut self.flights);
+                flights.end_run(&self.tx)?;
+                let counts = writer.apply(&self.tx, runs, default_revision, stop, &mut flights)?;
+                flights.finish(&self.tx)?;
+                counts
+            }
             None => {
                 let mut lookup = self.tx.prepare(LOOKUP)?;
                 let start = |row: &Staged<'_>, _: Version<'_>, fold: &mut KeyFold| {
@@ -275,15 +249,16 @@ enum Effect<'a> {
         version: Version<'a>,
         raw: &'a str,
     },
-    /// `version` won for `key`: write it, with the rest of its row, over what
-    /// the table holds for the key (`table_live`: `None`, no row; else whether
-    /// the row is live).
+    /// `version` won for `key`: write it, with the rest of its row.
     Write {
         key: &'a [u8; 32],
         columns: &'a KeyColumns,
         version: Version<'a>,
-        table_live: Option<bool>,
     },
+    /// A key of the flight `flight_ref`, of a timed kind, ends the file not live
+    /// though it was live before or the file held a live version of it (which its
+    /// flight's times took in as it was read): they must be computed again.
+    Untimed { flight_ref: i64 },
 }
 
 /// How the fold of a key was started, by the backend, from its first version.
@@ -324,12 +299,13 @@ const LOOKUP: &str = "SELECT source_revision, payload, retracted FROM duty_event
      WHERE lower(hex(key)) = lower(hex(?1))";
 
 /// The key being folded: its columns, whether the table already holds what the
-/// fold would write (its first version, inserted outright, still winning), and
-/// what the table holds for it (`None`: no row; else whether the row is live).
+/// fold would write (its first version, inserted outright, still winning), whether
+/// its stored row was live, and whether the file holds a live version of it.
 struct Current {
     columns: KeyColumns,
     written: bool,
-    table_live: Option<bool>,
+    live_before: bool,
+    offered_live: bool,
 }
 
 /// Folds the merged events key by key onto their stored rows and hands `effect`
@@ -364,21 +340,24 @@ fn fold_merged(
             .is_none_or(|key| key.columns.key != *row.key);
         if first {
             if let Some(done) = &current {
-                write_winner(&fold, done, &mut effect)?;
+                end_key(&fold, done, &mut effect)?;
             }
             let key = current.get_or_insert_with(|| Current {
                 columns: KeyColumns::default(),
                 written: false,
-                table_live: None,
+                live_before: false,
+                offered_live: false,
             });
             key.columns.take(row);
-            (key.written, key.table_live) = match start(row, incoming, &mut fold)? {
-                Start::Inserted => (true, Some(!incoming.content.retracted)),
-                Start::Stored { live } => (false, live),
+            key.offered_live = false;
+            (key.written, key.live_before) = match start(row, incoming, &mut fold)? {
+                Start::Inserted => (true, false),
+                Start::Stored { live } => (false, live == Some(true)),
             };
         }
         let outcome = fold.offer(incoming);
         if let Some(key) = &mut current {
+            key.offered_live |= !incoming.content.retracted;
             if first && key.written {
                 assert_eq!(outcome, Outcome::Inserted, "an insert proves no stored row");
             } else if outcome.wins() {
@@ -396,7 +375,7 @@ fn fold_merged(
         Ok(())
     })?;
     if let Some(done) = &current {
-        write_winner(&fold, done, &mut effect)?;
+        end_key(&fold, done, &mut effect)?;
     }
     Ok(counts)
 }
@@ -433,22 +412,33 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r st
     })
 }
 
-/// Hands the version of the key that won within this file, if one did and the
-/// table does not hold it yet, to `effect`.
-fn write_winner(
+/// Ends the fold of a key: hands `effect` the version of the key that won within
+/// this file, if one did and the table does not hold it yet, and says when the
+/// key's flight times must be computed again.
+fn end_key(
     fold: &KeyFold,
     done: &Current,
     effect: &mut impl FnMut(Effect<'_>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    match fold.winner() {
-        Some(version) if !done.written => effect(Effect::Write {
+    if let Some(version) = fold.winner()
+        && !done.written
+    {
+        effect(Effect::Write {
             key: &done.columns.key,
             columns: &done.columns,
             version,
-            table_live: done.table_live,
-        }),
-        _ => Ok(()),
+        })?;
     }
+    let live_after = fold.latest().is_some_and(|v| !v.content.retracted);
+    if !live_after
+        && (done.live_before || done.offered_live)
+        && flights::is_timed(&done.columns.event_kind)
+    {
+        effect(Effect::Untimed {
+            flight_ref: done.columns.flight_ref,
+        })?;
+    }
+    Ok(())
 }
 
 /// The columns of a new row, in the order `insert_new_sql` and `upsert_sql` bind
@@ -515,19 +505,14 @@ impl Writer {
         runs: Runs,
         default_revision: i64,
         stop: &AtomicBool,
+        flights: &mut Flights,
     ) -> Result<Counts, StoreError> {
         let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
         let mut lookup = tx.prepare(LOOKUP)?;
         let mut expect_new = true;
-        // Both the start of a key (an insert) and its last winner (an upsert)
-        // change flight times.
-        let flights = RefCell::new(FlightTimes::default());
         let start = |row: &Staged<'_>, first: Version<'_>, fold: &mut KeyFold| {
             if expect_new && self.insert_new(&mut insert_new, row, first)? {
                 fold.start(None);
-                let columns = (row.flight_ref, row.event_kind, row.instant_utc);
-                let live = !first.content.retracted;
-                flights.borrow_mut().changed(tx, columns, false, live)?;
                 return Ok(Start::Inserted);
             }
             let live = start_from_stored(&mut lookup, row.key, fold)?;
@@ -539,7 +524,7 @@ impl Writer {
         // fallbacks to malloc) and the ingest took 1.9% more instructions
         // (cachegrind, 20k events).
         let mut upsert: Option<Statement<'_>> = None;
-        let counts = fold_merged(runs, default_revision, stop, start, |effect| match effect {
+        fold_merged(runs, default_revision, stop, start, |effect| match effect {
             Effect::Conflict {
                 index,
                 version,
@@ -549,25 +534,15 @@ impl Writer {
                 key,
                 columns,
                 version,
-                table_live,
             } => {
                 let upsert = match &mut upsert {
                     Some(upsert) => upsert,
                     None => upsert.insert(self.prepare_row_statement(tx, &upsert_sql())?),
                 };
-                self.upsert(upsert, key, columns, version)?;
-                let flight = (
-                    columns.flight_ref,
-                    columns.event_kind.as_str(),
-                    columns.instant_utc.as_str(),
-                );
-                let before = table_live == Some(true);
-                let after = !version.content.retracted;
-                flights.borrow_mut().changed(tx, flight, before, after)
+                self.upsert(upsert, key, columns, version)
             }
-        })?;
-        flights.into_inner().finish(tx)?;
-        Ok(counts)
+            Effect::Untimed { flight_ref } => flights.recompute(tx, flight_ref),
+        })
     }
 
     /// The `change_seq` of the next row written, once it is written.

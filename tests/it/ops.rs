@@ -1863,11 +1863,11 @@ fn every_sql_statement_in_the_readme_runs_on_a_real_database() {
     // The look-up by key finds the row the view shows for that key.
     let by_key = statements
         .iter()
-        .find(|sql| sql.contains("k.key = x'"))
+        .find(|sql| sql.contains("WHERE idempotency_key = '"))
         .expect("the README looks a row up by key");
     let row = query(
         &site.db,
-        "SELECT * FROM duty_event WHERE flight_id = 'BA0117-20261129'
+        "SELECT * FROM duty_event_all WHERE flight_id = 'BA0117-20261129'
          AND event_kind = 'off_blocks'",
     );
     assert_eq!(row.len(), 1);
