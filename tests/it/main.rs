@@ -10,5 +10,6 @@ mod names;
 mod ops;
 mod retractions;
 mod support;
+mod support_pg;
 mod times;
 mod writer;
