@@ -8,6 +8,7 @@ mod fold;
 mod ingest;
 mod names;
 mod ops;
+mod pg;
 mod retractions;
 mod support;
 mod support_pg;

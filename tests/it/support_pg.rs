@@ -76,6 +76,24 @@ impl PgDb {
             .unwrap_or_else(|e| panic!("connect to {}: {e}", self.uri()))
     }
 
+    /// The rows of `sql`, whose columns must all be text (cast them), in the
+    /// order the query gives; NULL reads `NULL`.
+    pub fn query(&self, sql: &str) -> Vec<Vec<String>> {
+        self.client()
+            .query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| {
+                        row.get::<_, Option<String>>(i)
+                            .unwrap_or_else(|| "NULL".to_owned())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Every row of `sql`'s result as text (`NULL` for null), sorted, so that two
     /// databases compare as wholes. Each column is cast to text by the server.
     pub fn rows(&self, sql: &str) -> Vec<String> {
