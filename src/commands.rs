@@ -14,7 +14,7 @@ use crate::ingest::{self, Outcome};
 use crate::names;
 use crate::report;
 use crate::status;
-use crate::store::{FaultClass, Store};
+use crate::store::{self, FaultClass, Store};
 
 /// Exit code when any file was rejected.
 const EXIT_REJECTED: u8 = 1;
@@ -24,9 +24,11 @@ const EXIT_ERROR: u8 = 2;
 pub fn ingest(args: &IngestArgs) -> ExitCode {
     // A dry run opens the database read-only (or compares against an empty one in
     // memory when it does not exist yet): it creates, upgrades and locks nothing.
-    let opened = match (args.dry_run, args.db.db.exists()) {
+    // A PostgreSQL database always "exists": the server says whether it does.
+    let exists = store::postgres::is_uri(&args.db.db) || args.db.db.exists();
+    let opened = match (args.dry_run, exists) {
         (false, _) => Store::open(&args.db.db),
-        (true, true) => Store::open_read_only(&args.db.db).and_then(|store| {
+        (true, true) => Store::open_read_only(&args.db.db).and_then(|mut store| {
             store.require_current_schema(&args.db.db)?;
             Ok(store)
         }),

@@ -914,7 +914,7 @@ pub fn run(
     log::info!(
         "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
         config.spool.display(),
-        config.db.display(),
+        crate::store::db_name(&config.db),
         config.settle,
         config.partial_timeout,
         config.rescan

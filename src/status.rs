@@ -112,7 +112,7 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
     };
     let mut status = Status {
         spool: spool_dir.display().to_string(),
-        db: db.display().to_string(),
+        db: crate::store::db_name(db),
         db_exists,
         served_by: None,
         batches: totals.as_ref().map(|t| t.batches),
@@ -164,14 +164,25 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
 
 /// The database's figures, or `None` with the reason in `unreadable`.
 fn read_totals(db: &Path, unreadable: &mut Vec<String>) -> Option<Totals> {
-    if let Err(e) = fs::metadata(db) {
-        unreadable.push(format!("database {}: {}", db.display(), cause(&e)));
+    // A PostgreSQL database is not a file: the connection says whether it exists.
+    if let Err(e) = fs::metadata(db).map(drop).or_else(|e| {
+        if crate::store::postgres::is_uri(db) {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }) {
+        unreadable.push(format!(
+            "database {}: {}",
+            crate::store::db_name(db),
+            cause(&e)
+        ));
         return None;
     }
-    match Store::open_read_only(db).and_then(|store| store.totals()) {
+    match Store::open_read_only(db).and_then(|mut store| store.totals()) {
         Ok(totals) => Some(totals),
         Err(e) => {
-            unreadable.push(format!("database {}: {e}", db.display()));
+            unreadable.push(format!("database {}: {e}", crate::store::db_name(db)));
             None
         }
     }

@@ -44,6 +44,21 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("connect to PostgreSQL database {db}: {source}")]
+    PgConnect {
+        /// The URI without its password.
+        db: String,
+        source: postgres::Error,
+    },
+    #[error("database: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// Sending a batch's rows to PostgreSQL (COPY) failed.
+    #[error("send a batch's rows to the database: {0}")]
+    Copy(std::io::Error),
+    /// The database did not do what the outcome rules decided (a bug, not a fault
+    /// of the file or the database): the batch is rolled back and tried again.
+    #[error("{0}")]
+    Disagreed(String),
     /// Writing or reading back the sorted runs of a large batch (next to the
     /// database) failed: a full or failing disk, like the database's own.
     #[error("sort a batch's events: {0}")]
@@ -71,6 +86,10 @@ impl StoreError {
     pub fn class(&self) -> FaultClass {
         use rusqlite::ErrorCode::*;
         let code = match self {
+            StoreError::PgConnect { .. } => return FaultClass::Database { reopen: true },
+            StoreError::Postgres(e) => return postgres_class(e),
+            StoreError::Copy(_) => return FaultClass::Database { reopen: true },
+            StoreError::Disagreed(_) => return FaultClass::ThisFile,
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
             StoreError::Spill(_) => return FaultClass::Database { reopen: false },
@@ -104,6 +123,10 @@ impl StoreError {
     /// (a file that is not a database, a newer schema), naming the database.
     pub fn is_fatal_at_start(&self) -> bool {
         let code = match self {
+            StoreError::PgConnect { .. }
+            | StoreError::Postgres(_)
+            | StoreError::Copy(_)
+            | StoreError::Disagreed(_) => return false,
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::NewerSchema { .. }
             | StoreError::NotAFile { .. }
@@ -126,6 +149,10 @@ impl StoreError {
             | StoreError::NotAFile { .. }
             | StoreError::Unsupported { .. }
             | StoreError::Spill(_)
+            | StoreError::PgConnect { .. }
+            | StoreError::Postgres(_)
+            | StoreError::Copy(_)
+            | StoreError::Disagreed(_)
             | StoreError::Stopped => None,
         };
         matches!(
@@ -133,4 +160,37 @@ impl StoreError {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         )
     }
+}
+
+/// How the daemon treats a PostgreSQL error. Everything the contract calls a
+/// passing fault (the server unreachable or restarting, a dropped connection, a
+/// serialization failure, a deadlock) waits for the database and is retried,
+/// never rejected; a lost connection is opened again.
+fn postgres_class(error: &postgres::Error) -> FaultClass {
+    let Some(code) = error.code() else {
+        // No SQLSTATE: the connection closed, or I/O on it failed.
+        return FaultClass::Database { reopen: true };
+    };
+    let code = code.code();
+    if code == "40001" // serialization failure
+        || code == "40P01" // deadlock detected
+        || code.starts_with("53") // insufficient resources: disk full, out of memory
+        || code.starts_with("55") // lock not available, object in use
+        || code == "57014"
+    // query canceled (a statement timeout)
+    {
+        return FaultClass::Database { reopen: false };
+    }
+    if code.starts_with("08") // connection exception
+        || code.starts_with("57") // operator intervention: shutdown, crash, cannot connect now
+        || code.starts_with("58") // system error (I/O)
+        || code == "25006"
+    // read-only transaction (a standby)
+    {
+        return FaultClass::Database { reopen: true };
+    }
+    if code == "54000" || code == "22023" && error.to_string().contains("too large") {
+        return FaultClass::InFile;
+    }
+    FaultClass::ThisFile
 }

@@ -1,23 +1,39 @@
-//! The SQLite database: opening it (`open`: pragmas, migrations), one transaction
-//! per batch file (`writer`), and the contract's outcome rules as a pure fold
-//! (`fold`) that decides what the writer writes. The only module that talks to
-//! SQLite.
+//! The database: a SQLite file, or a PostgreSQL database (`postgres`) that many
+//! writers share, behind one `Store` and one `Batch` whose callers do not tell
+//! them apart. For SQLite: opening it (`open`: pragmas, migrations), one
+//! transaction per batch file (`writer`); for both, the contract's outcome rules as
+//! a pure fold (`fold`) that decides what each backend writes. The only module
+//! that talks to a database.
 
 mod error;
 mod flights;
 pub mod fold;
 pub mod open;
+pub mod postgres;
 mod runs;
 mod writer;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use rusqlite::{Connection, OptionalExtension};
 
 pub use error::{FaultClass, StoreError};
 pub use fold::Counts;
 pub use open::{BUSY_TIMEOUT, stop_waiting_for_locks};
-pub use writer::{Batch, Finished, Reasons};
+pub use writer::{Finished, Reasons};
+
+use crate::batch::{Header, Record};
+use postgres::PgStore;
+
+/// `--db` as logs and messages name it: a PostgreSQL URI without its password.
+pub fn db_name(db: &Path) -> String {
+    if postgres::is_uri(db) {
+        postgres::redacted(&db.to_string_lossy())
+    } else {
+        db.display().to_string()
+    }
+}
 
 /// What `status` reads from the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,7 +44,141 @@ pub struct Totals {
     pub last_ingest_at: Option<String>,
 }
 
-pub struct Store {
+/// The database a spoolite writes: `--db` a SQLite file, or a PostgreSQL URI
+/// (`postgres://…`, `postgresql://…`). Each method does the same for both.
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// One batch file's transaction on either backend (see `writer::Batch` and
+/// `postgres::Batch`): stage its records, then finish; dropped, it rolls back.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per batch file, held on the stack while it is ingested, never in a collection"
+)]
+pub enum Batch<'c> {
+    Sqlite(writer::Batch<'c>),
+    Postgres(postgres::Batch<'c>),
+}
+
+impl Batch<'_> {
+    /// Adds a run of records, in file order.
+    pub fn stage(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        match self {
+            Batch::Sqlite(batch) => batch.stage(records),
+            Batch::Postgres(batch) => batch.stage(records),
+        }
+    }
+
+    /// Applies the outcome rules, writes the inbox row and commits (a dry run
+    /// rolls back); `stop` set abandons the batch with `StoreError::Stopped`.
+    pub fn finish(self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
+        match self {
+            Batch::Sqlite(batch) => batch.finish(header, stop),
+            Batch::Postgres(batch) => batch.finish(header, stop),
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating if missing) the database `db` names and brings its schema
+    /// up to date.
+    pub fn open(db: &Path) -> Result<Store, StoreError> {
+        if postgres::is_uri(db) {
+            return Ok(Store::Postgres(PgStore::connect(db, true)?));
+        }
+        Ok(Store::Sqlite(SqliteStore::open(db)?))
+    }
+
+    /// Opens an existing database without writing to it (for `status` and
+    /// `ingest --dry-run`); a PostgreSQL schema is neither created nor upgraded.
+    pub fn open_read_only(db: &Path) -> Result<Store, StoreError> {
+        if postgres::is_uri(db) {
+            return Ok(Store::Postgres(PgStore::connect(db, false)?));
+        }
+        Ok(Store::Sqlite(SqliteStore::open_read_only(db)?))
+    }
+
+    /// An empty SQLite database in memory with the current schema: what a dry run
+    /// compares against when the database file does not exist yet.
+    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
+        Ok(Store::Sqlite(SqliteStore::open_empty_in_memory()?))
+    }
+
+    /// Refuses a database whose schema is older than this spoolite's.
+    pub fn require_current_schema(&mut self, db: &Path) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(store) => store.require_current_schema(db),
+            Store::Postgres(store) => store.require_current_schema(),
+        }
+    }
+
+    /// Whether a batch with this digest is already committed (a quick look;
+    /// `begin` checks again in its transaction).
+    pub fn contains_batch(&mut self, digest: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.contains_batch(digest),
+            Store::Postgres(store) => store.contains_batch(digest),
+        }
+    }
+
+    /// SQLite: copies the WAL back into the database (see
+    /// `SqliteStore::checkpoint`). PostgreSQL checkpoints by itself: `true`.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.checkpoint(),
+            Store::Postgres(_) => Ok(true),
+        }
+    }
+
+    pub fn totals(&mut self) -> Result<Totals, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.totals(),
+            Store::Postgres(store) => store.totals(),
+        }
+    }
+
+    /// Starts the transaction of one batch file, written as `file_name` at `now`.
+    /// `None` when the batch is already in the inbox: a duplicate.
+    pub fn begin(
+        &mut self,
+        digest: &str,
+        file_name: &str,
+        now: &str,
+    ) -> Result<Option<Batch<'_>>, StoreError> {
+        Ok(match self {
+            Store::Sqlite(store) => store.begin(digest, file_name, now)?.map(Batch::Sqlite),
+            Store::Postgres(store) => store.begin(digest, file_name, now)?.map(Batch::Postgres),
+        })
+    }
+
+    /// Starts a dry run of one batch file: the same fold, nothing written.
+    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
+        Ok(match self {
+            Store::Sqlite(store) => store.begin_dry_run(digest)?.map(Batch::Sqlite),
+            Store::Postgres(store) => store.begin_dry_run(digest)?.map(Batch::Postgres),
+        })
+    }
+
+    /// The SQLite store behind a test's `Store`.
+    #[cfg(test)]
+    fn sqlite_for_tests(&self) -> &SqliteStore {
+        match self {
+            Store::Sqlite(store) => store,
+            Store::Postgres(_) => panic!("a SQLite store was expected"),
+        }
+    }
+
+    /// See `SqliteStore::limit_value_bytes_for_tests`.
+    #[cfg(test)]
+    pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
+        self.sqlite_for_tests().limit_value_bytes_for_tests(bytes);
+    }
+}
+
+/// A SQLite database file (or, for a dry run, an empty one in memory).
+pub struct SqliteStore {
     conn: Connection,
     /// Where a large batch's sorted runs spill, in order of preference: the
     /// database's folder (the same disk, already writable by the daemon), then,
@@ -47,11 +197,11 @@ fn folder_of(path: &Path) -> PathBuf {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if missing) the database at `path` and brings its schema up
     /// to date.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Ok(Store {
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
             conn: open::read_write(path)?,
             spill_dirs: vec![folder_of(path)],
             run_bytes: runs::RUN_BYTES,
@@ -61,8 +211,8 @@ impl Store {
     /// Opens an existing database without writing to it (for `status` and
     /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
     /// version has; see `require_current_schema`.
-    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        Ok(Store {
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
             conn: open::read_only(path)?,
             spill_dirs: vec![folder_of(path), std::env::temp_dir()],
             run_bytes: runs::RUN_BYTES,
@@ -71,8 +221,8 @@ impl Store {
 
     /// An empty database in memory with the current schema: what a dry run
     /// compares against when the database file does not exist yet.
-    pub fn open_empty_in_memory() -> Result<Store, StoreError> {
-        Ok(Store {
+    pub fn open_empty_in_memory() -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
             conn: open::empty_in_memory()?,
             spill_dirs: vec![std::env::temp_dir()],
             run_bytes: runs::RUN_BYTES,
@@ -182,7 +332,7 @@ impl Store {
         digest: &str,
         file_name: &str,
         now: &str,
-    ) -> Result<Option<Batch<'_>>, StoreError> {
+    ) -> Result<Option<writer::Batch<'_>>, StoreError> {
         let writer = writer::Writer::new(digest, file_name, now);
         let runs = self.spill();
         writer::begin(&mut self.conn, runs, digest, Some(writer))
@@ -193,7 +343,7 @@ impl Store {
     /// nothing is written to the database, and no write lock is taken, so a dry
     /// run works on a read-only connection and never holds the daemon up. `None`
     /// when the batch is already in the inbox.
-    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
+    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<writer::Batch<'_>>, StoreError> {
         let runs = self.spill();
         writer::begin(&mut self.conn, runs, digest, None)
     }
@@ -221,14 +371,14 @@ mod tests {
         conn.pragma_update(None, "journal_mode", "WAL")
             .expect("wal");
         drop(conn);
-        let store = Store::open_read_only(&path).expect("open read-only");
+        let store = SqliteStore::open_read_only(&path).expect("open read-only");
         assert_eq!(store.totals().expect("totals"), Totals::default());
         // A file of someone else's tables is no spoolite database: an error.
         Connection::open(&path)
             .expect("open")
             .execute_batch("CREATE TABLE other (x)")
             .expect("create other");
-        let store = Store::open_read_only(&path).expect("open read-only");
+        let store = SqliteStore::open_read_only(&path).expect("open read-only");
         assert!(store.totals().is_err());
     }
 }

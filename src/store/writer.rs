@@ -673,7 +673,7 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::batch::Event;
-    use crate::store::{Store, runs};
+    use crate::store::{SqliteStore as Store, runs};
 
     /// `count` events over a few flights and keys, several versions of most keys
     /// spread over the file (revisions 0-3, two payloads, some without a revision

@@ -1461,21 +1461,36 @@ fn a_database_of_a_newer_schema_is_refused_at_start() {
 }
 
 #[test]
-fn a_postgresql_uri_is_refused_at_start_and_creates_no_file() {
+fn a_postgresql_database_that_cannot_be_reached_is_waited_for_and_no_file_is_made_of_its_uri() {
     let site = Site::new();
     let dir = site.dir.path().join("here");
     fs::create_dir_all(&dir).expect("mkdir");
-    let output = crate::support::spoolite()
+    // A socket folder with no server in it: nothing to connect to, and no TCP.
+    let uri = format!(
+        "postgresql://ops:s3cret@/spoolite?host={}",
+        site.dir.path().join("no-server").display()
+    );
+    let mut command = crate::support::spoolite();
+    command
         .current_dir(&dir)
         .args(["run", "--spool"])
         .arg(&site.spool)
-        .args(["--db", "postgres://localhost/spoolite"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2), "{output:?}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("PostgreSQL"), "{stderr}");
+        .args(["--db", &uri]);
+    let mut daemon = site.spawn(&mut command);
+    // A passing fault: the daemon serves the spool and tries again.
+    daemon.wait(
+        Duration::from_secs(20),
+        "the connection fault logged",
+        || fs::read_to_string(&site.log).is_ok_and(|log| log.contains("trying again")),
+    );
+    daemon.assert_running("while the database cannot be reached");
+    let log = daemon.log();
+    assert!(log.contains("PostgreSQL"), "{log}");
+    assert!(!log.contains("s3cret"), "the password is logged:\n{log}");
     assert_eq!(names(&dir), Vec::<String>::new(), "a file made of the URI");
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(20), "the daemon to stop");
+    assert_eq!(status.code(), Some(0), "{}", daemon.log());
 }
 
 #[test]

@@ -1,0 +1,245 @@
+//! The PostgreSQL backend: a database many spoolite writers share
+//! (`--db postgres://…` or `postgresql://…`, libpq's URI form, `host=` a socket
+//! folder included). Connecting applies the numbered migrations in
+//! `schema/postgres/` under an advisory lock and records them in `spoolite_schema`;
+//! `batch` is one file's transaction, deciding outcomes through the same
+//! `store::fold` as SQLite.
+
+mod batch;
+
+use std::path::{Path, PathBuf};
+
+use postgres::{Client, NoTls};
+
+pub use batch::Batch;
+
+use super::{StoreError, Totals};
+
+/// The migrations, in order; `spoolite_schema` holds one row per version applied.
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema/postgres/0001_initial.sql")];
+
+/// The schema version this spoolite writes: every migration applied.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock the migrations are applied under (any constant works; this
+/// one is "spoolite" in ASCII), so that writers starting together apply each once.
+const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
+
+/// Whether `--db` names a PostgreSQL database rather than a SQLite file.
+pub fn is_uri(db: &Path) -> bool {
+    let text = db.to_string_lossy().to_ascii_lowercase();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The URI with any password in it replaced, for logs and error messages.
+pub fn redacted(uri: &str) -> String {
+    let mut out = uri.to_owned();
+    // postgresql://user:password@host/…
+    if let Some(scheme_end) = out.find("://") {
+        let authority_start = scheme_end + 3;
+        let authority_end = out[authority_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |at| authority_start + at);
+        if let Some(at) = out[authority_start..authority_end].rfind('@') {
+            let userinfo = &out[authority_start..authority_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let start = authority_start + colon + 1;
+                out.replace_range(start..authority_start + at, "***");
+            }
+        }
+    }
+    // …?password=secret&…
+    if let Some(query) = out.find('?') {
+        let (head, tail) = out.split_at(query + 1);
+        let params: Vec<String> = tail
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                    format!("{name}=***")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", params.join("&"));
+    }
+    out
+}
+
+/// A connection to a spoolite PostgreSQL database.
+pub struct PgStore {
+    client: Client,
+    /// The URI without its password, to name the database in messages.
+    name: String,
+}
+
+impl PgStore {
+    /// Connects and brings the schema up to date (`migrate`), or, for `status`
+    /// and dry runs (`migrate` false), only refuses a newer schema.
+    pub fn connect(db: &Path, migrate: bool) -> Result<PgStore, StoreError> {
+        let uri = db.to_string_lossy().into_owned();
+        let name = redacted(&uri);
+        let client = Client::connect(&uri, NoTls).map_err(|source| StoreError::PgConnect {
+            db: name.clone(),
+            source,
+        })?;
+        let mut store = PgStore { client, name };
+        if migrate {
+            store.migrate()?;
+        } else {
+            let found = store.schema_version()?;
+            store.refuse_newer(found)?;
+        }
+        Ok(store)
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(&self.name)
+    }
+
+    fn refuse_newer(&self, found: i64) -> Result<(), StoreError> {
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.path(),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// The newest version in `spoolite_schema` (0 before the first migration).
+    fn schema_version(&mut self) -> Result<i64, StoreError> {
+        schema_version(&mut self.client)
+    }
+
+    /// Applies the migrations the database lacks, in one transaction, under the
+    /// migration lock.
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        if self.schema_version()? == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let mut tx = self.client.transaction()?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+        let found = schema_version(&mut tx)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: PathBuf::from(&self.name),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for version in found + 1..=SCHEMA_VERSION {
+            tx.batch_execute(MIGRATIONS[version as usize - 1])?;
+            tx.execute(
+                "INSERT INTO spoolite_schema (version) VALUES ($1)",
+                &[&(version as i32)],
+            )?;
+        }
+        tx.commit()?;
+        log::info!(
+            "database {}: schema version {SCHEMA_VERSION} (was {found})",
+            self.name
+        );
+        Ok(())
+    }
+
+    /// Refuses a database whose schema is older than this spoolite's.
+    pub fn require_current_schema(&mut self) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: self.path(),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn contains_batch(&mut self, digest: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .client
+            .query_opt(
+                "SELECT 1 FROM ingest_inbox WHERE batch_digest = $1",
+                &[&digest],
+            )?
+            .is_some())
+    }
+
+    pub fn totals(&mut self) -> Result<Totals, StoreError> {
+        if self.schema_version()? == 0 {
+            return Ok(Totals::default());
+        }
+        let row = self.client.query_one(
+            "SELECT (SELECT count(*) FROM ingest_inbox),
+                    (SELECT count(*) FROM duty_event),
+                    (SELECT count(*) FROM quarantine),
+                    (SELECT max(ingested_at) FROM ingest_inbox)",
+            &[],
+        )?;
+        Ok(Totals {
+            batches: row.get::<_, i64>(0) as u64,
+            events: row.get::<_, i64>(1) as u64,
+            quarantined: row.get::<_, i64>(2) as u64,
+            last_ingest_at: row.get(3),
+        })
+    }
+
+    /// Starts the transaction of one batch file (see `batch::begin`); `None` when
+    /// the inbox already holds its digest.
+    pub fn begin(
+        &mut self,
+        digest: &str,
+        file_name: &str,
+        now: &str,
+    ) -> Result<Option<Batch<'_>>, StoreError> {
+        batch::begin(&mut self.client, digest, Some((file_name, now)))
+    }
+
+    /// A dry run: the same staging and fold, rolled back, writing nothing.
+    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
+        batch::begin(&mut self.client, digest, None)
+    }
+}
+
+/// The newest version in `spoolite_schema`, 0 when the table does not exist.
+fn schema_version(client: &mut impl postgres::GenericClient) -> Result<i64, StoreError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('spoolite_schema') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let version: Option<i32> = client
+        .query_one("SELECT max(version) FROM spoolite_schema", &[])?
+        .get(0);
+    Ok(i64::from(version.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        assert_eq!(
+            redacted("postgresql://ops:s3cret@db.example/spoolite?sslmode=require"),
+            "postgresql://ops:***@db.example/spoolite?sslmode=require"
+        );
+        assert_eq!(
+            redacted("postgres:///spoolite?host=/run/pg&password=s3cret&user=ops"),
+            "postgres:///spoolite?host=/run/pg&password=***&user=ops"
+        );
+        assert_eq!(
+            redacted("postgresql://ops@db/spoolite"),
+            "postgresql://ops@db/spoolite"
+        );
+    }
+
+    #[test]
+    fn postgres_uris_are_told_from_file_names() {
+        assert!(is_uri(Path::new("postgres://h/db")));
+        assert!(is_uri(Path::new("PostgreSQL:///db?host=/tmp")));
+        assert!(!is_uri(Path::new("./postgres.db")));
+    }
+}
