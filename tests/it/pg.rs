@@ -1,12 +1,258 @@
 //! The PostgreSQL backend through the real binary (`spoolite ingest --db
-//! postgresql://…`), on the throwaway server of `support_pg`.
+//! postgresql://…`), on the throwaway server of `support_pg`, and the contract's
+//! tables compared whole with what SQLite holds after the same files.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use tempfile::TempDir;
 
-use crate::support::{event, ingest_command, json_batch, sha256_hex, write};
+use crate::support::{event, ingest_command, ingest_json, json_batch, query, sha256_hex, write};
 use crate::support_pg::PgDb;
+
+/// One database of either backend, in a test that runs the same files on both.
+enum Backend {
+    Sqlite { _dir: TempDir, path: PathBuf },
+    Postgres(PgDb),
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        Backend::Sqlite { _dir: dir, path }
+    }
+
+    fn postgres() -> Backend {
+        Backend::Postgres(PgDb::new())
+    }
+
+    /// What `--db` is given.
+    fn db(&self) -> PathBuf {
+        match self {
+            Backend::Sqlite { path, .. } => path.clone(),
+            Backend::Postgres(db) => PathBuf::from(db.uri()),
+        }
+    }
+
+    /// Rows of a query written for both backends: `{retracted}` becomes the
+    /// column as 0/1 and `{t}` a cast to text (PostgreSQL's values are read as text).
+    fn rows(&self, sql: &str) -> Vec<Vec<String>> {
+        match self {
+            Backend::Sqlite { path, .. } => query(
+                path,
+                &sql.replace("{retracted}", "retracted").replace("{t}", ""),
+            ),
+            Backend::Postgres(db) => db.query(
+                &sql.replace("{retracted}", "retracted::int")
+                    .replace("{t}", "::text"),
+            ),
+        }
+    }
+
+    /// The contract's tables, every column but the times spoolite writes (which
+    /// differ from run to run), `change_seq` as its rank (the order is the
+    /// contract's, the numbers a backend's), sorted.
+    fn tables(&self) -> Vec<Vec<Vec<String>>> {
+        let minutes = |rows: Vec<Vec<String>>| -> Vec<Vec<String>> {
+            // SQLite's minutes are real, PostgreSQL's numeric: compare the values.
+            rows.into_iter()
+                .map(|row| {
+                    row.into_iter()
+                        .enumerate()
+                        .map(|(at, value)| match value.parse::<f64>() {
+                            Ok(number) if at >= 5 => format!("{number:.2}"),
+                            _ => value,
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        vec![
+            self.rows(
+                "SELECT idempotency_key, flight_id, event_kind, instant_utc,
+                        source_revision{t}, payload, {retracted}{t}, batch_digest,
+                        (dense_rank() OVER (ORDER BY change_seq)){t}
+                 FROM duty_event_all ORDER BY change_seq",
+            ),
+            self.rows(
+                "SELECT idempotency_key, (dense_rank() OVER (ORDER BY change_seq)){t}
+                 FROM duty_event ORDER BY idempotency_key",
+            ),
+            self.rows(
+                "SELECT batch_digest, batch_id, file_name, events_total{t}, inserted{t},
+                        updated{t}, unchanged{t}, stale{t}, conflicts{t}, invalid{t}
+                 FROM ingest_inbox ORDER BY batch_digest",
+            ),
+            self.rows(
+                "SELECT batch_digest, file_name, record_index{t}, reason, detail, raw
+                 FROM quarantine ORDER BY batch_digest, record_index",
+            ),
+            self.rows(
+                "SELECT batch_digest, events_total{t}, rows_last_written{t}, quarantined{t}
+                 FROM batch_summary ORDER BY batch_digest",
+            ),
+            minutes(self.rows(
+                "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                        block_minutes{t}, airborne_minutes{t}
+                 FROM flight_times ORDER BY flight_id",
+            )),
+        ]
+    }
+}
+
+/// An event of flight BA0117 with `retracted` when given.
+fn flight_event(
+    kind: &str,
+    instant: &str,
+    revision: i64,
+    payload: &str,
+    retracted: bool,
+) -> String {
+    let text = event("BA0117-20261129", kind, instant, Some(revision), payload);
+    if retracted {
+        format!("{},\"retracted\":true}}", &text[..text.len() - 1])
+    } else {
+        text
+    }
+}
+
+/// Files that meet every row of the outcome table, retractions included, and an
+/// invalid event, in the order they are ingested (the first is dropped twice).
+fn outcome_table_files(dir: &Path) -> Vec<PathBuf> {
+    let off = || {
+        flight_event(
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            1,
+            "{\"gate\":\"A1\"}",
+            false,
+        )
+    };
+    let first = json_batch(&[
+        off(),
+        flight_event("takeoff", "2026-11-29T10:20:00Z", 1, "{}", false),
+        // A retraction of a key never seen: inserted, retracted.
+        flight_event("landing", "2026-11-29T12:00:00Z", 2, "{}", true),
+        flight_event("landing", "2026-11-29T12:07:00Z", 1, "{}", false),
+        "{\"flight_id\":\"BA0117-20261129\",\"event_kind\":\"landing\"}".to_owned(),
+    ]);
+    let second = format!(
+        "{{\"batch_id\":\"B2\",\"events\":[{}]}}",
+        [
+            // updated, then updated again within the file (the same instant).
+            flight_event(
+                "off_blocks",
+                "2026-11-29T10:05:00Z",
+                2,
+                "{\"gate\":\"A2\"}",
+                false
+            ),
+            flight_event("off_blocks", "2026-11-29T11:05:00+01:00", 3, "{}", false),
+            // unchanged, then a conflict (same revision, other content).
+            flight_event("takeoff", "2026-11-29T10:20:00Z", 1, "{}", false),
+            flight_event("takeoff", "2026-11-29T10:20:00Z", 1, "{\"x\":1}", false),
+            // stale: the original of the landing retracted at revision 2.
+            flight_event("landing", "2026-11-29T12:00:00Z", 1, "{}", false),
+            // inserted, then updated within the file.
+            flight_event("on_blocks", "2026-11-29T12:15:00.5Z", 0, "{}", false),
+            flight_event(
+                "on_blocks",
+                "2026-11-29T12:15:00.5Z",
+                1,
+                "{\"stand\":7}",
+                false
+            ),
+        ]
+        .join(",\n")
+    );
+    let third = [
+        // A later revision brings the retracted landing back.
+        flight_event("landing", "2026-11-29T12:00:00Z", 3, "{}", false),
+        // The 12:07 landing is retracted: flight_times takes 12:00.
+        flight_event("landing", "2026-11-29T12:07:00Z", 2, "{}", true),
+        flight_event("off_blocks", "2026-11-29T10:05:00Z", 4, "{}", true),
+    ]
+    .join("\n")
+        + "\n";
+    let first = write(dir, "first.json", first);
+    vec![
+        first.clone(),
+        write(dir, "second.json", second),
+        write(dir, "third.ndjson", third),
+        first,
+    ]
+}
+
+/// `ingest --json` of each file in turn: the lines, without the time-free fields
+/// removed (there are none): outcome, digest and counts.
+fn ingest_each(db: &Path, files: &[PathBuf]) -> Vec<Value> {
+    files
+        .iter()
+        .map(|file| {
+            let (code, mut lines) = ingest_json(db, &[file]);
+            assert_eq!(code, 0, "ingest {}: {lines:?}", file.display());
+            assert_eq!(lines.len(), 1);
+            lines.pop().expect("one line")
+        })
+        .collect()
+}
+
+#[test]
+fn the_outcome_table_reads_the_same_from_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = outcome_table_files(dir.path());
+    let mut results = Vec::new();
+    for backend in [Backend::sqlite(), Backend::postgres()] {
+        let lines = ingest_each(&backend.db(), &files);
+        results.push((lines, backend.tables()));
+    }
+    let (sqlite_lines, sqlite_tables) = &results[0];
+    let (pg_lines, pg_tables) = &results[1];
+    assert_eq!(pg_lines, sqlite_lines);
+    for (pg, sqlite) in pg_tables.iter().zip(sqlite_tables) {
+        assert_eq!(pg, sqlite);
+    }
+    // The outcomes themselves, so that two backends agreeing on a wrong answer
+    // would still fail.
+    let outcome = |line: &Value| {
+        let field = |name: &str| line[name].as_u64().unwrap_or(0);
+        (
+            line["outcome"].as_str().unwrap_or("").to_owned(),
+            [
+                field("inserted"),
+                field("updated"),
+                field("unchanged"),
+                field("stale"),
+                field("conflicts"),
+                field("invalid"),
+            ],
+        )
+    };
+    let outcomes: Vec<_> = sqlite_lines.iter().map(outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("processed".to_owned(), [4, 0, 0, 0, 0, 1]),
+            ("processed".to_owned(), [1, 3, 1, 1, 1, 0]),
+            ("processed".to_owned(), [0, 3, 0, 0, 0, 0]),
+            ("skipped_duplicate".to_owned(), [0, 0, 0, 0, 0, 0]),
+        ]
+    );
+    // The live rows and flight times after all of it.
+    assert_eq!(
+        pg_tables[5],
+        [vec![
+            "BA0117-20261129".to_owned(),
+            "NULL".to_owned(),
+            "2026-11-29T10:20:00Z".to_owned(),
+            "2026-11-29T12:00:00Z".to_owned(),
+            "2026-11-29T12:15:00.5Z".to_owned(),
+            "NULL".to_owned(),
+            "100.00".to_owned(),
+        ]]
+    );
+}
 
 #[test]
 fn postgres_records_its_schema_version_and_refuses_a_newer_one() {
