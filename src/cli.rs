@@ -48,7 +48,10 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct DbArg {
-    /// The SQLite database file; missing parent folders are created.
+    /// The SQLite database file (missing parent folders are created), or a
+    /// PostgreSQL database as a libpq URI: postgres://… or postgresql://…, e.g.
+    /// postgresql:///spoolite?host=/run/postgresql for a local socket folder
+    /// (connections are not encrypted yet: no sslmode other than disable).
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -151,8 +154,8 @@ pub struct StatusArgs {
         value_name = "DIR"
     )]
     pub spool: PathBuf,
-    /// The SQLite database file; it must exist (`spoolite run` creates it) and is
-    /// only read. Without the option or its variable, the variable from the site
+    /// The SQLite database file, or a PostgreSQL URI (postgres://…,
+    /// postgresql://…); it must exist (`spoolite run` creates it) and is only read. Without the option or its variable, the variable from the site
     /// defaults file (/etc/default/spoolite) applies.
     #[arg(
         long,
