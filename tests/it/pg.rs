@@ -3,6 +3,7 @@
 //! tables compared whole with what SQLite holds after the same files.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -528,4 +529,95 @@ fn writers_of_overlapping_files_at_once_apply_one_at_a_time() {
         ),
         [["true"]]
     );
+}
+
+#[test]
+fn a_daemon_serves_a_spool_into_postgres_and_status_and_dry_run_read_it() {
+    let db = PgDb::new();
+    let uri = db.uri();
+    let site = crate::support::Site::new();
+    let mut command = crate::support::spoolite();
+    command
+        .args(["run", "--settle", "100ms", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", &uri]);
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(&site);
+    let batch = json_batch(&[
+        event(
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T12:35:00Z",
+            Some(1),
+            "{}",
+        ),
+    ]);
+    site.drop_file("a.json", &batch);
+    daemon.wait(Duration::from_secs(20), "a.json archived", || {
+        site.archived() == ["a.json"]
+    });
+    assert_eq!(
+        db.query("SELECT file_name, inserted::text FROM ingest_inbox"),
+        [["a.json", "2"]]
+    );
+    assert_eq!(
+        db.query("SELECT block_minutes::text FROM flight_times"),
+        [["150.00"]]
+    );
+    // status reads the database through the same URI.
+    let output = crate::support::spoolite()
+        .args(["status", "--json", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", &uri])
+        .output()
+        .expect("status");
+    let status: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status JSON: {e}: {output:?}"));
+    assert_eq!(status["batches"], 1, "{status}");
+    assert_eq!(status["events"], 2, "{status}");
+    daemon.signal(libc::SIGTERM);
+    let stopped = daemon.wait_exit(Duration::from_secs(20), "the daemon to stop");
+    assert_eq!(stopped.code(), Some(0), "{}", daemon.log());
+    // A dry run of a second file counts its outcomes and writes nothing.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let second = write(
+        dir.path(),
+        "b.ndjson",
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T12:35:00Z",
+            Some(2),
+            "{}",
+        ) + "\n"
+            + &event(
+                "BA0118-20261129",
+                "takeoff",
+                "2026-11-29T13:00:00Z",
+                None,
+                "{}",
+            )
+            + "\n",
+    );
+    let before = db.rows("SELECT * FROM duty_event_all");
+    let output = ingest_command(Path::new(&uri))
+        .args(["--dry-run", "--json"])
+        .arg(&second)
+        .output()
+        .expect("dry run");
+    let line: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    assert_eq!(
+        (line["inserted"].as_u64(), line["updated"].as_u64()),
+        (Some(1), Some(1)),
+        "{line}"
+    );
+    assert_eq!(db.rows("SELECT * FROM duty_event_all"), before);
+    assert_eq!(db.query("SELECT count(*)::text FROM ingest_inbox"), [["1"]]);
 }
