@@ -621,3 +621,45 @@ fn a_daemon_serves_a_spool_into_postgres_and_status_and_dry_run_read_it() {
     assert_eq!(db.rows("SELECT * FROM duty_event_all"), before);
     assert_eq!(db.query("SELECT count(*)::text FROM ingest_inbox"), [["1"]]);
 }
+
+#[test]
+fn a_file_larger_than_one_fetch_folds_the_same_on_both_backends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // 25,000 events over 7,000 keys: three or four versions of each key, whose
+    // runs cross the fold's fetches of 10,000 rows; revisions rise, fall and repeat.
+    let lines: Vec<String> = (0..25_000_i64)
+        .map(|i| {
+            let key = i % 7000;
+            let revision = [1, 3, 2, 3][(i / 7000) as usize % 4];
+            let payload = if i % 11 == 0 { "{\"p\":1}" } else { "{}" };
+            let text = event(
+                &format!("BA{:04}-20261129", key % 300),
+                if key % 2 == 0 { "takeoff" } else { "landing" },
+                &format!(
+                    "2026-11-29T{:02}:{:02}:{:02}Z",
+                    key / 3600,
+                    key / 60 % 60,
+                    key % 60
+                ),
+                Some(revision),
+                payload,
+            );
+            if i % 13 == 0 {
+                format!("{},\"retracted\":true}}", &text[..text.len() - 1])
+            } else {
+                text
+            }
+        })
+        .collect();
+    let file = write(dir.path(), "big.ndjson", lines.join("\n") + "\n");
+    let mut results = Vec::new();
+    for backend in [Backend::sqlite(), Backend::postgres()] {
+        let lines = ingest_each(&backend.db(), std::slice::from_ref(&file));
+        results.push((lines, backend.tables()));
+    }
+    assert_eq!(results[1].0, results[0].0);
+    assert_eq!(results[1].1, results[0].1);
+    let line = &results[0].0[0];
+    assert_eq!(line["inserted"], 7000, "{line}");
+    assert!(line["conflicts"].as_u64() > Some(0), "{line}");
+}
