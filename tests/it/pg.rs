@@ -663,3 +663,55 @@ fn a_file_larger_than_one_fetch_folds_the_same_on_both_backends() {
     assert_eq!(line["inserted"], 7000, "{line}");
     assert!(line["conflicts"].as_u64() > Some(0), "{line}");
 }
+
+#[test]
+fn a_daemon_waiting_for_another_writers_apply_stops_at_sigterm_and_leaves_the_file() {
+    let db = PgDb::new();
+    let uri = db.uri();
+    let site = crate::support::Site::new();
+    let mut command = crate::support::spoolite();
+    command
+        .args(["run", "--settle", "100ms", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", &uri]);
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(&site);
+    daemon.wait(Duration::from_secs(20), "the schema created", || {
+        db.query("SELECT (to_regclass('change_seq_counter') IS NOT NULL)::text") == [["true"]]
+    });
+    // Another writer in its apply phase: it holds the counter row.
+    let mut other = db.client();
+    let mut applying = other.transaction().expect("begin");
+    applying
+        .execute("SELECT 1 FROM change_seq_counter FOR UPDATE", &[])
+        .expect("lock the counter");
+    let batch = json_batch(&[event(
+        "BA0117-20261129",
+        "takeoff",
+        "2026-11-29T10:20:00Z",
+        Some(1),
+        "{}",
+    )]);
+    site.drop_file("a.json", &batch);
+    let waiting = || {
+        db.query(
+            "SELECT count(*)::text FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%change_seq_counter%'",
+        ) == [["1"]]
+    };
+    daemon.wait(
+        Duration::from_secs(20),
+        "the daemon to wait for the counter",
+        waiting,
+    );
+    daemon.signal(libc::SIGTERM);
+    let stopped = daemon.wait_exit(Duration::from_secs(10), "the daemon to stop");
+    assert_eq!(stopped.code(), Some(0), "{}", daemon.log());
+    assert_eq!(site.waiting(), ["a.json"], "the file stays in incoming/");
+    applying.rollback().expect("release the counter");
+    assert_eq!(db.query("SELECT count(*)::text FROM ingest_inbox"), [["0"]]);
+    assert_eq!(
+        db.query("SELECT count(*)::text FROM duty_event_all"),
+        [["0"]]
+    );
+}

@@ -197,7 +197,44 @@ struct KeyColumns {
     instant_utc: String,
 }
 
+/// How long one wait for the counter lock lasts before the stop flag is looked
+/// at again (the wait then goes on).
+const LOCK_WAIT: &str = "500ms";
+
 impl Batch<'_> {
+    /// Locks the `change_seq_counter` row until the commit and returns the next
+    /// `change_seq`. While another writer applies, the wait is cut into spans of
+    /// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
+    /// transaction), so that a stop is honoured while waiting.
+    fn lock_counter(&mut self, stop: &AtomicBool) -> Result<i64, StoreError> {
+        self.tx
+            .batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"))?;
+        loop {
+            let mut attempt = self.tx.savepoint("spoolite_counter_lock")?;
+            match attempt.query_one(
+                "SELECT next_seq FROM change_seq_counter WHERE one FOR UPDATE",
+                &[],
+            ) {
+                Ok(row) => {
+                    let next: i64 = row.get(0);
+                    // Released, the savepoint's row lock passes to the transaction.
+                    attempt.commit()?;
+                    self.tx.batch_execute("SET LOCAL lock_timeout = 0")?;
+                    return Ok(next);
+                }
+                Err(error)
+                    if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+                {
+                    attempt.rollback()?;
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(StoreError::Stopped);
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
     /// Adds a run of records, in file order: valid events to the staging table,
     /// invalid ones to quarantine (one COPY each per run).
     pub fn stage(&mut self, records: &[Record]) -> Result<(), StoreError> {
@@ -264,12 +301,7 @@ impl Batch<'_> {
         // stored rows read below are those the writer before committed, and the
         // change_seq taken here is larger than every one committed.
         let mut next_seq: i64 = if self.write.is_some() {
-            self.tx
-                .query_one(
-                    "SELECT next_seq FROM change_seq_counter WHERE one FOR UPDATE",
-                    &[],
-                )?
-                .get(0)
+            self.lock_counter(stop)?
         } else {
             0
         };
