@@ -460,7 +460,8 @@ fn writers_of_overlapping_files_at_once_apply_one_at_a_time() {
     let files: Vec<PathBuf> = (1..=4_i64)
         .map(|revision| {
             let lines: Vec<String> = (0..500_i64)
-                .map(|i| (i * (revision * 2 + 1)) % 500)
+                // Multipliers prime to 500: each file holds every key once.
+                .map(|i| (i * [1, 3, 7, 9][revision as usize - 1]) % 500)
                 .map(|key| {
                     event(
                         &format!("BA{:04}-20261129", key % 40),
