@@ -349,11 +349,12 @@ def date(day):
         text = days[day] = (datetime.date(1970, 1, 1) + datetime.timedelta(days=day)).isoformat()
     return text
 
+# "THH:MM:SSZ" of every second of a day.
+clock = [f"T{s // 3600:02}:{s // 60 % 60:02}:{s % 60:02}Z" for s in range(86400)]
+
 def instant(secs):
     day, rest = divmod(secs, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{date(day)}T{hours:02}:{minutes:02}:{seconds:02}Z"
+    return date(day) + clock[rest]
 
 def flight(n):
     day, slot = divmod(n, per_day)
