@@ -3,6 +3,7 @@
 
 mod bench;
 mod daemon;
+mod datasette;
 mod faults;
 mod fold;
 mod ingest;
