@@ -242,9 +242,13 @@ fn look(
         return Ok(());
     }
     // Noted before reading: a commit during the read moves it again, and the next
-    // look reads what that commit added.
+    // look reads what that commit added. A read that fails is tried again.
     *seen_version = Some(version);
-    printer.print_all(feed, stop)
+    let printed = printer.print_all(feed, stop);
+    if printed.is_err() {
+        *seen_version = None;
+    }
+    printed
 }
 
 /// Where lines go, after which `change_seq`, and how many more may be printed.
