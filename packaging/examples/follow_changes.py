@@ -95,7 +95,7 @@ def handle(conn, changes):
         for change in changes:
             if change["change_seq"] <= since:
                 raise RuntimeError(f"change {change['change_seq']} is not after {since}")
-            apply(conn, change)
+            apply(conn, change)  # the job's effect: here, keep live_event in step
             since = change["change_seq"]
         conn.execute("UPDATE checkpoint SET change_seq = ? WHERE id = 1", (since,))
         conn.execute("COMMIT")

@@ -978,3 +978,17 @@ fn the_python_example_handles_each_change_exactly_once() {
     assert_eq!(run_example(&db, &state), second);
     assert_eq!(query(&state, "SELECT * FROM handled"), before);
 }
+
+#[test]
+fn the_readme_shows_the_example_as_it_is() {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("read README.md");
+    let section = &readme[readme.find("## Following changes").expect("the section")..];
+    let start = section.find("```python\n").expect("a Python block") + "```python\n".len();
+    let shown = &section[start..start + section[start..].find("```").expect("its end")];
+    let script = fs::read_to_string(example_script()).expect("read the example");
+    assert!(
+        script.contains(shown),
+        "the README's excerpt differs from the script:\n{shown}"
+    );
+}
