@@ -992,3 +992,39 @@ fn the_readme_shows_the_example_as_it_is() {
         "the README's excerpt differs from the script:\n{shown}"
     );
 }
+
+#[test]
+fn a_feed_longer_than_a_page_reads_whole_and_in_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    // 2,500 rows: three pages of the store's 1,000.
+    let events: Vec<String> = (0..2500)
+        .map(|i| {
+            takeoff(
+                &format!("PG{i:04}"),
+                u32::try_from(i % 60).expect("minute"),
+                1,
+            )
+        })
+        .collect();
+    ingest_batch(dir.path(), &db, "big.json", &events);
+    let all = feed_rows(&db, "");
+    assert_eq!(all.len(), 2500);
+    let (code, lines, _, stderr) = changes(&db, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(lines, all);
+    for (since, limit) in [(0, 1000), (0, 1001), (999, 1500), (1500, 5000)] {
+        let (code, lines, _, stderr) = changes(
+            &db,
+            &["--since", &since.to_string(), "--limit", &limit.to_string()],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        let want: Vec<Value> = all
+            .iter()
+            .filter(|row| seq(row) > since)
+            .take(limit)
+            .cloned()
+            .collect();
+        assert_eq!(lines, want, "--since {since} --limit {limit}");
+    }
+}
