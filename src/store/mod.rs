@@ -3,6 +3,7 @@
 //! (`fold`) that decides what the writer writes. The only module that talks to
 //! SQLite.
 
+pub mod changes;
 mod error;
 mod flights;
 pub mod fold;

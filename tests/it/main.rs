@@ -2,6 +2,7 @@
 //! folders and compares whole tables.
 
 mod bench;
+mod changes;
 mod daemon;
 mod datasette;
 mod faults;
