@@ -13,8 +13,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::batch::{
-    BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection, Utf8Check,
-    preflight,
+    BatchReader, Format, Header, Limits, LineOf, ReadError, Record, RejectReason, Rejection,
+    Utf8Check, Utf8Verdict, preflight,
 };
 use crate::clock::now_utc;
 use crate::names;
@@ -242,8 +242,14 @@ pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingest
         return done(Outcome::SkippedDuplicate { digest });
     }
     // A new file: is it UTF-8 throughout? (A committed one was.)
-    if let Some(rejection) = utf8.finish() {
-        return rejected(rejection);
+    match utf8.finish() {
+        Utf8Verdict::Utf8 => {}
+        Utf8Verdict::Cut(rejection) => return rejected(rejection),
+        Utf8Verdict::InvalidAt(at) => {
+            file.rewind().map_err(read_error)?;
+            let line = find_line(&mut file, LineOf::new(at), options.stop).map_err(read_error)?;
+            return rejected(line.not_utf8());
+        }
     }
     file.rewind().map_err(read_error)?;
     let parsed = Parsed {
@@ -438,6 +444,25 @@ fn scan_file(file: &mut File, stop: &AtomicBool) -> io::Result<Scanned> {
         bytes,
         utf8,
     })
+}
+
+/// Feeds `line` the file from where it stands until it has seen the bad byte: the
+/// second read a file rejected as `not_utf8` costs, so that the digest pass need not
+/// count lines.
+fn find_line(file: &mut File, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    while !line.done() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => line.feed(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(line)
 }
 
 // Why an identity check stands in for a second SHA-256 of the parse pass.
