@@ -490,7 +490,7 @@ fn find_line(file: &mut File, mut line: LineOf, stop: &AtomicBool) -> io::Result
 // - Writes through a shared writable memory map into a page that is already dirty:
 //   the times are updated when a clean page is first written, not on every store.
 //   No SFTP server writes so; a program that maps a file in incoming/ and keeps
-//   writing it after its last ordinary change is not caught until the move.
+//   storing into its dirty pages is caught neither here nor before the move.
 // - A filesystem that does not report the inode as it is (a network filesystem's
 //   cached attributes, a FUSE filesystem), or a write to the block device beneath
 //   it. incoming/ is a local folder on the same filesystem as archive/.
