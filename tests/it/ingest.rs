@@ -2098,3 +2098,35 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         [["1"]]
     );
 }
+
+/// The digest pass only validates UTF-8; the line of a bad byte is found by reading
+/// the file again. Past several read buffers, the detail still names the line.
+#[test]
+fn a_bad_byte_far_into_a_file_is_named_by_its_line_and_byte() {
+    let site = Site::new();
+    let line = event(
+        "BA0117-20261129",
+        "off_blocks",
+        "2026-11-29T10:05:00Z",
+        Some(1),
+        r#"{"tail":"G-XWBA"}"#,
+    );
+    let lines = 3000;
+    let mut content = format!("{line}\n").repeat(lines).into_bytes();
+    content.extend_from_slice(b"{\"flight_id\":\"Z\xfcrich\"}\n");
+    let at = content.len() - 8;
+    assert_eq!(content[at], 0xfc);
+    let path = site.file("far.ndjson", &content);
+    let (code, outcomes) = site.ingest(&[&path]);
+    assert_eq!(code, 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["reason"], "not_utf8", "{outcomes:?}");
+    assert_eq!(outcomes[0]["sha256"], sha256_hex(&content), "{outcomes:?}");
+    let detail = outcomes[0]["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&format!(
+            "line {}, byte 16 of the line (byte offset {at})",
+            lines + 1
+        )),
+        "{detail}"
+    );
+}
