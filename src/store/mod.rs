@@ -1,7 +1,7 @@
 //! The SQLite database: opening it (`open`: pragmas, migrations), one transaction
-//! per batch file (`writer`), and the contract's outcome rules as a pure fold
-//! (`fold`) that decides what the writer writes. The only module that talks to
-//! SQLite.
+//! per batch file (`writer`, with its flights kept by `flights`), the contract's
+//! outcome rules as a pure fold (`fold`) that decides what the writer writes, and
+//! the change feed's reads (`changes`). The only module that talks to SQLite.
 
 pub mod changes;
 mod error;
