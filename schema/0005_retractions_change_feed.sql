@@ -34,6 +34,10 @@ FROM (SELECT rowid AS r, row_number() OVER (ORDER BY ingested_at, rowid) AS n
       FROM ingest_inbox) AS numbered
 WHERE ingest_inbox.rowid = numbered.r;
 CREATE UNIQUE INDEX ingest_inbox_batch_ref ON ingest_inbox (batch_ref);
+-- How many rows of duty_event_data each batch is the last writer of, kept by each
+-- batch (its own, and those of the batches whose rows it replaces) so that
+-- batch_summary reads a number instead of counting a batch's rows.
+ALTER TABLE ingest_inbox ADD COLUMN rows_last_written INTEGER NOT NULL DEFAULT 0;
 
 CREATE TABLE duty_event_data_new (
     key              BLOB NOT NULL CHECK (typeof(key) = 'blob' AND length(key) = 32),
@@ -78,6 +82,9 @@ CREATE INDEX duty_event_data_batch ON duty_event_data (batch_ref);
 CREATE INDEX duty_event_data_kind_instant ON duty_event_data (event_kind, rtrim(instant_utc, 'Z'))
     WHERE retracted = 0;
 
+UPDATE ingest_inbox SET rows_last_written =
+    (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = ingest_inbox.batch_ref);
+
 -- The first off-blocks and takeoff and the last landing and on-blocks of each
 -- flight's live events, in canonical form (min and max by time: rtrim(…, 'Z')).
 ALTER TABLE flight ADD COLUMN off_blocks_utc TEXT;
@@ -95,7 +102,9 @@ FROM (SELECT flight_ref,
       WHERE retracted = 0 AND event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
       GROUP BY flight_ref) AS times
 WHERE flight.ref = times.flight_ref;
-CREATE INDEX flight_off_blocks ON flight (off_blocks_utc);
+-- Ordered by the first off-blocks and holding every time, so that a range of days
+-- of flight_times (block minutes per day, say) reads this index alone.
+CREATE INDEX flight_off_blocks ON flight (off_blocks_utc, on_blocks_utc, takeoff_utc, landing_utc);
 
 -- LEFT JOINs on unique keys: every row has its flight and its batch, so they read
 -- as inner joins would, and SQLite leaves out a join whose columns a query that
@@ -150,6 +159,6 @@ SELECT i.batch_digest,
        i.stale,
        i.conflicts,
        i.invalid,
-       (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref) AS rows_last_written,
+       i.rows_last_written,
        (SELECT count(*) FROM quarantine AS q WHERE q.batch_digest = i.batch_digest) AS quarantined
 FROM ingest_inbox AS i;

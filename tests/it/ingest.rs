@@ -1302,6 +1302,15 @@ fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
         );
         assert_eq!(conflicts, 0, "conflict-free files: {row:?}");
     }
+    let miscounted = query(
+        db,
+        "SELECT batch_digest, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
+             <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+    );
+    assert!(
+        miscounted.is_empty(),
+        "rows_last_written is the count of the rows each batch last wrote: {miscounted:?}"
+    );
     let orphans = query(
         db,
         "SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox",

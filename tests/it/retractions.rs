@@ -454,6 +454,12 @@ fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize]) {
             ),
         );
         assert_eq!(after_max.len(), written.len());
+        let miscounted = query(
+            &db.path,
+            "SELECT file_name, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
+                 <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+        );
+        assert!(miscounted.is_empty(), "rows_last_written: {miscounted:?}");
     }
     // The stored rows are the table's winners, retracted or not.
     let live: Vec<String> = stored
