@@ -144,10 +144,7 @@ pub fn build(source: &Path, copy: &Path) -> BenchResult<Built> {
         )
         .into());
     }
-    let exe = copy
-        .join("target")
-        .join("release")
-        .join(package_name(&copy.join("Cargo.toml"))?);
+    let exe = exe_in(copy)?;
     if !exe.is_file() {
         return Err(format!("the build made no {}", exe.display()).into());
     }
@@ -157,6 +154,20 @@ pub fn build(source: &Path, copy: &Path) -> BenchResult<Built> {
         build_seconds,
         files_copied,
     })
+}
+
+/// Where the build of the copy `copy` puts the floor.
+fn exe_in(copy: &Path) -> BenchResult<PathBuf> {
+    Ok(copy
+        .join("target")
+        .join("release")
+        .join(package_name(&copy.join("Cargo.toml"))?))
+}
+
+/// Whether `copy` holds a build of the floor already (the smoke run builds only
+/// then: a first build takes minutes).
+pub fn is_built(copy: &Path) -> bool {
+    exe_in(copy).is_ok_and(|exe| exe.is_file())
 }
 
 /// The `name = "…"` of the manifest's `[package]`: the binary's name.
