@@ -1,6 +1,6 @@
 //! The benchmark run: generates the files, runs each section in order (first
-//! ingest and the floors, re-drop, updates, growth, peer, latency, idle, backlog,
-//! memory), and writes
+//! ingest and the floors, re-drop, updates, growth, analyst queries, peer, latency,
+//! idle, backlog, memory), and writes
 //! the table to stdout and OUT/results.md. A section that fails becomes a row that
 //! says why; the others still run.
 
@@ -16,7 +16,7 @@ use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, backlog, idle, latency, machine, peer};
+use crate::{BenchResult, Options, analyst, backlog, idle, latency, machine, peer};
 
 /// Read buffer of the in-process SHA-256 baseline.
 const SHA_BUFFER_BYTES: usize = 256 * 1024;
@@ -92,6 +92,8 @@ struct Bench {
     main: Option<MainFiles>,
     first_json: Option<Ingested>,
     first_ndjson: Option<Ingested>,
+    /// The growth section's database and its rows, kept for section A.
+    grown_db: Option<(PathBuf, u64)>,
 }
 
 type Section = fn(&mut Bench) -> BenchResult<()>;
@@ -112,13 +114,15 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         main: None,
         first_json: None,
         first_ndjson: None,
+        grown_db: None,
     };
-    let sections: [(&str, &str, Section); 10] = [
+    let sections: [(&str, &str, Section); 11] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floors", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
         ("4", "updates", Bench::updates),
         ("5", "growth", Bench::growth),
+        ("A", "analyst queries", Bench::analyst),
         ("6", "sqlite-utils peer", Bench::peer),
         ("7", "latency", Bench::latency),
         ("8", "idle", Bench::idle),
@@ -676,7 +680,11 @@ impl Bench {
         let rates = self.build_base(&db, base)?;
         let grown = self.ingest_into(&db, &files.json, "inserted")?;
         let db_bytes = std::fs::metadata(&db)?.len();
-        remove_db(&db)?;
+        if chosen(&self.options.only, "A") {
+            self.grown_db = Some((db.clone(), base + files.json.events));
+        } else {
+            remove_db(&db)?;
+        }
         let n = self.events();
         let ratio = first.seconds / grown.seconds;
         self.rows.push(
@@ -995,6 +1003,132 @@ impl Bench {
                 "within 1.5× of each other",
             ),
         );
+        Ok(())
+    }
+
+    /// Section A: the analysts' queries on the growth section's database (or one of
+    /// `--analyst-rows` rows built here), through rusqlite and the `sqlite3` shell.
+    fn analyst(&mut self) -> BenchResult<()> {
+        let wanted = self.options.analyst_rows;
+        let (db, rows, built_here) = match (self.grown_db.take(), wanted) {
+            (Some((db, rows)), None) => (db, rows, false),
+            (Some((db, rows)), Some(w)) if w == rows => (db, rows, false),
+            (grown, wanted) => {
+                if let Some((db, _)) = grown {
+                    remove_db(&db)?;
+                }
+                let rows = wanted.unwrap_or(self.options.growth_base);
+                if rows == 0 {
+                    return Err("needs --analyst-rows or --growth-base above 0".into());
+                }
+                let db = self.fresh_db("analyst.db")?;
+                progress(&format!(
+                    "analyst database: {} rows in files of {}",
+                    table::count(rows),
+                    table::count(self.events())
+                ));
+                self.build_base(&db, rows)?;
+                (db, rows, true)
+            }
+        };
+        let result = self.analyst_queries(&db, rows, built_here);
+        remove_db(&db)?;
+        result
+    }
+
+    fn analyst_queries(&mut self, db: &Path, rows: u64, built_here: bool) -> BenchResult<()> {
+        let conn = analyst::open(db)?;
+        let samples = analyst::Samples::take(&conn)?;
+        let errors = self.options.out.join("analyst-sqlite3.err");
+        let mut shell = match analyst::Shell::open(db, &errors) {
+            Ok(shell) => Some(shell),
+            Err(why) => {
+                self.notes
+                    .push(format!("analyst queries: no sqlite3 shell ({why})"));
+                None
+            }
+        };
+        let bundled = rusqlite::version();
+        let shell_version = shell.as_ref().map(|s| s.version.clone());
+        let at = format!(
+            "{}-row db{}",
+            table::count(rows),
+            if built_here { "" } else { " of section 5" }
+        );
+        for query in analyst::queries(&samples) {
+            progress(&format!("analyst query: {}", query.name));
+            let (ours, returned) = analyst::time_rusqlite(&conn, &query.sql)?;
+            let theirs = match shell.as_mut() {
+                Some(shell) => Some(shell.time(&query.sql)?),
+                None => None,
+            };
+            let slowest = theirs
+                .as_ref()
+                .map_or(ours.median_s, |t| t.median_s.max(ours.median_s));
+            let mut value = format!("rusqlite {}", table::seconds(ours.median_s));
+            if let Some(theirs) = &theirs {
+                value.push_str(&format!(" · sqlite3 {}", table::seconds(theirs.median_s)));
+            }
+            let mut plan = format!(
+                "{} row(s); plan: {}",
+                table::thousands(returned),
+                analyst::one_line(&ours.plan)
+            );
+            if let Some(theirs) = theirs.as_ref().filter(|t| t.plan != ours.plan) {
+                plan.push_str(&format!(
+                    " (sqlite3 {}: {})",
+                    shell_version.as_deref().unwrap_or("?"),
+                    analyst::one_line(&theirs.plan)
+                ));
+            }
+            let measure = format!("{}, {at}", query.name);
+            let mut row = Row::info("A", &measure, value, plan);
+            if let Some(limit) = query.target_s {
+                let searches = analyst::searches(&ours.plan)
+                    && theirs.as_ref().is_none_or(|t| analyst::searches(&t.plan));
+                let (compared, shown, target) = if query.needs_search {
+                    (
+                        if searches { slowest } else { f64::INFINITY },
+                        format!(
+                            "{}, slower {}",
+                            if searches { "SEARCH" } else { "no SEARCH" },
+                            table::seconds(slowest)
+                        ),
+                        format!("SEARCH, ≤ {}", table::seconds(limit)),
+                    )
+                } else {
+                    (
+                        slowest,
+                        format!("slower {}", table::seconds(slowest)),
+                        format!("≤ {}", table::seconds(limit)),
+                    )
+                };
+                row = row.judged(compared, shown, Target::AtMost(limit), &target);
+            }
+            self.rows.push(row);
+            let mut note = format!(
+                "A, {}: `{}`; median of {} warm runs after one unmeasured (rusqlite, bundled SQLite {bundled})",
+                query.name,
+                query.sql.split_whitespace().collect::<Vec<_>>().join(" "),
+                ours.runs
+            );
+            if let (Some(theirs), Some(version)) = (&theirs, &shell_version) {
+                note.push_str(&format!(
+                    " and {} (sqlite3 {version} -readonly)",
+                    theirs.runs
+                ));
+            }
+            self.notes.push(note);
+        }
+        if let Some(shell) = shell {
+            shell.close()?;
+        }
+        let complaints = std::fs::read_to_string(&errors).unwrap_or_default();
+        if !complaints.trim().is_empty() {
+            return Err(format!("sqlite3 reported errors: {}", complaints.trim()).into());
+        }
+        self.notes
+            .push("A: Datasette pages were not timed (not built into the bench yet)".to_owned());
         Ok(())
     }
 
