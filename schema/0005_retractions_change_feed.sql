@@ -85,26 +85,43 @@ CREATE INDEX duty_event_data_kind_instant ON duty_event_data (event_kind, rtrim(
 UPDATE ingest_inbox SET rows_last_written =
     (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = ingest_inbox.batch_ref);
 
--- The first off-blocks and takeoff and the last landing and on-blocks of each
--- flight's live events, in canonical form (min and max by time: rtrim(…, 'Z')).
-ALTER TABLE flight ADD COLUMN off_blocks_utc TEXT;
-ALTER TABLE flight ADD COLUMN takeoff_utc TEXT;
-ALTER TABLE flight ADD COLUMN landing_utc TEXT;
-ALTER TABLE flight ADD COLUMN on_blocks_utc TEXT;
-UPDATE flight SET off_blocks_utc = times.off_blocks, takeoff_utc = times.takeoff,
-                  landing_utc = times.landing, on_blocks_utc = times.on_blocks
-FROM (SELECT flight_ref,
-             min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS off_blocks,
-             min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS takeoff,
-             max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS landing,
-             max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS on_blocks
-      FROM duty_event_data
-      WHERE retracted = 0 AND event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
-      GROUP BY flight_ref) AS times
-WHERE flight.ref = times.flight_ref;
+-- flight is rebuilt with the first off-blocks and takeoff and the last landing
+-- and on-blocks of each flight's live events, in canonical form (min and max by
+-- time: rtrim(…, 'Z')), and its block and airborne minutes computed from them by
+-- SQLite on every write (stored generated columns).
+CREATE TABLE flight_new (
+    ref               INTEGER PRIMARY KEY,
+    flight_id         TEXT NOT NULL UNIQUE,
+    off_blocks_utc    TEXT,
+    takeoff_utc       TEXT,
+    landing_utc       TEXT,
+    on_blocks_utc     TEXT,
+    block_minutes     REAL GENERATED ALWAYS AS (
+        round((julianday(rtrim(on_blocks_utc, 'Z')) - julianday(rtrim(off_blocks_utc, 'Z'))) * 1440, 2)
+    ) STORED,
+    airborne_minutes  REAL GENERATED ALWAYS AS (
+        round((julianday(rtrim(landing_utc, 'Z')) - julianday(rtrim(takeoff_utc, 'Z'))) * 1440, 2)
+    ) STORED
+);
+INSERT INTO flight_new (ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc)
+SELECT f.ref, f.flight_id, t.off_blocks, t.takeoff, t.landing, t.on_blocks
+FROM flight AS f LEFT JOIN (
+    SELECT flight_ref,
+           min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS off_blocks,
+           min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS takeoff,
+           max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS landing,
+           max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) || 'Z' AS on_blocks
+    FROM duty_event_data
+    WHERE retracted = 0 AND event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+    GROUP BY flight_ref
+) AS t ON t.flight_ref = f.ref
+ORDER BY f.ref;
+DROP TABLE flight;
+ALTER TABLE flight_new RENAME TO flight;
 -- Ordered by the first off-blocks and holding every time, so that a range of days
--- of flight_times (block minutes per day, say) reads this index alone.
-CREATE INDEX flight_off_blocks ON flight (off_blocks_utc, on_blocks_utc, takeoff_utc, landing_utc);
+-- of flight_times (block minutes per day, say) needs no look-up by flight.
+CREATE INDEX flight_off_blocks ON flight (off_blocks_utc, block_minutes, airborne_minutes,
+                                          on_blocks_utc, takeoff_utc, landing_utc);
 
 -- LEFT JOINs on unique keys: every row has its flight and its batch, so they read
 -- as inner joins would, and SQLite leaves out a join whose columns a query that
@@ -138,10 +155,8 @@ SELECT flight_id,
        takeoff_utc,
        landing_utc,
        on_blocks_utc,
-       round((julianday(rtrim(on_blocks_utc, 'Z')) - julianday(rtrim(off_blocks_utc, 'Z'))) * 1440, 2)
-           AS block_minutes,
-       round((julianday(rtrim(landing_utc, 'Z')) - julianday(rtrim(takeoff_utc, 'Z'))) * 1440, 2)
-           AS airborne_minutes
+       block_minutes,
+       airborne_minutes
 FROM flight
 WHERE coalesce(off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc) IS NOT NULL;
 
