@@ -72,10 +72,12 @@ ALTER TABLE duty_event_data_new RENAME TO duty_event_data;
 
 CREATE UNIQUE INDEX duty_event_data_key ON duty_event_data (lower(hex(key)));
 CREATE UNIQUE INDEX duty_event_data_change_seq ON duty_event_data (change_seq);
--- A flight's rows, live or not; with retracted and batch_ref in it, a count of
+-- A flight's rows, live or not. With retracted and event_kind in it, a count of
 -- duty_event reads this index alone (in flight order, so the join to flight walks
--- that table in order too) instead of every row.
-CREATE INDEX duty_event_data_flight ON duty_event_data (flight_ref, retracted, batch_ref);
+-- that table in order too) instead of every row, and one kind of a flight's events
+-- is found without reading the others. An update that keeps retracted leaves it
+-- alone.
+CREATE INDEX duty_event_data_flight ON duty_event_data (flight_ref, retracted, event_kind);
 CREATE INDEX duty_event_data_batch ON duty_event_data (batch_ref);
 -- Live rows only: what the analyst views read, and an index that answers
 -- "how many live events of each kind" on its own.
@@ -123,10 +125,12 @@ ALTER TABLE flight_new RENAME TO flight;
 CREATE INDEX flight_off_blocks ON flight (off_blocks_utc, block_minutes, airborne_minutes,
                                           on_blocks_utc, takeoff_utc, landing_utc);
 
--- LEFT JOINs on unique keys: every row has its flight and its batch, so they read
--- as inner joins would, and SQLite leaves out a join whose columns a query that
--- is not an aggregate does not use (a look-up by key reads neither table). An
--- aggregate (a count, a GROUP BY) joins every row it counts.
+-- The flight by a LEFT JOIN on its unique number: every row has its flight, so it
+-- reads as an inner join would, SQLite leaves it out of a query that is not an
+-- aggregate and reads no flight column, and a filter on flight_id finds the
+-- flight first. The batch digest by a subquery, evaluated only for the rows a
+-- query returns: a count reads no inbox row. (A filter on batch_digest reads every
+-- row; ingest_inbox.batch_ref and duty_event_data.batch_ref find a batch's rows.)
 CREATE VIEW duty_event_all AS
 SELECT lower(hex(d.key)) AS idempotency_key,
        f.flight_id,
@@ -135,13 +139,13 @@ SELECT lower(hex(d.key)) AS idempotency_key,
        d.source_revision,
        d.payload,
        d.retracted,
-       i.batch_digest,
+       (SELECT i.batch_digest FROM ingest_inbox AS i WHERE i.batch_ref = d.batch_ref)
+           AS batch_digest,
        d.first_seen_at,
        d.updated_at,
        d.change_seq
 FROM duty_event_data AS d
-LEFT JOIN flight AS f ON f.ref = d.flight_ref
-LEFT JOIN ingest_inbox AS i ON i.batch_ref = d.batch_ref;
+LEFT JOIN flight AS f ON f.ref = d.flight_ref;
 
 CREATE VIEW duty_event AS
 SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision, payload,

@@ -264,6 +264,8 @@ enum Effect<'a> {
         columns: &'a KeyColumns,
         version: Version<'a>,
         replaces: Option<i64>,
+        /// The stored row's `retracted` differs from the version's.
+        retracted_changes: bool,
     },
     /// A key of the flight `flight_ref`, of a timed kind, ends the file not live
     /// though it was live before or the file held a live version of it (which its
@@ -327,6 +329,8 @@ struct Current {
     offered_live: bool,
     /// The batch that wrote the row the table holds for the key (`None`: none).
     table_batch: Option<i64>,
+    /// Whether the row the table holds for the key is live (`None`: no row).
+    table_live: Option<bool>,
 }
 
 /// Folds the merged events key by key onto their stored rows and hands `effect`
@@ -369,16 +373,27 @@ fn fold_merged(
                 live_before: false,
                 offered_live: false,
                 table_batch: None,
+                table_live: None,
             });
             key.columns.take(row);
             key.offered_live = false;
-            (key.written, key.live_before, key.table_batch) = match start(row, incoming, &mut fold)?
-            {
-                Start::Inserted { batch_ref } => (true, false, Some(batch_ref)),
+            (
+                key.written,
+                key.live_before,
+                key.table_batch,
+                key.table_live,
+            ) = match start(row, incoming, &mut fold)? {
+                Start::Inserted { batch_ref } => (
+                    true,
+                    false,
+                    Some(batch_ref),
+                    Some(!incoming.content.retracted),
+                ),
                 Start::Stored { row } => (
                     false,
                     row.is_some_and(|row| row.live),
                     row.map(|row| row.batch_ref),
+                    row.map(|row| row.live),
                 ),
             };
         }
@@ -459,6 +474,9 @@ fn end_key(
             columns: &done.columns,
             version,
             replaces: done.table_batch,
+            retracted_changes: done
+                .table_live
+                .is_some_and(|live| live == version.content.retracted),
         })?;
     }
     let live_after = fold.latest().is_some_and(|v| !v.content.retracted);
@@ -491,13 +509,22 @@ fn insert_new_sql() -> String {
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
 /// revision guard: a row is only ever replaced by a higher revision.
-fn upsert_sql() -> String {
+///
+/// `retracted` is set only when `set_retracted`: SQLite rewrites every index that
+/// holds a column the `SET` names, and the analysts' index of live rows holds
+/// `retracted` (in its `WHERE`), so an update that keeps it leaves that index alone.
+fn upsert_sql(set_retracted: bool) -> String {
+    let retracted = if set_retracted {
+        "retracted = excluded.retracted,"
+    } else {
+        ""
+    };
     format!(
         "INSERT INTO duty_event_data {ROW_COLUMNS}
      ON CONFLICT ({KEY_INDEX}) DO UPDATE SET
          source_revision = excluded.source_revision,
          payload = excluded.payload,
-         retracted = excluded.retracted,
+         {retracted}
          batch_ref = excluded.batch_ref,
          updated_at = excluded.updated_at,
          change_seq = excluded.change_seq
@@ -557,7 +584,7 @@ impl Writer {
         // the apply, SQLite's lookaside memory ran short during it (five times the
         // fallbacks to malloc) and the ingest took 1.9% more instructions
         // (cachegrind, 20k events).
-        let mut upsert: Option<Statement<'_>> = None;
+        let mut upserts: [Option<Statement<'_>>; 2] = [None, None];
         fold_merged(runs, default_revision, stop, start, |effect| match effect {
             Effect::Conflict {
                 index,
@@ -569,10 +596,13 @@ impl Writer {
                 columns,
                 version,
                 replaces,
+                retracted_changes,
             } => {
-                let upsert = match &mut upsert {
+                let upsert = match &mut upserts[usize::from(retracted_changes)] {
                     Some(upsert) => upsert,
-                    None => upsert.insert(self.prepare_row_statement(tx, &upsert_sql())?),
+                    slot => {
+                        slot.insert(self.prepare_row_statement(tx, &upsert_sql(retracted_changes))?)
+                    }
                 };
                 self.upsert(upsert, key, columns, version)?;
                 if let Some(batch_ref) = replaces {

@@ -738,7 +738,7 @@ fn rows(json: &Value) -> Vec<serde_json::Map<String, Value>> {
 fn columns(db: &Path, table: &str) -> Vec<String> {
     query(
         db,
-        &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+        &format!("SELECT name FROM pragma_table_xinfo('{table}') ORDER BY cid"),
     )
     .into_iter()
     .map(|mut row| row.remove(0))
