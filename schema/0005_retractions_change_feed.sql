@@ -14,7 +14,7 @@
 --
 -- A row names the batch that last wrote it by the batch's number in ingest_inbox
 -- (`batch_ref`) instead of its 64-hex digest: the rows of one batch then append
--- to the end of that index, and each row is 56 bytes smaller. The views read the
+-- to the end of that index, and each row is smaller by a 64-character digest. The views read the
 -- digest through the inbox.
 --
 -- flight_times is read from four columns of `flight` that each batch keeps up to
@@ -57,7 +57,8 @@ CREATE TABLE duty_event_data_new (
 );
 
 -- The rows stored so far are all live. Their change_seq follows the order they
--- were last written in (their updated_at), which is commit order.
+-- were last written in (their updated_at, to the millisecond, ties by rowid),
+-- the order they were committed in.
 INSERT INTO duty_event_data_new (key, flight_ref, event_kind, instant_utc, source_revision,
                                  payload, retracted, batch_ref, first_seen_at, updated_at,
                                  change_seq)
@@ -73,14 +74,14 @@ ALTER TABLE duty_event_data_new RENAME TO duty_event_data;
 CREATE UNIQUE INDEX duty_event_data_key ON duty_event_data (lower(hex(key)));
 CREATE UNIQUE INDEX duty_event_data_change_seq ON duty_event_data (change_seq);
 -- A flight's rows, live or not. With retracted and event_kind in it, a count of
--- duty_event reads this index alone (in flight order, so the join to flight walks
--- that table in order too) instead of every row, and one kind of a flight's events
+-- duty_event scans this index instead of every row (in flight order, so its join
+-- to flight walks that table in order too), and one kind of a flight's events
 -- is found without reading the others. An update that keeps retracted leaves it
 -- alone.
 CREATE INDEX duty_event_data_flight ON duty_event_data (flight_ref, retracted, event_kind);
 CREATE INDEX duty_event_data_batch ON duty_event_data (batch_ref);
--- Live rows only: what the analyst views read, and an index that answers
--- "how many live events of each kind" on its own.
+-- Live rows only: what the analyst views read (a time range of one kind on
+-- duty_event_all, which holds retracted rows too, is not served by it).
 CREATE INDEX duty_event_data_kind_instant ON duty_event_data (event_kind, rtrim(instant_utc, 'Z'))
     WHERE retracted = 0;
 
@@ -168,6 +169,7 @@ WHERE coalesce(off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc) IS NOT N
 -- writer of (retracted ones included), and how many of its events sit in quarantine.
 CREATE VIEW batch_summary AS
 SELECT i.batch_digest,
+       i.batch_ref,
        i.batch_id,
        i.file_name,
        i.ingested_at,
