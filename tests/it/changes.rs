@@ -71,6 +71,22 @@ fn changes(db: &Path, args: &[&str]) -> (i32, Vec<Value>, String, String) {
     )
 }
 
+/// Checks `changes --since SINCE --limit LIMIT` against `all`, the whole feed.
+fn assert_window(db: &Path, all: &[Value], since: i64, limit: usize) {
+    let (code, lines, _, stderr) = changes(
+        db,
+        &["--since", &since.to_string(), "--limit", &limit.to_string()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let want: Vec<Value> = all
+        .iter()
+        .filter(|row| seq(row) > since)
+        .take(limit)
+        .cloned()
+        .collect();
+    assert_eq!(lines, want, "--since {since} --limit {limit}");
+}
+
 fn seq(line: &Value) -> i64 {
     line["change_seq"]
         .as_i64()
@@ -245,18 +261,7 @@ fn since_and_limit_pick_a_window_of_the_feed() {
             "--since {since}"
         );
         for limit in [0, 1, 2, 100] {
-            let (code, lines, _, stderr) = changes(
-                &db,
-                &["--since", &since.to_string(), "--limit", &limit.to_string()],
-            );
-            assert_eq!(code, 0, "{stderr}");
-            let want: Vec<Value> = all
-                .iter()
-                .filter(|row| seq(row) > since)
-                .take(limit)
-                .cloned()
-                .collect();
-            assert_eq!(lines, want, "--since {since} --limit {limit}");
+            assert_window(&db, &all, since, limit);
         }
     }
     // The variables do what the options do.
@@ -1014,17 +1019,6 @@ fn a_feed_longer_than_a_page_reads_whole_and_in_order() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(lines, all);
     for (since, limit) in [(0, 1000), (0, 1001), (999, 1500), (1500, 5000)] {
-        let (code, lines, _, stderr) = changes(
-            &db,
-            &["--since", &since.to_string(), "--limit", &limit.to_string()],
-        );
-        assert_eq!(code, 0, "{stderr}");
-        let want: Vec<Value> = all
-            .iter()
-            .filter(|row| seq(row) > since)
-            .take(limit)
-            .cloned()
-            .collect();
-        assert_eq!(lines, want, "--since {since} --limit {limit}");
+        assert_window(&db, &all, since, limit);
     }
 }
