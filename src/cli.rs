@@ -22,7 +22,7 @@ pub struct Cli {
 /// How settings reach a command, shown below `spoolite --help`.
 const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
-status and ingest take every SPOOLITE_* variable that neither the command \
+status, ingest and changes take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
 a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
 
@@ -42,6 +42,16 @@ pub enum Command {
     /// exists but no daemon serves it, 2 when the spool or the database does not
     /// exist or cannot be read (what could be read is printed all the same).
     Status(StatusArgs),
+    /// Print the change feed: one JSON line per row of duty_event_all whose
+    /// change_seq is greater than --since, in change_seq order, with every column
+    /// of the view (payload as a JSON object, retracted as a boolean). A row changed
+    /// twice shows only its latest state, under its latest change_seq. Only reads
+    /// the database, so an account that may read it but not write its folder can
+    /// run it. Exits 0 at the end of the feed, at --limit, on SIGTERM or SIGINT and
+    /// when stdout is closed; 2 when the database does not exist, cannot be read
+    /// or has an older schema (the daemon upgrades it). Reads the site defaults
+    /// file (see `spoolite --help`).
+    Changes(ChangesArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
 }
@@ -170,6 +180,34 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ChangesArgs {
+    /// The SQLite database file; it must exist with the current schema (`spoolite
+    /// run` creates and upgrades it) and is only read. Without the option or its
+    /// variable, the variable from the site defaults file (/etc/default/spoolite)
+    /// applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE"
+    )]
+    pub db: PathBuf,
+    /// Print only the rows whose change_seq is greater than N: the last change_seq
+    /// a downstream job has handled. 0 prints every row.
+    #[arg(long, env = "SPOOLITE_SINCE", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
+    pub since: i64,
+    /// Stop after printing N lines (with --follow too, as soon as the N-th is
+    /// printed).
+    #[arg(long, env = "SPOOLITE_LIMIT", value_name = "N")]
+    pub limit: Option<u64>,
+    /// After the rows already committed, keep printing the rows of every batch
+    /// committed later, within a moment of its commit, until SIGTERM, SIGINT or
+    /// stdout is closed (each exits 0). Lines are flushed after each batch of rows.
+    #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct KeyArgs {
     /// The flight, e.g. BA0117-20261129.
     pub flight_id: String,
@@ -215,7 +253,7 @@ pub const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 2] = ["status", "ingest"];
+const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
 
 /// What the defaults file gave, for `status` to say where its settings came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -477,6 +515,9 @@ mod tests {
             );
             assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
         }
+        // `changes` reads the site's database like `status` does.
+        let plan = plan_environment(&os(&["spoolite", "changes", "--follow"]), &environment);
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL", "SPOOLITE_JSON"]);
         let missing = env(&[("SPOOLITE_DEFAULTS_FILE", "/nonexistent/spoolite")]);
         let plan = plan_environment(&os(&["spoolite", "ingest"]), &missing);
         assert_eq!(plan, EnvironmentPlan::default());

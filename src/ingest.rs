@@ -1,11 +1,11 @@
-//! One batch file into the database, in its steps: open it safely, digest it, the
-//! whole-file rules, the inbox, then stream its records into one store transaction
-//! and finish it. Moves no files; the daemon and the `ingest` command decide what
-//! happens next.
+//! One batch file into the database, in its steps: open it safely, one pass for its
+//! digest and encoding, the whole-file rules, the inbox, then stream its records into
+//! one store transaction and finish it once the file is proven unchanged. Moves no
+//! files; the daemon and the `ingest` command decide what happens next.
 
 use std::fs::{File, Metadata};
 use std::io::{self, BufReader, Read, Seek};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,11 +13,12 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::batch::{
-    BatchReader, Format, Header, Limits, ReadError, Record, RejectReason, Rejection, Utf8Check,
-    preflight,
+    BatchReader, Format, Header, Limits, LineOf, ReadError, Record, RejectReason, Rejection,
+    Utf8Check, Utf8Verdict, preflight,
 };
 use crate::clock::now_utc;
 use crate::names;
+use crate::spool::FileIdentity;
 use crate::store::{Counts, Reasons, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
@@ -70,7 +71,8 @@ impl Outcome {
 }
 
 /// What `ingest_file` did, and the file it read as it stood when reading began
-/// (the daemon moves it only if it still is that file).
+/// (the daemon moves it only if it still is that file; a processed file was that
+/// file until its parse ended).
 #[derive(Debug)]
 pub struct Ingested {
     pub outcome: Outcome,
@@ -130,34 +132,28 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 enum Message {
     /// Records, and how many bytes of the file have been read so far.
     Records(Vec<Record>, u64),
-    /// The end of the file: its header or why it is rejected, and the digest and
-    /// length of the bytes the reader saw.
-    End {
-        result: Result<Header, ReadError>,
-        digest: String,
-        bytes: u64,
-    },
+    /// The end of the file: its header or why it is rejected.
+    End(Result<Header, ReadError>),
 }
 
 /// The reader thread: parses `file` and sends its records in chunks. Stops early
 /// when the receiver is gone (the writer failed) or `stop` is set.
 fn read_records(
-    file: File,
+    file: &File,
     format: Format,
     limits: Limits,
     stop: &AtomicBool,
     sender: crossbeam_channel::Sender<Message>,
 ) {
     let read = std::cell::Cell::new(0u64);
-    let mut hashing = HashingReader {
+    let counting = CountingReader {
         inner: file,
-        hasher: Sha256::new(),
         bytes: &read,
         stop,
     };
     let mut reader = BatchReader::new(
         format,
-        BufReader::with_capacity(READ_BUFFER_BYTES, &mut hashing),
+        BufReader::with_capacity(READ_BUFFER_BYTES, counting),
         limits,
     );
     let mut chunk = Vec::with_capacity(RECORDS_PER_CHUNK);
@@ -180,20 +176,10 @@ fn read_records(
         }
     };
     drop(reader);
-    let result = result.and_then(|header| {
-        // Whatever the reader left unread (only whitespace can remain) still counts.
-        io::copy(&mut hashing, &mut io::sink())?;
-        Ok(header)
-    });
     if !chunk.is_empty() && sender.send(Message::Records(chunk, read.get())).is_err() {
         return;
     }
-    let digest = hex::encode(hashing.hasher.finalize());
-    let _ = sender.send(Message::End {
-        result,
-        digest,
-        bytes: read.get(),
-    });
+    let _ = sender.send(Message::End(result));
 }
 
 /// Ingests the file at `path` (the one-shot commands' entry).
@@ -205,13 +191,18 @@ pub fn ingest_file(
     ingest(store, path, options).map(|ingested| ingested.outcome)
 }
 
-/// Ingests the file at `path`: open, digest, the whole-file rules, the inbox, then
-/// stream and finish.
+/// Ingests the file at `path`: open, one pass for the digest and the encoding, the
+/// whole-file rules, the inbox, then stream, check the file is unchanged, finish.
 pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingested, IngestError> {
     let name = names::base_name(path);
     let read_error = |source| read_fault(path, source, options.stop);
+    let changed = || IngestError::Changed {
+        path: path.display().to_string(),
+    };
     let mut file = open_no_follow(path).map_err(read_error)?;
-    let opened = file.metadata().map_err(read_error)?;
+    let opened = identity_before_reading(&file, options.stop)
+        .map_err(read_error)?
+        .ok_or_else(changed)?;
     let done = |outcome| {
         Ok(Ingested {
             outcome,
@@ -225,8 +216,15 @@ pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingest
             rejection,
         });
     }
-    // The first pass only digests, so that a re-drop costs one SHA-256 of the file.
-    let (digest, bytes) = digest_file(&mut file, options.stop).map_err(read_error)?;
+    // One pass digests the file and checks its encoding: a re-drop costs that pass
+    // alone, and a new file one more, the parse.
+    let Scanned {
+        digest,
+        bytes,
+        utf8,
+    } = scan_file(&mut file, options.stop).map_err(read_error)?;
+    #[cfg(test)]
+    tests::after_the_digest_pass(path);
     let rejected = |rejection| {
         done(Outcome::Rejected {
             digest: Some(digest.clone()),
@@ -234,9 +232,7 @@ pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingest
         })
     };
     if bytes != opened.len() {
-        return Err(IngestError::Changed {
-            path: path.display().to_string(),
-        });
+        return Err(changed());
     }
     let format = match preflight(&name, bytes, options.file_bytes_max) {
         Ok(format) => format,
@@ -246,31 +242,59 @@ pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingest
         return done(Outcome::SkippedDuplicate { digest });
     }
     // A new file: is it UTF-8 throughout? (A committed one was.)
-    file.rewind().map_err(read_error)?;
-    if let Some(rejection) = check_file_utf8(&mut file, options.stop).map_err(read_error)? {
-        return rejected(rejection);
+    match utf8.finish() {
+        Utf8Verdict::Utf8 => {}
+        Utf8Verdict::Cut(rejection) => return rejected(rejection),
+        Utf8Verdict::InvalidAt(at) => {
+            file.rewind().map_err(read_error)?;
+            let line = find_line(&mut file, LineOf::new(at), options.stop).map_err(read_error)?;
+            return rejected(line.not_utf8());
+        }
     }
     file.rewind().map_err(read_error)?;
-    let outcome = match stream(store, file, format, &digest, &name, bytes, options)? {
+    let parsed = Parsed {
+        file: &file,
+        opened: &opened,
+        format,
+        bytes,
+    };
+    let outcome = match stream(store, parsed, &digest, &name, options)? {
         Ok(outcome) => outcome,
         Err(rejection) => return rejected(rejection),
     };
     done(outcome)
 }
 
+/// The file a new batch is parsed from, and what the digest pass found it to be.
+struct Parsed<'a> {
+    /// Rewound to its start.
+    file: &'a File,
+    /// Its `fstat` before the digest pass.
+    opened: &'a Metadata,
+    format: Format,
+    /// The bytes the digest pass read.
+    bytes: u64,
+}
+
 /// Streams the records of a new batch into one store transaction and finishes it:
 /// the outcome, or why the whole file is rejected. Parsing runs on a thread of its
 /// own while this one writes to SQLite; the bounded channel keeps memory flat
-/// whatever the size of the file.
+/// whatever the size of the file. Once the parse has ended, and before anything
+/// is decided from it, the open file must still be the one digested
+/// (`check_unchanged`).
 fn stream(
     store: &mut Store,
-    file: File,
-    format: Format,
+    parsed: Parsed,
     digest: &str,
     name: &str,
-    bytes: u64,
     options: Options,
 ) -> Result<Result<Outcome, Rejection>, IngestError> {
+    let Parsed {
+        file,
+        opened,
+        format,
+        bytes,
+    } = parsed;
     let stopped = |error: StoreError| match error {
         StoreError::Stopped => IngestError::Stopped,
         _ if options.stop.load(Ordering::Relaxed) => IngestError::Stopped,
@@ -307,24 +331,14 @@ fn stream(
             };
             let (chunk, read) = match message {
                 Message::Records(chunk, read) => (chunk, read),
-                Message::End {
-                    result,
-                    digest: read_digest,
-                    bytes: read_bytes,
-                } => {
-                    let header = match result {
-                        Ok(header) => header,
+                Message::End(result) => {
+                    return match result {
+                        Ok(header) => Ok(Ok(header)),
                         Err(ReadError::Io(source)) => {
-                            return Err(read_fault(Path::new(name), source, options.stop));
+                            Err(read_fault(Path::new(name), source, options.stop))
                         }
-                        Err(ReadError::Rejected(rejection)) => return Ok(Err(rejection)),
+                        Err(ReadError::Rejected(rejection)) => Ok(Err(rejection)),
                     };
-                    if read_digest != digest || read_bytes != bytes {
-                        return Err(IngestError::Changed {
-                            path: name.to_owned(),
-                        });
-                    }
-                    return Ok(Ok(header));
                 }
             };
             batch.stage(&chunk).map_err(stopped)?;
@@ -338,6 +352,8 @@ fn stream(
             }
         }
     })?;
+    // The reader thread has ended: every byte the events came from has been read.
+    check_unchanged(file, opened, name, options.stop)?;
     let header = match header {
         Ok(header) => header,
         Err(rejection) => return Ok(Err(rejection)),
@@ -393,63 +409,385 @@ pub fn open_no_follow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Calls `each` with successive chunks of `file` from where it stands to its end;
-/// gives up when `stop` is set.
-fn for_each_chunk(
-    file: &mut File,
-    stop: &AtomicBool,
-    mut each: impl FnMut(&[u8]),
-) -> io::Result<()> {
+/// What the digest pass found: the SHA-256 (lowercase hex) and length of the bytes
+/// it read, and whether they are UTF-8.
+struct Scanned {
+    digest: String,
+    bytes: u64,
+    utf8: Utf8Check,
+}
+
+/// The one pass over a file before the inbox is asked: its digest, its length and
+/// its encoding, from where it stands to its end; gives up when `stop` is set.
+fn scan_file(file: &mut File, stop: &AtomicBool) -> io::Result<Scanned> {
+    let mut hasher = Sha256::new();
+    let mut utf8 = Utf8Check::default();
+    let mut bytes = 0u64;
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::other("stopping"));
         }
         match file.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => each(&buf[..n]),
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                utf8.feed(&buf[..n]);
+                bytes += n as u64;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
+    Ok(Scanned {
+        digest: hex::encode(hasher.finalize()),
+        bytes,
+        utf8,
+    })
 }
 
-/// The SHA-256 (lowercase hex) and length of a file.
-fn digest_file(file: &mut File, stop: &AtomicBool) -> io::Result<(String, u64)> {
-    let mut hasher = Sha256::new();
-    let mut bytes = 0u64;
-    for_each_chunk(file, stop, |chunk| {
-        hasher.update(chunk);
-        bytes += chunk.len() as u64;
-    })?;
-    Ok((hex::encode(hasher.finalize()), bytes))
+/// Feeds `line` the file from where it stands until it has seen the bad byte: the
+/// second read a file rejected as `not_utf8` costs, so that the digest pass need not
+/// count lines.
+fn find_line(file: &mut File, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    while !line.done() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => line.feed(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(line)
 }
 
-/// Whether a file is UTF-8 throughout; if not, why it is rejected (`batch::Utf8Check`
-/// holds the rule).
-fn check_file_utf8(file: &mut File, stop: &AtomicBool) -> io::Result<Option<Rejection>> {
-    let mut check = Utf8Check::default();
-    for_each_chunk(file, stop, |chunk| check.feed(chunk))?;
-    Ok(check.finish())
+// Why an identity check stands in for a second SHA-256 of the parse pass.
+//
+// The parse reads the file a second time, and what it commits must be the bytes the
+// digest pass hashed. Hashing the parse's bytes again proved that for any writer;
+// instead, the open file's identity (`FileIdentity`: device, inode, size,
+// modification and change times, to the nanosecond) is taken by `fstat` before the
+// digest pass and again, on the same descriptor, once the parse has read its last
+// byte (`check_unchanged`), before the commit. Reads through one descriptor read
+// one inode, so a replacement by rename cannot mix files; a write into the inode
+// (`write`, `truncate`, `fallocate`, a clone or copy range, `utimensat` setting the
+// modification time back) sets its change time to the current time, which no user
+// can choose. So when both `fstat`s agree, nothing wrote the file in between,
+// except in the cases below, which the second hash caught and this check does not:
+//
+// - A write in the same clock tick as the change before the first `fstat`. The
+//   kernel stamps from a coarse clock (one timer tick, 1 to 10 ms; before Linux
+//   6.13's multigrain timestamps, even on a filesystem that keeps nanoseconds, as
+//   ext4, XFS, Btrfs and tmpfs do), truncated to the filesystem's granularity
+//   (a second on ext4 with 128-byte inodes): a second write in that tick or second
+//   leaves the change time as it was. `identity_before_reading` closes this: it
+//   takes the identity only once the coarse clock, read before the `fstat`, has
+//   passed the change time's granule, so any later write gets a later time.
+// - Writes through a shared writable memory map into a page that is already dirty:
+//   the times are updated when a clean page is first written, not on every store.
+//   No SFTP server writes so; a program that maps a file in incoming/ and keeps
+//   storing into its dirty pages is caught neither here nor before the move.
+// - A filesystem that does not report the inode as it is (a network filesystem's
+//   cached attributes, a FUSE filesystem), or a write to the block device beneath
+//   it. incoming/ is a local folder on the same filesystem as archive/.
+//
+// The check before the move (`spool::Spool::archive`) compares the same identity
+// with the file at its name, and rests on the same reasoning.
+
+/// How many nanoseconds a change time may be cut down to by its filesystem, at most:
+/// the largest power of ten, up to a second, that divides its nanoseconds. A
+/// filesystem that keeps nanoseconds gives 1 for nine files in ten; one that keeps
+/// seconds always gives a second.
+fn change_time_granule_ns(ctime_ns: i64) -> i64 {
+    let mut granule = 1;
+    while granule < 1_000_000_000 && ctime_ns % (granule * 10) == 0 {
+        granule *= 10;
+    }
+    granule
 }
 
-/// Hashes what passes through it, so the second pass proves it read the bytes the
-/// first pass digested; counts them for progress; gives up when `stop` is set.
-struct HashingReader<'a> {
-    inner: File,
-    hasher: Sha256,
+/// How long `identity_before_reading` waits for a file's change time to pass, at
+/// most: a change time granule of a second, and a tick.
+const CHANGE_TIME_WAIT_MAX: Duration = Duration::from_millis(1100);
+
+/// The clock the kernel stamps file times from, in nanoseconds since the epoch.
+fn coarse_clock_ns() -> io::Result<i128> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut now) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec))
+}
+
+/// The `fstat` of the open file, taken once its change time is in the past at its
+/// filesystem's granularity (see the reasoning above): then any later write into
+/// the file changes its identity. Waits while the file changed within the current
+/// tick or granule; `None` when it kept changing for `CHANGE_TIME_WAIT_MAX`. A
+/// change time more than a second ahead of the clock (the clock was set back) is
+/// taken as it is: a later write gets an earlier time, which differs all the same.
+fn identity_before_reading(file: &File, stop: &AtomicBool) -> io::Result<Option<Metadata>> {
+    let started = std::time::Instant::now();
+    loop {
+        let clock = coarse_clock_ns()?;
+        let meta = file.metadata()?;
+        let ctime = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+        let passed = ctime + i128::from(change_time_granule_ns(meta.ctime_nsec()));
+        if clock >= passed || ctime > clock + 1_000_000_000 {
+            return Ok(Some(meta));
+        }
+        if started.elapsed() >= CHANGE_TIME_WAIT_MAX {
+            return Ok(None);
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
+        let wait = u64::try_from(passed - clock).unwrap_or(u64::MAX);
+        std::thread::sleep(Duration::from_nanos(wait).clamp(Duration::from_millis(1), STOP_POLL));
+    }
+}
+
+/// `IngestError::Changed` unless the open `file` is still the version `opened`
+/// describes (see the reasoning above): nothing wrote it while it was read twice.
+fn check_unchanged(
+    file: &File,
+    opened: &Metadata,
+    name: &str,
+    stop: &AtomicBool,
+) -> Result<(), IngestError> {
+    let now = file
+        .metadata()
+        .map_err(|source| read_fault(Path::new(name), source, stop))?;
+    if FileIdentity::of(&now) == FileIdentity::of(opened) {
+        Ok(())
+    } else {
+        Err(IngestError::Changed {
+            path: name.to_owned(),
+        })
+    }
+}
+
+/// Counts the bytes that pass through it, for progress; gives up when `stop` is set.
+struct CountingReader<'a> {
+    inner: &'a File,
     bytes: &'a std::cell::Cell<u64>,
     stop: &'a AtomicBool,
 }
 
-impl Read for HashingReader<'_> {
+impl Read for CountingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(io::Error::other("stopping"));
         }
         let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
         self.bytes.set(self.bytes.get() + n as u64);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::io::Write;
+
+    /// What a test does to the file between the digest pass and the parse.
+    type Hook = Box<dyn FnOnce(&Path)>;
+
+    thread_local! {
+        /// Run by `ingest` on this thread between the digest pass and the parse.
+        static AFTER_THE_DIGEST_PASS: RefCell<Option<Hook>> =
+            const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_the_digest_pass(path: &Path) {
+        if let Some(hook) = AFTER_THE_DIGEST_PASS.with(|hook| hook.borrow_mut().take()) {
+            hook(path);
+        }
+    }
+
+    const BATCH: &str = concat!(
+        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00Z","payload":{"tail":"G-XWBA"}}"#,
+        "\n",
+        r#"{"flight_id":"BA0117-20261129","event_kind":"landing","instant_utc":"2026-11-29T12:05:00Z","payload":{"tail":"G-XWBA"}}"#,
+        "\n",
+    );
+
+    fn sha256(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// Overwrites `path` from its start with `content` of the same length, without
+    /// truncating or replacing it, and sets its modification time back to what it
+    /// was, as an SFTP client that preserves times would.
+    fn rewrite_in_place(path: &Path, content: &str) {
+        let before = std::fs::metadata(path)
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open for rewrite");
+        assert_eq!(file.metadata().expect("stat").len(), content.len() as u64);
+        file.write_all(content.as_bytes()).expect("rewrite");
+        file.set_modified(before)
+            .expect("set the modification time back");
+    }
+
+    fn ingest_with(
+        store: &mut Store,
+        path: &Path,
+        progress: Option<&dyn Fn(Progress)>,
+    ) -> Result<Outcome, IngestError> {
+        let stop = AtomicBool::new(false);
+        let options = Options {
+            file_bytes_max: FILE_BYTES_MAX_DEFAULT,
+            limits: Limits::default(),
+            progress,
+            dry_run: false,
+            stop: &stop,
+        };
+        ingest_file(store, path, options)
+    }
+
+    struct Site {
+        _dir: tempfile::TempDir,
+        store: Store,
+        path: std::path::PathBuf,
+    }
+
+    fn site() -> Site {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("spoolite.db")).expect("open the store");
+        let path = dir.path().join("batch.ndjson");
+        std::fs::write(&path, BATCH).expect("write the batch");
+        Site {
+            _dir: dir,
+            store,
+            path,
+        }
+    }
+
+    fn rewritten() -> String {
+        let rewritten = BATCH.replacen("G-XWBA", "G-XWBB", 1);
+        assert_eq!(rewritten.len(), BATCH.len());
+        rewritten
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_after_its_parse_is_not_committed_under_its_first_digest() {
+        let mut site = site();
+        let path = site.path.clone();
+        let done = Cell::new(false);
+        // A file this small is sent in one chunk once the parse has read its end:
+        // the rewrite lands after every byte was parsed and before the commit.
+        let rewrite = |_: Progress| {
+            if !done.replace(true) {
+                rewrite_in_place(&path, &rewritten());
+            }
+        };
+        match ingest_with(&mut site.store, &site.path, Some(&rewrite)) {
+            Err(IngestError::Changed { .. }) => {}
+            other => panic!("expected Changed, got {other:?}"),
+        }
+        assert!(done.get(), "the rewrite ran");
+        assert!(
+            !site
+                .store
+                .contains_batch(&sha256(BATCH.as_bytes()))
+                .expect("inbox")
+        );
+        assert_eq!(site.store.totals().expect("totals").batches, 0);
+        // Taken again, the file goes in with the digest of what it now holds.
+        let digest = match ingest_with(&mut site.store, &site.path, None) {
+            Ok(Outcome::Processed { digest, .. }) => digest,
+            other => panic!("expected Processed, got {other:?}"),
+        };
+        assert_eq!(digest, sha256(rewritten().as_bytes()));
+        assert_eq!(site.store.totals().expect("totals").batches, 1);
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_between_the_digest_and_the_parse_is_not_committed() {
+        let mut site = site();
+        AFTER_THE_DIGEST_PASS.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(|path: &Path| {
+                rewrite_in_place(path, &rewritten());
+            }));
+        });
+        let result = ingest_with(&mut site.store, &site.path, None);
+        assert!(
+            AFTER_THE_DIGEST_PASS.with(|hook| hook.borrow().is_none()),
+            "the rewrite ran"
+        );
+        match result {
+            Err(IngestError::Changed { .. }) => {}
+            other => panic!("expected Changed, got {other:?}"),
+        }
+        assert_eq!(site.store.totals().expect("totals").batches, 0);
+    }
+
+    #[test]
+    fn a_file_appended_to_while_it_is_parsed_is_not_committed() {
+        let mut site = site();
+        let path = site.path.clone();
+        let done = Cell::new(false);
+        let append = |_: Progress| {
+            if !done.replace(true) {
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .expect("open to append");
+                file.write_all(BATCH.as_bytes()).expect("append");
+            }
+        };
+        match ingest_with(&mut site.store, &site.path, Some(&append)) {
+            Err(IngestError::Changed { .. }) => {}
+            other => panic!("expected Changed, got {other:?}"),
+        }
+        assert_eq!(site.store.totals().expect("totals").batches, 0);
+    }
+
+    #[test]
+    fn an_unchanged_file_is_committed_under_its_digest() {
+        let mut site = site();
+        match ingest_with(&mut site.store, &site.path, None) {
+            Ok(Outcome::Processed { digest, counts, .. }) => {
+                assert_eq!(digest, sha256(BATCH.as_bytes()));
+                assert_eq!(counts.inserted, 2);
+            }
+            other => panic!("expected Processed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_change_time_granule_is_the_largest_power_of_ten_that_divides_it() {
+        assert_eq!(change_time_granule_ns(123_456_789), 1);
+        assert_eq!(change_time_granule_ns(123_456_780), 10);
+        assert_eq!(change_time_granule_ns(123_000_000), 1_000_000);
+        assert_eq!(change_time_granule_ns(500_000_000), 100_000_000);
+        assert_eq!(change_time_granule_ns(0), 1_000_000_000);
+    }
+
+    #[test]
+    fn a_file_just_changed_is_taken_only_once_the_clock_has_passed_its_change_time() {
+        let site = site();
+        let file = open_no_follow(&site.path).expect("open");
+        let stop = AtomicBool::new(false);
+        let meta = identity_before_reading(&file, &stop)
+            .expect("fstat")
+            .expect("the file is still");
+        let ctime = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+        let granule = i128::from(change_time_granule_ns(meta.ctime_nsec()));
+        assert!(coarse_clock_ns().expect("clock") >= ctime + granule);
     }
 }

@@ -8,6 +8,7 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod batch;
+pub mod changes;
 pub mod cli;
 pub mod clock;
 pub mod commands;

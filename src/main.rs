@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
-use spoolite::{commands, daemon, logging};
+use spoolite::{changes, commands, daemon, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Ingest(args) => commands::ingest(args),
         Command::Status(args) => commands::status(args, &plan.defaults),
+        Command::Changes(args) => changes::run(args),
         Command::Key(args) => commands::key(args),
     }
 }

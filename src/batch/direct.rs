@@ -10,7 +10,7 @@
 //! `json::Parser` step for step, and the field rules run in `from_parsed`'s order,
 //! after the whole text is read.
 
-use super::event::{self, Event, Invalid, InvalidReason};
+use super::event::{self, Event, FIELDS, Invalid, InvalidReason};
 use super::json::{Cursor, JsonError, write_string};
 
 /// Buffers kept from one event to the next, so that reading an event allocates
@@ -83,14 +83,6 @@ impl Slot {
     }
 }
 
-const FIELDS: [&str; 6] = [
-    "flight_id",
-    "event_kind",
-    "instant_utc",
-    "source_revision",
-    "payload",
-    "retracted",
-];
 const PAYLOAD: usize = 4;
 const RETRACTED: usize = 5;
 
@@ -360,7 +352,7 @@ impl Parser<'_, '_> {
             Some(b'"') => return self.string().map(Slot::Text),
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
-                self.number()?;
+                self.skip_number()?;
                 return Ok(Slot::Number(start, self.pos));
             }
             _ => {}
@@ -414,7 +406,7 @@ impl Parser<'_, '_> {
             Some(b'n') => self.literal("null", out),
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
-                self.number()?;
+                self.skip_number()?;
                 // Numbers are kept exactly as written.
                 out.push_str(&self.text[start..self.pos]);
                 Ok(())
@@ -445,42 +437,6 @@ impl Parser<'_, '_> {
         }
         out.push_str(word);
         Ok(())
-    }
-
-    /// Steps over a number.
-    fn number(&mut self) -> Result<(), JsonError> {
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.syntax("expected a digit")),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.syntax("expected a digit after the decimal point"));
-            }
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.syntax("expected a digit in the exponent"));
-            }
-            self.digits();
-        }
-        Ok(())
-    }
-
-    fn digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
     }
 
     /// A string, borrowed from the text when it holds no escape.

@@ -428,6 +428,16 @@ pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> 
     hasher.finalize().into()
 }
 
+/// The fields an event may hold, in the contract's order; any other makes it invalid.
+pub const FIELDS: [&str; 6] = [
+    "flight_id",
+    "event_kind",
+    "instant_utc",
+    "source_revision",
+    "payload",
+    "retracted",
+];
+
 /// A valid event in canonical form. `revision` is `None` when the event has none of
 /// its own, so that the file's `source_revision` (which may come after the events in
 /// a `.json` file) can stand in for it.
@@ -522,14 +532,6 @@ impl Event {
                 format!("the field {path:?} stands more than once"),
             ));
         }
-        const FIELDS: [&str; 6] = [
-            "flight_id",
-            "event_kind",
-            "instant_utc",
-            "source_revision",
-            "payload",
-            "retracted",
-        ];
         if let Some((name, _)) = members.iter().find(|(k, _)| !FIELDS.contains(&k.as_str())) {
             return Err(invalid(
                 InvalidReason::UnknownField,

@@ -153,6 +153,42 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Steps over a number, as JSON's grammar has it.
+    pub(super) fn skip_number(&mut self) -> Result<(), JsonError> {
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.skip_digits(),
+            _ => return Err(self.syntax("expected a digit")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.syntax("expected a digit after the decimal point"));
+            }
+            self.skip_digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.syntax("expected a digit in the exponent"));
+            }
+            self.skip_digits();
+        }
+        Ok(())
+    }
+
+    fn skip_digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
     pub(super) fn expect(&mut self, byte: u8, message: &'static str) -> Result<(), JsonError> {
         if self.peek() == Some(byte) {
             self.pos += 1;
@@ -215,39 +251,9 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Result<Value, JsonError> {
         let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.syntax("expected a digit")),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.syntax("expected a digit after the decimal point"));
-            }
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.syntax("expected a digit in the exponent"));
-            }
-            self.digits();
-        }
+        self.skip_number()?;
         let text = std::str::from_utf8(&self.bytes[start..self.pos]).expect("digits are ASCII");
         Ok(Value::Number(text.to_owned()))
-    }
-
-    fn digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
     }
 
     fn string(&mut self) -> Result<String, JsonError> {

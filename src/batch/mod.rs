@@ -39,7 +39,7 @@ use std::io::{self, BufRead};
 pub use document::JsonReader;
 pub use event::{Event, Invalid, InvalidReason};
 pub use ndjson::NdjsonReader;
-pub use preflight::{Utf8Check, preflight};
+pub use preflight::{LineOf, Utf8Check, Utf8Verdict, preflight};
 use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).

@@ -1,6 +1,6 @@
 //! The whole-file rules that come before parsing: the format by extension, the size
 //! limit, an empty file, and the encoding (UTF-8 throughout, or cut inside its last
-//! character, which counts as still arriving). Pure: names, sizes and chunks of bytes
+//! character, which counts as still arriving; `LineOf` says where a bad byte stands). Pure: names, sizes and chunks of bytes
 //! in, a `Rejection` out. With the readers' own rejections, these are every reason a
 //! whole file is rejected; the daemon's readiness rules decide only when a file that
 //! may still be arriving has waited long enough.
@@ -39,18 +39,28 @@ pub fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, 
 }
 
 /// Checks that a file is UTF-8 throughout, fed its bytes in chunks of any size;
-/// remembers where the first bad byte stands (line, column, byte offset).
+/// remembers the offset of the first bad byte. It runs in the digest pass of every
+/// file, a re-drop's included, so it only validates: the line of a bad byte is
+/// found by `LineOf`, fed the file again, only for a file that is rejected.
 #[derive(Debug, Default)]
 pub struct Utf8Check {
     /// Bytes fed so far.
     offset: u64,
-    /// Newlines before the bad byte (or so far), and where the current line starts.
-    lines: u64,
-    line_start: u64,
     /// Up to 3 bytes of a character cut by the end of the previous chunk.
     carry: Vec<u8>,
     /// The offset of the first invalid byte, once found.
     invalid_at: Option<u64>,
+}
+
+/// What `Utf8Check` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Utf8Verdict {
+    Utf8,
+    /// An invalid byte at this offset: the file is `not_utf8`, and `LineOf` says
+    /// where.
+    InvalidAt(u64),
+    /// The file ends inside a character: `truncated`.
+    Cut(Rejection),
 }
 
 impl Utf8Check {
@@ -59,44 +69,92 @@ impl Utf8Check {
             return;
         }
         self.invalid_at = check_utf8(&mut self.carry, chunk, self.offset);
-        let upto = match self.invalid_at {
-            Some(at) => usize::try_from(at.saturating_sub(self.offset))
-                .unwrap_or(usize::MAX)
-                .min(chunk.len()),
-            None => chunk.len(),
-        };
-        for (i, _) in chunk[..upto]
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-        {
-            self.lines += 1;
-            self.line_start = self.offset + i as u64 + 1;
+        self.offset += chunk.len() as u64;
+    }
+
+    pub fn finish(self) -> Utf8Verdict {
+        if let Some(at) = self.invalid_at {
+            return Utf8Verdict::InvalidAt(at);
+        }
+        if self.carry.is_empty() {
+            return Utf8Verdict::Utf8;
+        }
+        Utf8Verdict::Cut(Rejection::new(
+            RejectReason::Truncated,
+            "the file ends inside a UTF-8 character; it may still be arriving",
+        ))
+    }
+}
+
+/// Where the byte at `at` stands (line, byte of the line), fed the file's bytes from
+/// its start in chunks of any size; bytes from `at` on are not looked at.
+#[derive(Debug)]
+pub struct LineOf {
+    at: u64,
+    /// Bytes fed so far.
+    offset: u64,
+    /// Newlines before `at` (or so far), and where the line of `at` starts.
+    lines: u64,
+    line_start: u64,
+}
+
+impl LineOf {
+    pub fn new(at: u64) -> LineOf {
+        LineOf {
+            at,
+            offset: 0,
+            lines: 0,
+            line_start: 0,
+        }
+    }
+
+    /// Whether the bytes up to `at` have all been fed.
+    pub fn done(&self) -> bool {
+        self.offset >= self.at
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let upto = usize::try_from(self.at.saturating_sub(self.offset))
+            .unwrap_or(usize::MAX)
+            .min(chunk.len());
+        let scanned = &chunk[..upto];
+        let newlines = count_newlines(scanned);
+        if newlines > 0 {
+            self.lines += newlines;
+            if let Some(last) = scanned.iter().rposition(|&b| b == b'\n') {
+                self.line_start = self.offset + last as u64 + 1;
+            }
         }
         self.offset += chunk.len() as u64;
     }
 
-    /// Why the file is rejected, if it is: `not_utf8` with where, or `truncated`
-    /// when only its last character is cut.
-    pub fn finish(self) -> Option<Rejection> {
-        if let Some(at) = self.invalid_at {
-            return Some(Rejection::new(
-                RejectReason::NotUtf8,
-                format!(
-                    "the file is not UTF-8: invalid byte at line {}, byte {} of the line \
-                     (byte offset {at}); save it as UTF-8 and drop it again",
-                    self.lines + 1,
-                    at - self.line_start + 1
-                ),
-            ));
-        }
-        (!self.carry.is_empty()).then(|| {
-            Rejection::new(
-                RejectReason::Truncated,
-                "the file ends inside a UTF-8 character; it may still be arriving",
-            )
-        })
+    /// The file's `not_utf8` rejection, saying where its bad byte stands.
+    pub fn not_utf8(self) -> Rejection {
+        let at = self.at;
+        Rejection::new(
+            RejectReason::NotUtf8,
+            format!(
+                "the file is not UTF-8: invalid byte at line {}, byte {} of the line \
+                 (byte offset {at}); save it as UTF-8 and drop it again",
+                self.lines + 1,
+                at - self.line_start + 1
+            ),
+        )
     }
+}
+
+/// How many newlines `bytes` holds. Counted in blocks of 255 bytes into a byte
+/// counter, which the compiler turns into vector compares and adds.
+fn count_newlines(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks(255)
+        .map(|block| {
+            let in_block = block
+                .iter()
+                .fold(0u8, |count, &b| count + u8::from(b == b'\n'));
+            u64::from(in_block)
+        })
+        .sum()
 }
 
 /// Validates `chunk` (which starts at `offset` in the file) after the `carry` left
@@ -136,7 +194,21 @@ mod tests {
         for chunk in chunks {
             check.feed(chunk);
         }
-        check.finish().map(|r| (r.reason, r.detail))
+        let rejection = match check.finish() {
+            Utf8Verdict::Utf8 => return None,
+            Utf8Verdict::Cut(rejection) => rejection,
+            Utf8Verdict::InvalidAt(at) => {
+                let mut line = LineOf::new(at);
+                for chunk in chunks {
+                    if line.done() {
+                        break;
+                    }
+                    line.feed(chunk);
+                }
+                line.not_utf8()
+            }
+        };
+        Some((rejection.reason, rejection.detail))
     }
 
     #[test]
@@ -160,6 +232,23 @@ mod tests {
         );
         let (reason, _) = check(&[b"{\"a\": \"\xe2\x82"]).expect("cut");
         assert_eq!(reason, RejectReason::Truncated);
+    }
+
+    #[test]
+    fn the_line_of_a_bad_byte_is_counted_across_chunks_of_many_lines() {
+        // 1000 lines (more than one block of the newline count) of 3 bytes, then a
+        // bad byte as the third of line 1001, fed in chunks of every size.
+        let mut text = b"ab\n".repeat(1000);
+        text.extend_from_slice(b"cd\xffe\n");
+        for size in [1, 2, 3, 254, 255, 256, 1000, text.len()] {
+            let chunks: Vec<&[u8]> = text.chunks(size).collect();
+            let (reason, detail) = check(&chunks).expect("invalid");
+            assert_eq!(reason, RejectReason::NotUtf8);
+            assert!(
+                detail.contains("line 1001, byte 3 of the line (byte offset 3002)"),
+                "chunks of {size}: {detail}"
+            );
+        }
     }
 
     #[test]

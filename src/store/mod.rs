@@ -1,10 +1,12 @@
 //! The database: a SQLite file, or a PostgreSQL database (`postgres`) that many
 //! writers share, behind one `Store` and one `Batch` whose callers do not tell
 //! them apart. For SQLite: opening it (`open`: pragmas, migrations), one
-//! transaction per batch file (`writer`); for both, the contract's outcome rules as
-//! a pure fold (`fold`) that decides what each backend writes. The only module
-//! that talks to a database.
+//! transaction per batch file (`writer`, with its flights kept by `flights`), the
+//! change feed's reads (`changes`); for both, the contract's outcome rules as a
+//! pure fold (`fold`) that decides what each backend writes. The only module that
+//! talks to a database.
 
+pub mod changes;
 mod error;
 mod flights;
 pub mod fold;

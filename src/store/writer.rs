@@ -6,7 +6,8 @@
 //! row. A key's first version is inserted outright, and its stored row looked up
 //! only when that insert meets one. A dry run folds the same way with no write path.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, Statement, Transaction, params};
@@ -62,6 +63,11 @@ pub(super) struct Writer {
     pub(super) now: String,
     batch_ref: i64,
     next_change_seq: Cell<i64>,
+    /// Rows written: inserted, or replacing a row of a batch in `replaced`.
+    rows_written: Cell<i64>,
+    /// Per batch, how many of the rows it last wrote this batch replaced, so that
+    /// each inbox row's `rows_last_written` stays a count kept, not computed.
+    replaced: RefCell<HashMap<i64, i64>>,
 }
 
 impl Writer {
@@ -72,6 +78,8 @@ impl Writer {
             now: now.to_owned(),
             batch_ref: 0,
             next_change_seq: Cell::new(0),
+            rows_written: Cell::new(0),
+            replaced: RefCell::new(HashMap::new()),
         }
     }
 }
@@ -199,7 +207,7 @@ impl Batch<'_> {
             None => {
                 let mut lookup = self.tx.prepare(LOOKUP)?;
                 let start = |row: &Staged<'_>, _: Version<'_>, fold: &mut KeyFold| {
-                    start_from_stored(&mut lookup, row.key, fold).map(|live| Start::Stored { live })
+                    start_from_stored(&mut lookup, row.key, fold).map(|row| Start::Stored { row })
                 };
                 fold_merged(runs, default_revision, stop, start, |_| Ok(()))?
             }
@@ -249,11 +257,15 @@ enum Effect<'a> {
         version: Version<'a>,
         raw: &'a str,
     },
-    /// `version` won for `key`: write it, with the rest of its row.
+    /// `version` won for `key`: write it, with the rest of its row, over the row
+    /// the batch `replaces` wrote (`None`: no row).
     Write {
         key: &'a [u8; 32],
         columns: &'a KeyColumns,
         version: Version<'a>,
+        replaces: Option<i64>,
+        /// The stored row's `retracted` differs from the version's.
+        retracted_changes: bool,
     },
     /// A key of the flight `flight_ref`, of a timed kind, ends the file not live
     /// though it was live before or the file held a live version of it (which its
@@ -264,12 +276,21 @@ enum Effect<'a> {
 /// How the fold of a key was started, by the backend, from its first version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Start {
-    /// From the key's stored row, looked up: `live` is `None` if it has none,
-    /// else whether the row is live (not retracted).
-    Stored { live: Option<bool> },
+    /// From the key's stored row, looked up (`None`: it has none).
+    Stored { row: Option<StoredRow> },
     /// From no row: the first version was inserted outright, which proves the key
-    /// had none, and is in the table as the fold's first winner.
-    Inserted,
+    /// had none, and is in the table as the fold's first winner, written by the
+    /// batch `batch_ref`.
+    Inserted { batch_ref: i64 },
+}
+
+/// What the fold needs of a key's stored row besides its version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StoredRow {
+    /// Not retracted.
+    live: bool,
+    /// The batch that last wrote it.
+    batch_ref: i64,
 }
 
 /// The columns of a key's row besides its version, from its first event (every
@@ -295,7 +316,7 @@ impl KeyColumns {
 }
 
 /// The stored version of a key, found through the key's index (on its hex).
-const LOOKUP: &str = "SELECT source_revision, payload, retracted FROM duty_event_data
+const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM duty_event_data
      WHERE lower(hex(key)) = lower(hex(?1))";
 
 /// The key being folded: its columns, whether the table already holds what the
@@ -306,6 +327,10 @@ struct Current {
     written: bool,
     live_before: bool,
     offered_live: bool,
+    /// The batch that wrote the row the table holds for the key (`None`: none).
+    table_batch: Option<i64>,
+    /// Whether the row the table holds for the key is live (`None`: no row).
+    table_live: Option<bool>,
 }
 
 /// Folds the merged events key by key onto their stored rows and hands `effect`
@@ -347,12 +372,29 @@ fn fold_merged(
                 written: false,
                 live_before: false,
                 offered_live: false,
+                table_batch: None,
+                table_live: None,
             });
             key.columns.take(row);
             key.offered_live = false;
-            (key.written, key.live_before) = match start(row, incoming, &mut fold)? {
-                Start::Inserted => (true, false),
-                Start::Stored { live } => (false, live == Some(true)),
+            (
+                key.written,
+                key.live_before,
+                key.table_batch,
+                key.table_live,
+            ) = match start(row, incoming, &mut fold)? {
+                Start::Inserted { batch_ref } => (
+                    true,
+                    false,
+                    Some(batch_ref),
+                    Some(!incoming.content.retracted),
+                ),
+                Start::Stored { row } => (
+                    false,
+                    row.is_some_and(|row| row.live),
+                    row.map(|row| row.batch_ref),
+                    row.map(|row| row.live),
+                ),
             };
         }
         let outcome = fold.offer(incoming);
@@ -380,27 +422,31 @@ fn fold_merged(
     Ok(counts)
 }
 
-/// Starts the fold of `key` from its stored row; returns `None` if it has none,
-/// else whether the row is live.
+/// Starts the fold of `key` from its stored row; returns what else the fold needs
+/// of that row (`None`: it has none).
 fn start_from_stored(
     lookup: &mut Statement<'_>,
     key: &[u8; 32],
     fold: &mut KeyFold,
-) -> Result<Option<bool>, StoreError> {
+) -> Result<Option<StoredRow>, StoreError> {
     let mut rows = lookup.query([key])?;
-    let stored = match rows.next()? {
-        Some(row) => Some(Version {
-            revision: row.get(0)?,
-            content: Content {
-                payload: text(row, 1)?,
-                retracted: row.get(2)?,
-            },
-        }),
-        None => None,
+    let Some(row) = rows.next()? else {
+        fold.start(None);
+        return Ok(None);
     };
-    let live = stored.map(|stored| !stored.content.retracted);
-    fold.start(stored);
-    Ok(live)
+    let stored = Version {
+        revision: row.get(0)?,
+        content: Content {
+            payload: text(row, 1)?,
+            retracted: row.get(2)?,
+        },
+    };
+    let found = StoredRow {
+        live: !stored.content.retracted,
+        batch_ref: row.get(3)?,
+    };
+    fold.start(Some(stored));
+    Ok(Some(found))
 }
 
 /// Column `index` of `row` as text borrowed from SQLite, valid until the row
@@ -427,6 +473,10 @@ fn end_key(
             key: &done.columns.key,
             columns: &done.columns,
             version,
+            replaces: done.table_batch,
+            retracted_changes: done
+                .table_live
+                .is_some_and(|live| live == version.content.retracted),
         })?;
     }
     let live_after = fold.latest().is_some_and(|v| !v.content.retracted);
@@ -459,13 +509,22 @@ fn insert_new_sql() -> String {
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
 /// revision guard: a row is only ever replaced by a higher revision.
-fn upsert_sql() -> String {
+///
+/// `retracted` is set only when `set_retracted`: SQLite rewrites every index that
+/// holds a column the `SET` names, and the analysts' index of live rows holds
+/// `retracted` (in its `WHERE`), so an update that keeps it leaves that index alone.
+fn upsert_sql(set_retracted: bool) -> String {
+    let retracted = if set_retracted {
+        "retracted = excluded.retracted,"
+    } else {
+        ""
+    };
     format!(
         "INSERT INTO duty_event_data {ROW_COLUMNS}
      ON CONFLICT ({KEY_INDEX}) DO UPDATE SET
          source_revision = excluded.source_revision,
          payload = excluded.payload,
-         retracted = excluded.retracted,
+         {retracted}
          batch_ref = excluded.batch_ref,
          updated_at = excluded.updated_at,
          change_seq = excluded.change_seq
@@ -513,17 +572,19 @@ impl Writer {
         let start = |row: &Staged<'_>, first: Version<'_>, fold: &mut KeyFold| {
             if expect_new && self.insert_new(&mut insert_new, row, first)? {
                 fold.start(None);
-                return Ok(Start::Inserted);
+                return Ok(Start::Inserted {
+                    batch_ref: self.batch_ref,
+                });
             }
-            let live = start_from_stored(&mut lookup, row.key, fold)?;
-            expect_new = live.is_none();
-            Ok(Start::Stored { live })
+            let row = start_from_stored(&mut lookup, row.key, fold)?;
+            expect_new = row.is_none();
+            Ok(Start::Stored { row })
         };
         // The upsert is prepared at the first winner that needs it: prepared before
         // the apply, SQLite's lookaside memory ran short during it (five times the
         // fallbacks to malloc) and the ingest took 1.9% more instructions
         // (cachegrind, 20k events).
-        let mut upsert: Option<Statement<'_>> = None;
+        let mut upserts: [Option<Statement<'_>>; 2] = [None, None];
         fold_merged(runs, default_revision, stop, start, |effect| match effect {
             Effect::Conflict {
                 index,
@@ -534,12 +595,20 @@ impl Writer {
                 key,
                 columns,
                 version,
+                replaces,
+                retracted_changes,
             } => {
-                let upsert = match &mut upsert {
+                let upsert = match &mut upserts[usize::from(retracted_changes)] {
                     Some(upsert) => upsert,
-                    None => upsert.insert(self.prepare_row_statement(tx, &upsert_sql())?),
+                    slot => {
+                        slot.insert(self.prepare_row_statement(tx, &upsert_sql(retracted_changes))?)
+                    }
                 };
-                self.upsert(upsert, key, columns, version)
+                self.upsert(upsert, key, columns, version)?;
+                if let Some(batch_ref) = replaces {
+                    *self.replaced.borrow_mut().entry(batch_ref).or_default() += 1;
+                }
+                Ok(())
             }
             Effect::Untimed { flight_ref } => flights.recompute(tx, flight_ref),
         })
@@ -550,9 +619,10 @@ impl Writer {
         self.next_change_seq.get()
     }
 
-    /// Counts a row written with `change_seq()`.
+    /// Counts a row written with `change_seq()`: this batch is now its last writer.
     fn wrote_row(&self) {
         self.next_change_seq.set(self.next_change_seq.get() + 1);
+        self.rows_written.set(self.rows_written.get() + 1);
     }
 
     /// Prepares `sql` (`insert_new_sql` or `upsert_sql`) with what every row of
@@ -643,10 +713,12 @@ impl Writer {
         header: &Header,
         counts: &Counts,
     ) -> Result<(), StoreError> {
+        let mut replaced = self.replaced.take();
         tx.execute(
             "INSERT INTO ingest_inbox (batch_ref, batch_digest, batch_id, file_name, ingested_at,
-                 events_total, inserted, updated, unchanged, stale, conflicts, invalid)
-             VALUES (?12, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 events_total, inserted, updated, unchanged, stale, conflicts, invalid,
+                 rows_last_written)
+             VALUES (?12, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?13)",
             params![
                 self.digest,
                 header.batch_id,
@@ -660,8 +732,17 @@ impl Writer {
                 counts.conflicts as i64,
                 counts.invalid as i64,
                 self.batch_ref,
+                self.rows_written.get() - replaced.remove(&self.batch_ref).unwrap_or(0),
             ],
         )?;
+        let mut less = tx.prepare(
+            "UPDATE ingest_inbox SET rows_last_written = rows_last_written - ?2
+             WHERE batch_ref = ?1",
+        )?;
+        for (batch_ref, rows) in replaced {
+            less.execute([batch_ref, rows])?;
+        }
+        drop(less);
         let started = std::time::Instant::now();
         tx.commit()?;
         log::debug!("committed in {:?}", started.elapsed());

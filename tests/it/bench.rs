@@ -1,6 +1,8 @@
 //! The benchmark harness still runs: a smoke run (10k events, a 3 s idle window,
-//! backlogs of 300 and 100 files) on the debug binaries, so that `spoolite-bench`
-//! cannot rot. Its figures are not checked: benchmarks are not tests.
+//! backlogs of 300 and 100 files, the fair floor built under target/perf-floor and
+//! run, the analyst queries on a 30k-row database) on the debug binaries, so that
+//! `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are not
+//! tests.
 
 use std::process::Command;
 
@@ -22,7 +24,10 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
     );
     let results = std::fs::read_to_string(dir.path().join("results.md")).expect("results.md");
     for figure in [
-        "floor",
+        "the bench's floor",
+        "fair floor `c21ixfr`",
+        "fair floor `c21ixfr --batch-ref`",
+        "`--dry-run`",
         "SHA-256",
         "updated",
         "unchanged",
@@ -32,6 +37,9 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         "backlog of 300",
         "backlog of 100",
         "first and last 100 files",
+        "flight_times, one day of off_blocks_utc",
+        "duty_event by idempotency_key",
+        "batch_summary for one file",
     ] {
         assert!(
             results.contains(figure),

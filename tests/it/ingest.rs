@@ -1302,6 +1302,15 @@ fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
         );
         assert_eq!(conflicts, 0, "conflict-free files: {row:?}");
     }
+    let miscounted = query(
+        db,
+        "SELECT batch_digest, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
+             <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+    );
+    assert!(
+        miscounted.is_empty(),
+        "rows_last_written is the count of the rows each batch last wrote: {miscounted:?}"
+    );
     let orphans = query(
         db,
         "SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox",
@@ -2096,5 +2105,37 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
             &format!("SELECT count(*) FROM duty_event WHERE idempotency_key = '{K_DUTY}'")
         ),
         [["1"]]
+    );
+}
+
+/// The digest pass only validates UTF-8; the line of a bad byte is found by reading
+/// the file again. Past several read buffers, the detail still names the line.
+#[test]
+fn a_bad_byte_far_into_a_file_is_named_by_its_line_and_byte() {
+    let site = Site::new();
+    let line = event(
+        "BA0117-20261129",
+        "off_blocks",
+        "2026-11-29T10:05:00Z",
+        Some(1),
+        r#"{"tail":"G-XWBA"}"#,
+    );
+    let lines = 3000;
+    let mut content = format!("{line}\n").repeat(lines).into_bytes();
+    content.extend_from_slice(b"{\"flight_id\":\"Z\xfcrich\"}\n");
+    let at = content.len() - 8;
+    assert_eq!(content[at], 0xfc);
+    let path = site.file("far.ndjson", &content);
+    let (code, outcomes) = site.ingest(&[&path]);
+    assert_eq!(code, 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["reason"], "not_utf8", "{outcomes:?}");
+    assert_eq!(outcomes[0]["sha256"], sha256_hex(&content), "{outcomes:?}");
+    let detail = outcomes[0]["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&format!(
+            "line {}, byte 16 of the line (byte offset {at})",
+            lines + 1
+        )),
+        "{detail}"
     );
 }

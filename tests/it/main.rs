@@ -2,7 +2,9 @@
 //! folders and compares whole tables.
 
 mod bench;
+mod changes;
 mod daemon;
+mod datasette;
 mod faults;
 mod fold;
 mod ingest;

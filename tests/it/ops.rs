@@ -1811,7 +1811,9 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
             "{steps:?}"
         );
         assert!(
-            steps.iter().all(|step| step.starts_with("SEARCH")),
+            steps
+                .iter()
+                .all(|step| step.starts_with("SEARCH") || step.starts_with("CORRELATED")),
             "{steps:?}"
         );
         assert_eq!(query(&site.db, &by_key).len(), 1, "{view}");

@@ -36,6 +36,11 @@ pub struct ChildArgs {
     /// The database, created through `Store::open` when missing.
     #[arg(long)]
     pub db: PathBuf,
+    /// `__ingest` only: classify every event and roll back, as `spoolite ingest
+    /// --dry-run` does (read-only on an existing database, else against an empty one
+    /// in memory).
+    #[arg(long)]
+    pub dry_run: bool,
     /// The batch file.
     pub file: PathBuf,
 }
@@ -68,15 +73,24 @@ pub struct Measured {
 }
 
 /// `__ingest`: one file through `spoolite::ingest::ingest_file`, timed around that
-/// call alone.
+/// call alone. With `--dry-run` the store is opened as `spoolite ingest --dry-run`
+/// opens it.
 pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
-    let mut store = Store::open(&args.db)?;
+    let mut store = match (args.dry_run, args.db.exists()) {
+        (false, _) => Store::open(&args.db)?,
+        (true, true) => {
+            let mut store = Store::open_read_only(&args.db)?;
+            store.require_current_schema(&args.db)?;
+            store
+        }
+        (true, false) => Store::open_empty_in_memory()?,
+    };
     let stop = AtomicBool::new(false);
     let options = ingest::Options {
         file_bytes_max: u64::MAX,
         limits: spoolite::batch::Limits::default(),
         progress: None,
-        dry_run: false,
+        dry_run: args.dry_run,
         stop: &stop,
     };
     let started = Instant::now();
@@ -158,8 +172,18 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
 
 /// Runs this binary's hidden subcommand `which` on `file` and `db` in a child.
 pub fn run_child(which: &str, db: &Path, file: &Path) -> BenchResult<(ChildReport, Measured)> {
+    run_child_with(which, &[], db, file)
+}
+
+/// `run_child` with more flags for the subcommand (`--dry-run`).
+pub fn run_child_with(
+    which: &str,
+    flags: &[&str],
+    db: &Path,
+    file: &Path,
+) -> BenchResult<(ChildReport, Measured)> {
     let mut command = Command::new(std::env::current_exe()?);
-    command.arg(which).arg("--db").arg(db).arg(file);
+    command.arg(which).args(flags).arg("--db").arg(db).arg(file);
     let measured = measure(command)?;
     let report: ChildReport = serde_json::from_str(measured.stdout.trim()).map_err(|e| {
         format!(

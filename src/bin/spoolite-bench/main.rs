@@ -1,13 +1,17 @@
 //! spoolite-bench: one command that generates deterministic batch files and measures
-//! spoolite side by side with a minimal insert loop (the floor), SHA-256, the
-//! sqlite-utils upsert and a live daemon, then prints a Markdown table of every
-//! figure with its baseline and target. See BENCHMARKS.md for how to read it.
+//! spoolite side by side with the fair floor (the stand-alone `spoolite-perf-limit`,
+//! built in the same run), a minimal insert loop of its own (the bench's floor),
+//! SHA-256, the sqlite-utils upsert and a live daemon, times the analysts' queries
+//! on a large database, then prints a Markdown table of every figure with its
+//! baseline and target. See BENCHMARKS.md for how to read it.
 
 #![warn(clippy::unwrap_used)]
 
+mod analyst;
 mod backlog;
 mod child;
 mod daemon;
+mod fairfloor;
 mod generate;
 mod idle;
 mod latency;
@@ -128,20 +132,32 @@ pub struct Options {
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
-    /// Run only these sections (by number: 0 to 9, M; repeatable or comma-separated),
+    /// Run only these sections (by number: 0 to 9, M, A; repeatable or comma-separated),
     /// e.g. `--only 8,9` for the idle daemon and the backlog, which need no generated
     /// batch files. The other sections are left out of the table.
     #[arg(long, value_delimiter = ',', value_name = "SECTION")]
     pub only: Vec<String>,
-    /// How often the re-drop and the SHA-256 pass are repeated; the median counts.
+    /// How often the .ndjson first ingest and the floors (interleaved), and the
+    /// re-drop and the SHA-256 pass, are repeated; the median counts.
     #[arg(long, default_value_t = 3, value_name = "COUNT")]
     pub repeat: u32,
+    /// The fair floor's source (a copy is built under the build's target/perf-floor);
+    /// default: `../shared/perf-floor` from the crate root, looked for beside the
+    /// crate root and each folder above it.
+    #[arg(long, value_name = "DIR")]
+    pub perf_floor: Option<PathBuf>,
+    /// Rows of the database the analyst queries (section A) run on. Default: the
+    /// growth section's database (--growth-base + --events rows) when section 5 ran,
+    /// else one of --growth-base rows built for section A.
+    #[arg(long, value_name = "COUNT")]
+    pub analyst_rows: Option<u64>,
     /// Seed of the generated events.
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,
     /// A run for CI that only proves the bench still works: 10k events, growth base
-    /// 20k, 20 latency files, no peer, a 3 s idle window, backlogs of 300 and 100
-    /// files (windows of 100). Overrides those options.
+    /// 20k, 20 latency files, no peer, one repeat, a 3 s idle window, backlogs of 300
+    /// and 100 files (windows of 100). Overrides those options. The fair floor is
+    /// built and run as in a full run.
     #[arg(long)]
     pub smoke: bool,
 }

@@ -143,6 +143,9 @@ pub fn mebibytes(bytes: u64) -> String {
 pub fn count(events: u64) -> String {
     match events {
         n if n >= 1_000_000 && n.is_multiple_of(1_000_000) => format!("{}M", n / 1_000_000),
+        n if n >= 1_000_000 && n.is_multiple_of(100_000) => {
+            format!("{}.{}M", n / 1_000_000, n / 100_000 % 10)
+        }
         n if n >= 1000 && n.is_multiple_of(1000) => format!("{}k", n / 1000),
         n => thousands(n),
     }

@@ -1,0 +1,169 @@
+//! Reading the change feed: the rows of `duty_event_all` after a `change_seq`, in
+//! `change_seq` order, a bounded page per query, on a read-only connection, and the
+//! cheap look (`PRAGMA data_version`) that tells a follower whether anything was
+//! committed since it last read.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::{StoreError, open};
+
+/// The most rows one query reads. A page is read in one statement (one snapshot)
+/// and handed over row by row, so memory holds one row at a time, and a reader that
+/// writes slowly holds a read snapshot (and with it the WAL's checkpoint) for one
+/// page at most.
+pub const PAGE_ROWS: usize = 1000;
+
+/// One row of `duty_event_all`, every column, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub idempotency_key: String,
+    pub flight_id: String,
+    pub event_kind: String,
+    pub instant_utc: String,
+    pub source_revision: i64,
+    /// The canonical payload: compact JSON text of an object.
+    pub payload: String,
+    pub retracted: bool,
+    /// The batch that last wrote the row (NULL only if its inbox row were gone).
+    pub batch_digest: Option<String>,
+    pub first_seen_at: String,
+    pub updated_at: String,
+    pub change_seq: i64,
+}
+
+/// A read-only connection to a spoolite database of the current schema, for
+/// reading its change feed.
+pub struct ChangeFeed {
+    conn: Connection,
+}
+
+/// The columns of `duty_event_all`, in its order. `change_seq > ?1 ORDER BY
+/// change_seq` walks the view's unique `change_seq` index.
+const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, \
+     source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
+     FROM duty_event_all WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2";
+
+impl ChangeFeed {
+    /// Opens the existing database at `path` read-only (nothing is created, locked
+    /// for writing or upgraded), and refuses a schema older than this spoolite's
+    /// (`StoreError::OlderSchema`): only the daemon upgrades a database.
+    pub fn open(path: &Path) -> Result<ChangeFeed, StoreError> {
+        let conn = open::read_only(path)?;
+        let found = open::user_version(&conn)?;
+        if found < open::SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found,
+                known: open::SCHEMA_VERSION,
+            });
+        }
+        Ok(ChangeFeed { conn })
+    }
+
+    /// A number that changes whenever another connection commits to the database
+    /// (`PRAGMA data_version`): a follower reads a page only when it moved.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |row| row.get(0))?)
+    }
+
+    /// Hands `each` the rows with `change_seq > after`, in `change_seq` order, at
+    /// most `rows` of them (and at most `PAGE_ROWS`), read in one statement.
+    /// Returns how many were handed over; fewer than asked means the feed is read
+    /// to its end, as of this read. An error of `each` stops the page and is
+    /// returned as it is.
+    pub fn page<E>(
+        &self,
+        after: i64,
+        rows: usize,
+        mut each: impl FnMut(Change) -> Result<(), E>,
+    ) -> Result<usize, PageError<E>> {
+        let rows = rows.min(PAGE_ROWS);
+        let mut statement = self
+            .conn
+            .prepare_cached(PAGE_SQL)
+            .map_err(|e| PageError::Store(e.into()))?;
+        let limit = i64::try_from(rows).unwrap_or(i64::MAX);
+        let mut cursor = statement
+            .query(rusqlite::params![after, limit])
+            .map_err(|e| PageError::Store(e.into()))?;
+        let mut handed = 0;
+        while let Some(row) = cursor.next().map_err(|e| PageError::Store(e.into()))? {
+            let change = read_change(row).map_err(|e| PageError::Store(e.into()))?;
+            debug_assert!(change.change_seq > after);
+            each(change).map_err(PageError::Sink)?;
+            handed += 1;
+        }
+        Ok(handed)
+    }
+}
+
+/// Why a page stopped: the database, or the caller's `each`.
+#[derive(Debug)]
+pub enum PageError<E> {
+    Store(StoreError),
+    Sink(E),
+}
+
+fn read_change(row: &rusqlite::Row<'_>) -> rusqlite::Result<Change> {
+    Ok(Change {
+        idempotency_key: row.get(0)?,
+        flight_id: row.get(1)?,
+        event_kind: row.get(2)?,
+        instant_utc: row.get(3)?,
+        source_revision: row.get(4)?,
+        payload: row.get(5)?,
+        retracted: row.get::<_, i64>(6)? != 0,
+        batch_digest: row.get(7)?,
+        first_seen_at: row.get(8)?,
+        updated_at: row.get(9)?,
+        change_seq: row.get(10)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn a_page_walks_the_change_seq_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        drop(Store::open(&path).expect("create"));
+        let feed = ChangeFeed::open(&path).expect("open feed");
+        let plan: Vec<String> = feed
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {PAGE_SQL}"))
+            .expect("explain")
+            .query_map(rusqlite::params![0, 10], |row| row.get::<_, String>(3))
+            .expect("plan")
+            .collect::<Result<_, _>>()
+            .expect("plan rows");
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("duty_event_data_change_seq") && !plan.contains("TEMP B-TREE"),
+            "{plan}"
+        );
+        let none = feed.page(0, 10, |_| Ok::<(), ()>(())).expect("page");
+        assert_eq!(none, 0);
+    }
+
+    #[test]
+    fn an_older_schema_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        let conn = Connection::open(&path).expect("create");
+        conn.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t (x); PRAGMA user_version=4;")
+            .expect("old schema");
+        drop(conn);
+        match ChangeFeed::open(&path) {
+            Err(StoreError::OlderSchema { found: 4, .. }) => {}
+            Err(other) => panic!("expected an older schema, got {other}"),
+            Ok(_) => panic!("expected an older schema, got a feed"),
+        }
+    }
+}
