@@ -40,7 +40,12 @@ pub struct PgDb {
 impl PgDb {
     /// A new, empty database on the test server (started now if none runs).
     pub fn new() -> PgDb {
-        let server = Server::shared();
+        PgDb::on(Server::shared())
+    }
+
+    /// A new, empty database on `server`: a test's own server (`Server::own`),
+    /// which it may stop and start again.
+    pub fn on(server: Arc<Server>) -> PgDb {
         let name = format!(
             "spoolite_{}_{}",
             std::process::id(),
@@ -58,6 +63,11 @@ impl PgDb {
             self.name,
             self.server.socket_dir().display()
         )
+    }
+
+    /// The server this database is on.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
     }
 
     /// The database's name.
@@ -122,9 +132,11 @@ impl Drop for PgDb {
 
 /// A PostgreSQL server in a temporary folder: `data/` holds the cluster, the
 /// folder itself the socket and `server.log`.
-struct Server {
+pub struct Server {
     dir: TempDir,
     bin: PathBuf,
+    /// The `-o` options the server was started with, to start it again.
+    options: String,
 }
 
 impl Server {
@@ -134,12 +146,20 @@ impl Server {
         if let Some(server) = shared.upgrade() {
             return server;
         }
-        let server = Arc::new(Server::start());
+        let server = Arc::new(Server::start(""));
         *shared = Arc::downgrade(&server);
         server
     }
 
-    fn start() -> Server {
+    /// A server of the calling test's own, so that it may stop it and start it
+    /// again, started with `extra` added to its `-o` options (e.g.
+    /// `-c listen_addresses='127.0.0.1' -c port=N`). Stopped and removed when the
+    /// last `PgDb` on it and the returned handle are dropped.
+    pub fn own(extra: &str) -> Arc<Server> {
+        Arc::new(Server::start(extra))
+    }
+
+    fn start(extra: &str) -> Server {
         let bin = server_bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("spoolite-pg-")
@@ -174,26 +194,50 @@ impl Server {
         }
         let options = format!(
             "-c listen_addresses='' -c unix_socket_directories='{}' -c max_connections=100 \
-             -c shared_buffers=16MB",
+             -c shared_buffers=16MB {extra}",
             dir.path().display()
         );
-        let mut start = pg_command(&bin, "pg_ctl", as_postgres);
-        start
-            .args(["start", "-w", "-t", PG_CTL_WAIT_SECS, "-D"])
-            .arg(&data)
-            .arg("-l")
-            .arg(dir.path().join("server.log"))
-            .args(["-o", &options]);
-        let server = Server { dir, bin };
-        if let Err(message) = run(&mut start, "pg_ctl start") {
-            let log =
-                std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
-            panic!("{message}\nserver.log:\n{log}");
-        }
+        let server = Server { dir, bin, options };
+        server.start_again();
         server
     }
 
-    fn socket_dir(&self) -> &Path {
+    /// Starts the (stopped) server again, with the options it first had; waits
+    /// until it accepts connections.
+    pub fn start_again(&self) {
+        let mut start = pg_command(&self.bin, "pg_ctl", running_as_root());
+        start
+            .args(["start", "-w", "-t", PG_CTL_WAIT_SECS, "-D"])
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-o", &self.options]);
+        if let Err(message) = run(&mut start, "pg_ctl start") {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            panic!("{message}\nserver.log:\n{log}");
+        }
+    }
+
+    /// Stops the server (`pg_ctl stop -m mode`: `fast` ends every session,
+    /// `immediate` is a crash), waiting until it is down.
+    pub fn stop(&self, mode: &str) {
+        let mut stop = pg_command(&self.bin, "pg_ctl", running_as_root());
+        stop.args(["stop", "-w", "-t", PG_CTL_WAIT_SECS, "-m", mode, "-D"])
+            .arg(self.data_dir());
+        if let Err(message) = run(&mut stop, "pg_ctl stop") {
+            panic!("test server: {message}");
+        }
+    }
+
+    /// The cluster's folder (`postgresql.conf`, `pg_hba.conf`), owned by the
+    /// postgres user when the tests run as root.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The folder the server's unix socket is in.
+    pub fn socket_dir(&self) -> &Path {
         self.dir.path()
     }
 
@@ -205,12 +249,12 @@ impl Server {
     }
 
     /// Runs one statement in the `postgres` database, as the superuser.
-    fn try_admin(&self, sql: &str) -> Result<(), postgres::Error> {
+    pub fn try_admin(&self, sql: &str) -> Result<(), postgres::Error> {
         let mut client = postgres::Client::connect(&self.admin_uri(), postgres::NoTls)?;
         client.batch_execute(sql)
     }
 
-    fn admin(&self, sql: &str) {
+    pub fn admin(&self, sql: &str) {
         self.try_admin(sql)
             .unwrap_or_else(|e| panic!("test server: {sql}: {e}"));
     }
@@ -228,7 +272,8 @@ impl Drop for Server {
             "immediate",
             "-D",
         ])
-        .arg(self.dir.path().join("data"));
+        .arg(self.data_dir());
+        // A server the test stopped itself is already down.
         if let Err(message) = run(&mut stop, "pg_ctl stop") {
             eprintln!("test server: {message}");
         }
@@ -302,6 +347,21 @@ fn run(command: &mut Command, what: &str) -> Result<Output, String> {
         ));
     }
     Ok(output)
+}
+
+#[test]
+fn a_test_may_stop_its_own_server_and_start_it_again() {
+    let db = PgDb::on(Server::own(""));
+    db.client()
+        .batch_execute("CREATE TABLE t (x int); INSERT INTO t VALUES (1)")
+        .expect("write");
+    db.server().stop("fast");
+    assert!(
+        postgres::Client::connect(&db.uri(), postgres::NoTls).is_err(),
+        "a stopped server refuses connections"
+    );
+    db.server().start_again();
+    assert_eq!(db.rows("SELECT x FROM t"), ["{\"x\": 1}"]);
 }
 
 #[test]
