@@ -12,6 +12,7 @@ mod flights;
 pub mod fold;
 pub mod open;
 pub mod postgres;
+mod rebuild;
 mod runs;
 mod writer;
 
