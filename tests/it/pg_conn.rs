@@ -639,3 +639,66 @@ fn a_password_file_beside_a_sqlite_database_is_refused() {
     );
     assert!(!db.exists(), "nothing created");
 }
+
+#[test]
+fn the_documented_drop_in_for_postgresql_verifies_with_the_unit() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = fs::read_to_string(repo.join("packaging/README.md")).expect("read packaging.md");
+    let section = &guide[guide
+        .find("### A PostgreSQL database")
+        .expect("the section")..];
+    let start = section.find("```ini\n").expect("an ini block") + "```ini\n".len();
+    let drop_in = &section[start..start + section[start..].find("```").expect("its end")];
+    for line in [
+        "LoadCredential=db-password:/etc/spoolite/db-password",
+        "Environment=SPOOLITE_DB_PASSWORD_FILE=%d/db-password",
+        "PrivateNetwork=no",
+        "RestrictAddressFamilies=AF_INET AF_INET6",
+    ] {
+        assert!(
+            drop_in.lines().any(|l| l == line),
+            "the drop-in lacks {line}"
+        );
+    }
+    // The README shows the same lines.
+    let readme = fs::read_to_string(repo.join("README.md")).expect("read README.md");
+    assert!(
+        readme.contains(drop_in),
+        "the README's drop-in differs:\n{drop_in}"
+    );
+    // The unit with the drop-in beside it, as systemd reads it (see
+    // ops::the_systemd_unit_verifies): no line about it may say anything.
+    let unit = fs::read_to_string(repo.join("packaging/spoolite.service")).expect("read unit");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("spoolite.service");
+    let binary = env!("CARGO_BIN_EXE_spoolite");
+    fs::write(
+        &copy,
+        unit.replace(
+            "ExecStart=/usr/bin/spoolite run\n",
+            &format!("ExecStart={binary} run\n"),
+        ),
+    )
+    .expect("write unit copy");
+    fs::create_dir(dir.path().join("spoolite.service.d")).expect("mkdir drop-in folder");
+    write(
+        &dir.path().join("spoolite.service.d"),
+        "postgresql.conf",
+        drop_in,
+    );
+    let output = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .expect("run systemd-analyze (apt-get install systemd)");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let about_unit: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("spoolite"))
+        .collect();
+    assert!(
+        output.status.success() && about_unit.is_empty(),
+        "systemd-analyze verify: {}\n{stderr}",
+        output.status
+    );
+}
