@@ -6,12 +6,14 @@
 //! `store::fold` as SQLite.
 
 mod batch;
+mod connect;
 
 use std::path::{Path, PathBuf};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 pub use batch::Batch;
+pub use connect::{use_password_file, with_causes};
 
 use super::{StoreError, Totals};
 
@@ -78,10 +80,7 @@ impl PgStore {
     pub fn connect(db: &Path, migrate: bool) -> Result<PgStore, StoreError> {
         let uri = db.to_string_lossy().into_owned();
         let name = redacted(&uri);
-        let client = Client::connect(&uri, NoTls).map_err(|source| StoreError::PgConnect {
-            db: name.clone(),
-            source,
-        })?;
+        let client = connect::connect(&uri)?;
         let mut store = PgStore { client, name };
         if migrate {
             store.migrate()?;
