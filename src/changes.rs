@@ -66,6 +66,11 @@ enum ChangesError {
     #[error("database {path}: {source}")]
     Unreadable { path: PathBuf, source: io::Error },
     #[error(
+        "database {0} holds no spoolite tables yet; start `spoolite run` (or run \
+         `spoolite ingest`) once, or point --db at the site's database"
+    )]
+    NoSchema(PathBuf),
+    #[error(
         "database {path} has schema version {found}, older than this spoolite's ({known}); \
          the change feed only reads, so the daemon must upgrade it first: start \
          `spoolite run` (or run `spoolite ingest`) once with this spoolite"
@@ -268,6 +273,7 @@ fn print_changes(
 /// Opens the feed of `db`, naming an older schema as the feed's own error.
 fn open_feed(db: &Path) -> Result<ChangeFeed, Halt> {
     ChangeFeed::open(db).map_err(|error| match error {
+        StoreError::OlderSchema { path, found: 0, .. } => Halt::Error(ChangesError::NoSchema(path)),
         StoreError::OlderSchema { path, found, known } => {
             Halt::Error(ChangesError::OlderSchema { path, found, known })
         }

@@ -266,7 +266,10 @@ fn a_postgres_database_without_the_schema_or_a_server_is_an_error_with_exit_2() 
     let (code, lines, _, stderr) = changes(&uri_path(&empty), &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(lines.is_empty());
-    assert!(stderr.contains("spoolite run"), "{stderr}");
+    assert!(
+        stderr.contains("holds no spoolite tables yet") && stderr.contains("spoolite run"),
+        "{stderr}"
+    );
     assert!(
         empty.query("SELECT to_regclass('spoolite_schema')::text") == [["NULL"]],
         "changes created nothing"
