@@ -210,10 +210,11 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct ChangesArgs {
-    /// The SQLite database file; it must exist with the current schema (`spoolite
-    /// run` creates and upgrades it) and is only read. Without the option or its
-    /// variable, the variable from the site defaults file (/etc/default/spoolite)
-    /// applies.
+    /// The SQLite database file, or a PostgreSQL URI (postgres://…,
+    /// postgresql://…); it must exist with the current schema (`spoolite run`
+    /// creates and upgrades it) and is only read, so a role that may only read
+    /// suffices. Without the option or its variable, the variable from the site
+    /// defaults file (/etc/default/spoolite) applies.
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -232,8 +233,9 @@ pub struct ChangesArgs {
     #[arg(long, env = "SPOOLITE_LIMIT", value_name = "N")]
     pub limit: Option<u64>,
     /// After the rows already committed, keep printing the rows of every batch
-    /// committed later, within a moment of its commit, until SIGTERM, SIGINT or
-    /// stdout is closed (each exits 0). Lines are flushed after each batch of rows.
+    /// committed later, within a moment of its commit (PostgreSQL: read every
+    /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
+    /// flushed after each batch of rows.
     #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub follow: bool,
 }

@@ -117,6 +117,16 @@ impl Store {
         }
     }
 
+    /// Whether the database holds no spoolite schema yet: a PostgreSQL database
+    /// no spoolite has written (a dry run compares against an empty one instead).
+    /// A SQLite file is checked by `require_current_schema`: `false`.
+    pub fn has_no_schema(&mut self) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(false),
+            Store::Postgres(store) => Ok(store.schema_version()? == 0),
+        }
+    }
+
     /// Whether a batch with this digest is already committed (a quick look;
     /// `begin` checks again in its transaction).
     pub fn contains_batch(&mut self, digest: &str) -> Result<bool, StoreError> {

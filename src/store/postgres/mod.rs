@@ -6,6 +6,7 @@
 //! `store::fold` as SQLite.
 
 mod batch;
+pub mod changes;
 mod connect;
 
 use std::path::{Path, PathBuf};
@@ -107,7 +108,7 @@ impl PgStore {
     }
 
     /// The newest version in `spoolite_schema` (0 before the first migration).
-    fn schema_version(&mut self) -> Result<i64, StoreError> {
+    pub fn schema_version(&mut self) -> Result<i64, StoreError> {
         schema_version(&mut self.client)
     }
 
