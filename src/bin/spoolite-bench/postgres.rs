@@ -58,7 +58,8 @@ pub const SMOKE_EVENTS: u64 = 3000;
 /// What section P needs from the run.
 pub struct Plan<'a> {
     pub out: &'a Path,
-    /// The `.ndjson` file of the main events and their count.
+    /// The `.ndjson` file section P ingests (section 0's; in the smoke run one of
+    /// `SMOKE_EVENTS`) and its events.
     pub file: &'a Path,
     pub events: u64,
     pub spoolite: &'a Path,
@@ -251,13 +252,14 @@ impl Server {
         Ok(text)
     }
 
-    /// Stops the server (`pg_ctl stop -m fast`) and removes its folder.
+    /// Stops the server (`pg_ctl stop -m fast`) and removes its folder (a server
+    /// that does not stop so is stopped `-m immediate` on drop).
     fn stop(mut self) -> BenchResult<()> {
-        self.running = false;
         let mut stop = self.command("pg_ctl");
         stop.args(["stop", "-w", "-t", PG_CTL_WAIT_SECS, "-m", "fast", "-D"])
             .arg(self.data());
         run_tool(&mut stop, "pg_ctl stop")?;
+        self.running = false;
         std::fs::remove_dir_all(&self.dir)?;
         Ok(())
     }
@@ -851,6 +853,7 @@ fn wait_serving(daemon: &mut Daemon, log: &Path) -> BenchResult<()> {
 fn latency(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
     let settle = spoolite::cli::parse_duration(plan.settle)?.as_secs_f64();
     let uri = server.fresh_db("latency", false)?;
+    server.checkpoint()?;
     let dir = plan.out.join("pg-latency");
     let latency_plan = latency::Plan {
         spoolite: plan.spoolite,
