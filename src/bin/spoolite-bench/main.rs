@@ -157,8 +157,8 @@ pub struct Options {
     pub seed: u64,
     /// A run for CI that only proves the bench still works: 10k events (3k for
     /// PostgreSQL), growth base 20k, 20 latency files, no peer, one repeat, a 3 s idle
-    /// window, backlogs of 300 and 100 files (windows of 100). Overrides those options. The fair floor is
-    /// built and run as in a full run.
+    /// window, backlogs of 300 and 100 files (windows of 100). Overrides those
+    /// options. The fair floor is built and run as in a full run.
     #[arg(long)]
     pub smoke: bool,
 }
