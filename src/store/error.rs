@@ -62,7 +62,9 @@ pub enum StoreError {
         db: String,
         problem: String,
     },
-    #[error("database: {0}")]
+    /// The server's own message (and its detail, through the error's causes) is
+    /// in the text: the `postgres` crate's display alone says only "db error".
+    #[error("database: {}", super::postgres::with_causes(.0))]
     Postgres(#[from] postgres::Error),
     /// Sending a batch's rows to PostgreSQL (COPY) failed.
     #[error("send a batch's rows to the database: {0}")]
