@@ -11,6 +11,7 @@ mod ingest;
 mod names;
 mod ops;
 mod pg;
+mod pg_faults;
 mod retractions;
 mod support;
 mod support_pg;
