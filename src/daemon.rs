@@ -27,7 +27,7 @@ use crate::report;
 use crate::service::Notifier;
 use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
 use crate::state::{self, DaemonState, DatabaseFault};
-use crate::store::{FaultClass, Store, StoreError};
+use crate::store::{CommitStatus, FaultClass, InDoubt, Store, StoreError};
 
 /// Tries of one file that the database refuses for something in the file (a value
 /// too big, say) before the file is rejected.
@@ -150,6 +150,9 @@ pub struct Daemon {
     publish_failing: HashSet<PathBuf>,
     /// Something was committed since the last checkpoint.
     wal_dirty: bool,
+    /// The file (by name) whose batch's COMMIT went unacknowledged, and what that
+    /// batch came to: its next try asks the server which commit the inbox holds.
+    in_doubt: Option<(OsString, InDoubt)>,
 }
 
 impl Daemon {
@@ -192,6 +195,7 @@ impl Daemon {
             state_written: None,
             publish_failing: HashSet::new(),
             wal_dirty: false,
+            in_doubt: None,
         }
     }
 
@@ -411,7 +415,12 @@ impl Daemon {
             Ok(ingested) => ingested,
             Err(IngestError::Stopped) => return Report::Stopped { name: recorded },
             Err(IngestError::Changed { .. }) => return self.changed(recorded),
-            Err(IngestError::Store(error)) => return self.store_fault(&name, recorded, error, now),
+            Err(IngestError::Store(error)) => {
+                if let StoreError::CommitInDoubt { batch, .. } = &error {
+                    self.in_doubt = Some((name.clone(), (**batch).clone()));
+                }
+                return self.store_fault(&name, recorded, error, now);
+            }
             Err(IngestError::Read { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
@@ -425,7 +434,10 @@ impl Daemon {
                 return self.file_fault(&name, recorded, error.to_string(), now);
             }
         };
-        let mut outcome = ingested.outcome;
+        let mut outcome = match self.settle_in_doubt(&name, &recorded, ingested.outcome, now) {
+            Ok(outcome) => outcome,
+            Err(report) => return *report,
+        };
         if matches!(
             outcome,
             Outcome::Processed { .. } | Outcome::SkippedDuplicate { .. }
@@ -460,6 +472,95 @@ impl Daemon {
         }
         let read = FileIdentity::of(&ingested.opened);
         self.finish(&name, recorded, outcome, &read, started, now)
+    }
+
+    /// After a COMMIT of this file's batch went unacknowledged, the try that finds
+    /// its digest in the inbox asks the server whether that commit was the one
+    /// (the transaction's id says it): then the file is processed, counted once
+    /// with the counts of that commit, not a duplicate of itself. Any other
+    /// outcome stands as it is. `Err`: what to report when the server cannot say yet.
+    fn settle_in_doubt(
+        &mut self,
+        name: &OsStr,
+        recorded: &str,
+        outcome: Outcome,
+        now: Instant,
+    ) -> Result<Outcome, Box<Report>> {
+        let Some((doubted, batch)) = self.in_doubt.take() else {
+            return Ok(outcome);
+        };
+        let same = doubted == name && outcome.digest() == Some(batch.digest.as_str());
+        if !same {
+            // Another file, or this one with other bytes now: the doubt stays with
+            // the file it belongs to.
+            if doubted != name {
+                self.in_doubt = Some((doubted, batch));
+            }
+            return Ok(outcome);
+        }
+        if let Outcome::Processed { .. } = outcome {
+            log::info!(
+                "{}: the earlier COMMIT of its batch, unacknowledged when the connection was \
+                 lost, had not happened; this try committed it",
+                names::escaped(recorded)
+            );
+            return Ok(outcome);
+        }
+        let store = self.store.as_mut().expect("the store is open after a take");
+        let status = match store.commit_status(&batch.xid) {
+            Ok(status) => status,
+            Err(error) => {
+                self.in_doubt = Some((doubted, batch));
+                return Err(Box::new(self.store_fault(
+                    name,
+                    recorded.to_owned(),
+                    error,
+                    now,
+                )));
+            }
+        };
+        let shown = names::escaped(recorded);
+        match status {
+            CommitStatus::Committed => {
+                log::info!(
+                    "{shown}: the COMMIT of its batch was carried out though the connection \
+                     was lost before it was acknowledged (the server says so): processed once"
+                );
+                let finished = batch.finished;
+                Ok(Outcome::Processed {
+                    digest: batch.digest,
+                    counts: finished.counts,
+                    resent_batch_id: batch.batch_id.filter(|_| finished.resent),
+                    reasons: finished.reasons,
+                })
+            }
+            CommitStatus::Aborted => {
+                log::info!(
+                    "{shown}: the earlier COMMIT of its batch, unacknowledged when the connection \
+                     was lost, did not happen; another writer committed the same bytes"
+                );
+                Ok(outcome)
+            }
+            CommitStatus::InProgress => {
+                self.in_doubt = Some((doubted, batch));
+                let why = "the server is still finishing the COMMIT sent before the connection \
+                           was lost"
+                    .to_owned();
+                Err(Box::new(self.file_fault(
+                    name,
+                    recorded.to_owned(),
+                    why,
+                    now,
+                )))
+            }
+            CommitStatus::Unknown => {
+                log::warn!(
+                    "{shown}: the server no longer knows whether the unacknowledged COMMIT of \
+                     its batch was the one the inbox holds; counted as a duplicate"
+                );
+                Ok(outcome)
+            }
+        }
     }
 
     /// Moves a taken file to archive/ or rejected/.
@@ -567,10 +668,23 @@ impl Daemon {
         }
         let text = error.to_string();
         let log = self.store_retry.fail(now, &text);
-        self.store_fault.get_or_insert_with(|| DatabaseFault {
-            since: format_millis(self.clock.wall()),
-            error: text.clone(),
+        // Since the first failure; the error and whether the server can be reached
+        // at all are the latest try's.
+        let wall = self.clock.wall();
+        let fault = self.store_fault.get_or_insert_with(|| DatabaseFault {
+            since: format_millis(wall),
+            error: String::new(),
+            unreachable: false,
         });
+        fault.error.clone_from(&text);
+        fault.unreachable = error.is_unreachable();
+        if self.metrics.database_failing_since_unix_s.is_none() {
+            let since = wall
+                .duration_since(std::time::SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.metrics.database_failing_since_unix_s = Some(since.as_secs_f64());
+        }
+        self.metrics.database_unreachable = fault.unreachable;
         // The file was not taken: it stays first in line.
         if let Some(name) = name {
             self.queue.push_front(name.to_owned());
@@ -593,6 +707,8 @@ impl Daemon {
             log::info!("database usable again after {failures} failed attempts");
         }
         self.store_fault = None;
+        self.metrics.database_failing_since_unix_s = None;
+        self.metrics.database_unreachable = false;
     }
 
     /// This file failed: it alone waits its back-off; later files keep flowing.

@@ -25,6 +25,10 @@ pub struct Metrics {
     pub oldest_waiting_age_s: f64,
     /// Listings of incoming/ since the daemon started.
     pub scans: u64,
+    /// Unix time of the first failed try of the database while it keeps failing.
+    pub database_failing_since_unix_s: Option<f64>,
+    /// The latest failed try could not reach the database server.
+    pub database_unreachable: bool,
     duration_counts: [u64; DURATION_BUCKETS_S.len()],
     duration_count: u64,
     duration_sum_s: f64,
@@ -118,6 +122,28 @@ impl Metrics {
             "Seconds since the daemon first saw the file that has waited longest in incoming/.",
             &[sample("", &self.oldest_waiting_age_s)],
         );
+        let failing = self.database_failing_since_unix_s;
+        family(
+            "spoolite_database_up",
+            "gauge",
+            "1 while the database works; 0 from a failed try until a try works again.",
+            &[sample("", &u8::from(failing.is_none()))],
+        );
+        family(
+            "spoolite_database_unreachable",
+            "gauge",
+            "1 while the latest try could not reach the database server (no connection, or it was lost).",
+            &[sample(
+                "",
+                &u8::from(failing.is_some() && self.database_unreachable),
+            )],
+        );
+        family(
+            "spoolite_database_failing_since_timestamp_seconds",
+            "gauge",
+            "Unix time of the first failed try of the database while it keeps failing (0: it works).",
+            &[sample("", &failing.unwrap_or(0.0))],
+        );
         family(
             "spoolite_scans_total",
             "counter",
@@ -160,6 +186,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failing_database_is_down_since_its_first_failed_try() {
+        let metrics = Metrics {
+            database_failing_since_unix_s: Some(1_764_582_229.5),
+            database_unreachable: true,
+            ..Metrics::default()
+        };
+        let text = metrics.render();
+        assert!(text.contains("\nspoolite_database_up 0\n"), "{text}");
+        assert!(
+            text.contains("\nspoolite_database_unreachable 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nspoolite_database_failing_since_timestamp_seconds 1764582229.5\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn exposition_groups_samples_under_their_family() {
         let mut metrics = Metrics {
             files_processed: 2,
@@ -175,6 +220,8 @@ mod tests {
         assert!(text.contains("spoolite_ingest_duration_seconds_bucket{le=\"0.025\"} 1\n"));
         assert!(text.contains("spoolite_ingest_duration_seconds_count 1\n"));
         assert!(text.contains("# TYPE spoolite_files_waiting gauge\nspoolite_files_waiting 1\n"));
+        assert!(text.contains("\nspoolite_database_up 1\n"));
+        assert!(text.contains("\nspoolite_database_failing_since_timestamp_seconds 0\n"));
         // Every sample line belongs to the family declared above it.
         let mut family = "";
         for line in text.lines() {

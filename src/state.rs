@@ -39,8 +39,15 @@ pub struct DaemonState {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatabaseFault {
+    /// When the first try of the failing run failed.
     pub since: String,
+    /// The latest try's error.
     pub error: String,
+    /// The latest try could not reach the server (PostgreSQL: no connection, or
+    /// the connection was lost). Written only when true, so that a fault of a
+    /// SQLite file reads as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
 }
 
 /// Reads the state file of the spool at `root`; `None` when there is none.

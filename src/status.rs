@@ -345,9 +345,14 @@ pub fn render(status: &Status) -> String {
     line("spool", &status.spool);
     line("daemon", &daemon_text(status));
     if let Some(fault) = &status.database_fault {
+        let state = if fault.unreachable {
+            "unreachable"
+        } else {
+            "failing"
+        };
         line(
             "database fault",
-            &format!("failing since {}: {}", fault.since, fault.error),
+            &format!("{state} since {}: {}", fault.since, fault.error),
         );
     }
     line("batches", &figure(status.batches));

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use super::Finished;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("stopped before the batch was committed; it was rolled back")]
@@ -44,10 +46,7 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error(
-        "connect to PostgreSQL database {db}: {}",
-        super::postgres::with_causes(source)
-    )]
+    #[error("connect to PostgreSQL database {db}: {}", pg_text(.source))]
     PgConnect {
         /// The URI without its password.
         db: String,
@@ -64,8 +63,21 @@ pub enum StoreError {
     },
     /// The server's own message (and its detail, through the error's causes) is
     /// in the text: the `postgres` crate's display alone says only "db error".
-    #[error("database: {}", super::postgres::with_causes(.0))]
+    #[error("database: {}", pg_text(.0))]
     Postgres(#[from] postgres::Error),
+    /// The COMMIT of a batch was sent and no acknowledgement came back (the
+    /// connection was lost, or the server ended the session): the batch may or
+    /// may not be committed. The next try of its file settles it by the inbox, and
+    /// `InDoubt::xid` tells whether the commit that happened was this one.
+    #[error(
+        "the connection was lost during the COMMIT of this batch, which may or may not \
+         have happened; the next try settles it by the inbox: {}",
+        pg_text(.source)
+    )]
+    CommitInDoubt {
+        batch: Box<InDoubt>,
+        source: postgres::Error,
+    },
     /// Sending a batch's rows to PostgreSQL (COPY) failed.
     #[error("send a batch's rows to the database: {0}")]
     Copy(std::io::Error),
@@ -77,6 +89,36 @@ pub enum StoreError {
     /// database) failed: a full or failing disk, like the database's own.
     #[error("sort a batch's events: {0}")]
     Spill(std::io::Error),
+}
+
+/// A PostgreSQL error as a person reads it, on one line: the client's words and
+/// the server's (`db error: ERROR: canceling statement due to statement timeout`),
+/// which the client error's own text leaves out.
+fn pg_text(error: &postgres::Error) -> String {
+    super::postgres::with_causes(error).replace('\n', " ")
+}
+
+/// A batch whose COMMIT went unacknowledged: what it would have come to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InDoubt {
+    pub digest: String,
+    /// The transaction's id (`pg_current_xact_id()`), which the server can be
+    /// asked about on another connection (`pg_xact_status`).
+    pub xid: String,
+    /// The batch's `batch_id`, when it declares one.
+    pub batch_id: Option<String>,
+    pub finished: Finished,
+}
+
+/// What the server says of a transaction whose COMMIT went unacknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitStatus {
+    Committed,
+    Aborted,
+    /// The session that sent the COMMIT is still finishing it.
+    InProgress,
+    /// The server no longer knows (the id is too old).
+    Unknown,
 }
 
 /// What a database fault means for the daemon (ARCHITECTURE.md has the table).
@@ -104,6 +146,7 @@ impl StoreError {
                 return FaultClass::Database { reopen: true };
             }
             StoreError::Postgres(e) => return postgres_class(e),
+            StoreError::CommitInDoubt { .. } => return FaultClass::Database { reopen: true },
             StoreError::Copy(_) => return FaultClass::Database { reopen: true },
             StoreError::Disagreed(_) => return FaultClass::ThisFile,
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
@@ -142,6 +185,7 @@ impl StoreError {
             StoreError::PgConnect { .. }
             | StoreError::PgConnection { .. }
             | StoreError::Postgres(_)
+            | StoreError::CommitInDoubt { .. }
             | StoreError::Copy(_)
             | StoreError::Disagreed(_) => return false,
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
@@ -154,6 +198,18 @@ impl StoreError {
             code,
             Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
         )
+    }
+
+    /// The database server cannot be reached, or the connection to it was lost:
+    /// what `status` and the metrics call "unreachable".
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::PgConnect { .. } | StoreError::Copy(_) => true,
+            StoreError::Postgres(e) | StoreError::CommitInDoubt { source: e, .. } => {
+                connection_lost(e)
+            }
+            _ => false,
+        }
     }
 
     /// A lock held by another connection: waiting helps.
@@ -169,6 +225,7 @@ impl StoreError {
             | StoreError::PgConnect { .. }
             | StoreError::PgConnection { .. }
             | StoreError::Postgres(_)
+            | StoreError::CommitInDoubt { .. }
             | StoreError::Copy(_)
             | StoreError::Disagreed(_)
             | StoreError::Stopped => None,
@@ -177,6 +234,18 @@ impl StoreError {
             code,
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         )
+    }
+}
+
+/// The error ended the connection: it closed, or the server ended the session
+/// (an administrator, a shutdown, a crash).
+fn connection_lost(error: &postgres::Error) -> bool {
+    match error.code() {
+        None => true,
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        }
     }
 }
 
@@ -193,17 +262,20 @@ fn postgres_class(error: &postgres::Error) -> FaultClass {
     if code == "40001" // serialization failure
         || code == "40P01" // deadlock detected
         || code.starts_with("53") // insufficient resources: disk full, out of memory
-        || code.starts_with("55") // lock not available, object in use
-        || code == "57014"
-    // query canceled (a statement timeout)
+        || code.starts_with("55")
+    // lock not available, object in use
     {
         return FaultClass::Database { reopen: false };
     }
+    // A statement timeout or a cancel (57014) is under operator intervention: the
+    // session's settings are those of when it connected, so a `statement_timeout`
+    // the administrator has since lifted is only dropped by a new connection.
     if code.starts_with("08") // connection exception
         || code.starts_with("57") // operator intervention: shutdown, crash, cannot connect now
         || code.starts_with("58") // system error (I/O)
-        || code == "25006"
-    // read-only transaction (a standby)
+        || code == "25006" // read-only transaction (a standby)
+        || code == "25P03"
+    // idle-in-transaction timeout: the server ended the session
     {
         return FaultClass::Database { reopen: true };
     }

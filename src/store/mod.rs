@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 
 use rusqlite::{Connection, OptionalExtension};
 
-pub use error::{FaultClass, StoreError};
+pub use error::{CommitStatus, FaultClass, InDoubt, StoreError};
 pub use fold::Counts;
 pub use open::{BUSY_TIMEOUT, stop_waiting_for_locks};
 pub use writer::{Finished, Reasons};
@@ -133,6 +133,15 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.contains_batch(digest),
             Store::Postgres(store) => store.contains_batch(digest),
+        }
+    }
+
+    /// What became of a PostgreSQL transaction whose COMMIT went unacknowledged
+    /// (`StoreError::CommitInDoubt`). A SQLite commit is never in doubt: `Unknown`.
+    pub fn commit_status(&mut self, xid: &str) -> Result<CommitStatus, StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(CommitStatus::Unknown),
+            Store::Postgres(store) => store.commit_status(xid),
         }
     }
 

@@ -12,6 +12,7 @@ mod names;
 mod ops;
 mod pg;
 mod pg_conn;
+mod pg_faults;
 mod pg_feed;
 mod retractions;
 mod support;

@@ -1286,6 +1286,9 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
     assert_eq!(
         kinds,
         BTreeMap::from([
+            ("spoolite_database_failing_since_timestamp_seconds", "gauge"),
+            ("spoolite_database_unreachable", "gauge"),
+            ("spoolite_database_up", "gauge"),
             ("spoolite_events_total", "counter"),
             ("spoolite_files_total", "counter"),
             ("spoolite_files_waiting", "gauge"),

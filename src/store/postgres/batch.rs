@@ -13,7 +13,11 @@
 //!    cursor, folds each key with `store::fold::KeyFold` exactly as SQLite does,
 //!    COPYs the winners (each with the next `change_seq`) and conflicts out, applies
 //!    the winners with one revision-guarded `INSERT … ON CONFLICT … DO UPDATE`,
-//!    moves the counter on, fills in the inbox row's counts, and commits.
+//!    moves the counter on, fills in the inbox row's counts (reading back the
+//!    transaction's id), and commits. A `COMMIT` that fails may have happened all
+//!    the same: `StoreError::CommitInDoubt` carries the id and what the batch came
+//!    to, so that the next try, which finds the digest in the inbox or takes the
+//!    file over, can tell whether the commit was this one (`commit_status`).
 //!
 //! Memory is bounded by the cursor's fetch size, not by the number of events.
 
@@ -24,11 +28,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use postgres::{Client, Transaction};
 
 use crate::batch::{Header, Record};
-use crate::store::StoreError;
 use crate::store::fold::{
     CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail,
 };
 use crate::store::writer::{Finished, Reasons};
+use crate::store::{CommitStatus, InDoubt, StoreError};
 
 /// Rows read from the fold's cursor at a time.
 const FETCH_ROWS: usize = 10_000;
@@ -425,25 +429,59 @@ impl Batch<'_> {
             &[&next_seq],
         )?;
         let count = |n: u64| n as i64;
-        self.tx.execute(
-            "UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
-                 updated = $5, unchanged = $6, stale = $7, conflicts = $8, invalid = $9
-             WHERE batch_digest = $1",
-            &[
-                &self.digest,
-                &header.batch_id,
-                &count(counts.events_total),
-                &count(counts.inserted),
-                &count(counts.updated),
-                &count(counts.unchanged),
-                &count(counts.stale),
-                &count(counts.conflicts),
-                &count(counts.invalid),
-            ],
-        )?;
-        self.tx.commit()?;
-        Ok(finished)
+        // The transaction's id comes back with the counts (no round trip more): if
+        // the COMMIT goes unacknowledged, the server can be asked about it later.
+        let xid: String = self
+            .tx
+            .query_one(
+                "UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
+                     updated = $5, unchanged = $6, stale = $7, conflicts = $8, invalid = $9
+                 WHERE batch_digest = $1
+                 RETURNING pg_current_xact_id()::text",
+                &[
+                    &self.digest,
+                    &header.batch_id,
+                    &count(counts.events_total),
+                    &count(counts.inserted),
+                    &count(counts.updated),
+                    &count(counts.unchanged),
+                    &count(counts.stale),
+                    &count(counts.conflicts),
+                    &count(counts.invalid),
+                ],
+            )?
+            .get(0);
+        // An error here leaves the outcome open: the COMMIT may have been carried
+        // out with its acknowledgement lost. The batch is not tried again blindly:
+        // the next try finds its digest in the inbox or takes it over, and
+        // `commit_status` tells whether this transaction was the one committed.
+        match self.tx.commit() {
+            Ok(()) => Ok(finished),
+            Err(source) => Err(StoreError::CommitInDoubt {
+                batch: Box::new(InDoubt {
+                    digest: self.digest,
+                    xid,
+                    batch_id: header.batch_id.clone(),
+                    finished,
+                }),
+                source,
+            }),
+        }
     }
+}
+
+/// What the server says of transaction `xid` (a `pg_current_xact_id()` as text),
+/// asked on a connection of its own after a COMMIT went unacknowledged.
+pub(super) fn commit_status(client: &mut Client, xid: &str) -> Result<CommitStatus, StoreError> {
+    let status: Option<String> = client
+        .query_one("SELECT pg_xact_status($1::text::xid8)", &[&xid])?
+        .get(0);
+    Ok(match status.as_deref() {
+        Some("committed") => CommitStatus::Committed,
+        Some("aborted") => CommitStatus::Aborted,
+        Some("in progress") => CommitStatus::InProgress,
+        _ => CommitStatus::Unknown,
+    })
 }
 
 /// Ends the fold of a key: the version that won within this file, if one did, is

@@ -196,6 +196,11 @@ impl PgStore {
         batch::begin(&mut self.client, digest, Some((file_name, now)))
     }
 
+    /// Whether the transaction `xid` committed (`batch::commit_status`).
+    pub fn commit_status(&mut self, xid: &str) -> Result<super::CommitStatus, StoreError> {
+        batch::commit_status(&mut self.client, xid)
+    }
+
     /// A dry run: the same staging and fold, rolled back, writing nothing.
     pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
         batch::begin(&mut self.client, digest, None)
