@@ -3,6 +3,7 @@
 
 mod bench;
 mod changes;
+mod copydb;
 mod daemon;
 mod datasette;
 mod faults;
@@ -11,6 +12,7 @@ mod ingest;
 mod names;
 mod ops;
 mod pg;
+mod pg_contract;
 mod retractions;
 mod support;
 mod support_pg;

@@ -6,6 +6,7 @@
 //! `store::fold` as SQLite.
 
 mod batch;
+pub mod copy;
 
 use std::path::{Path, PathBuf};
 
