@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::pg_contract::Backend;
 use crate::support::{
     COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, parse_lines,
     query, sha256_hex, snapshot, spoolite, write,
@@ -1044,7 +1045,7 @@ struct GenFile {
 }
 
 #[derive(Debug, Clone)]
-struct Scenario {
+pub(crate) struct Scenario {
     choice: PayloadChoice,
     retract: RetractChoice,
     files: Vec<GenFile>,
@@ -1174,7 +1175,7 @@ fn gen_file() -> impl Strategy<Value = GenFile> {
         })
 }
 
-fn scenario() -> impl Strategy<Value = Scenario> {
+pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     let choice = prop::array::uniform5(prop::array::uniform4(0..3u8));
     let retract = prop::array::uniform5(prop::array::uniform4(prop::bool::weighted(0.3)));
     (choice, retract, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(
@@ -1226,41 +1227,67 @@ fn expected_events(scenario: &Scenario) -> Vec<String> {
 }
 
 /// flight_times as the contract defines it, computed from `duty_event`'s live rows
-/// on every read (as schema 2's view did), sorted like `dump`: what the times kept
-/// per flight must equal.
-fn flight_times_from_live_rows(db: &Path) -> Vec<String> {
-    let rows = query(
-        db,
-        "WITH per_flight AS (
-             SELECT flight_id,
-                    min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS off_blocks,
-                    min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS takeoff,
-                    max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS landing,
-                    max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS on_blocks
-             FROM duty_event
-             WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
-             GROUP BY flight_id)
-         SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
-                round((julianday(on_blocks) - julianday(off_blocks)) * 1440, 2),
-                round((julianday(landing) - julianday(takeoff)) * 1440, 2)
-         FROM per_flight",
-    );
-    let mut rows: Vec<String> = rows.into_iter().map(|row| row.join("|")).collect();
-    rows.sort();
-    rows
+/// on every read (as SQLite's schema 2 view did, and PostgreSQL's view does), in
+/// the backend's own arithmetic, sorted like `Backend::lines`: what the view must
+/// equal.
+fn flight_times_from_live_rows(db: &Backend) -> Vec<String> {
+    let sql = match db {
+        Backend::Sqlite { .. } => {
+            "WITH per_flight AS (
+                 SELECT flight_id,
+                        min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS off_blocks,
+                        min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS takeoff,
+                        max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS landing,
+                        max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS on_blocks
+                 FROM duty_event
+                 WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+                 GROUP BY flight_id)
+             SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
+                    round((julianday(on_blocks) - julianday(off_blocks)) * 1440, 2),
+                    round((julianday(landing) - julianday(takeoff)) * 1440, 2)
+             FROM per_flight"
+        }
+        Backend::Postgres(_) => {
+            "WITH per_flight AS (
+                 SELECT flight_id,
+                        min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'off_blocks') AS off_blocks,
+                        min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'takeoff') AS takeoff,
+                        max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'landing') AS landing,
+                        max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS on_blocks
+                 FROM duty_event
+                 WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+                 GROUP BY flight_id)
+             SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
+                    round(extract(epoch FROM (on_blocks || 'Z')::timestamptz
+                                             - (off_blocks || 'Z')::timestamptz) / 60, 2)::text,
+                    round(extract(epoch FROM (landing || 'Z')::timestamptz
+                                             - (takeoff || 'Z')::timestamptz) / 60, 2)::text
+             FROM per_flight"
+        }
+    };
+    db.lines(sql)
+}
+
+/// `flight_times` as its view reads, sorted like `Backend::lines`.
+fn flight_times(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                block_minutes{t}, airborne_minutes{t}
+         FROM flight_times",
+    )
 }
 
 /// Checks every inbox row of `db` against the files: one row per distinct digest, its
 /// counts summing to its events, its quarantine rows numbering conflicts + invalid.
-fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
+fn assert_counts_reconcile(db: &Backend, scenario: &Scenario, texts: &[String]) {
     let mut files: BTreeMap<String, &GenFile> = BTreeMap::new();
     for (file, text) in scenario.files.iter().zip(texts) {
         files.insert(sha256_hex(text), file);
     }
-    let rows = query(
-        db,
-        "SELECT batch_digest, events_total, inserted, updated, unchanged, stale, conflicts, invalid,
-             (SELECT count(*) FROM quarantine WHERE quarantine.batch_digest = ingest_inbox.batch_digest)
+    let rows = db.rows(
+        "SELECT batch_digest, events_total{t}, inserted{t}, updated{t}, unchanged{t}, stale{t},
+             conflicts{t}, invalid{t},
+             (SELECT count(*) FROM quarantine WHERE quarantine.batch_digest = ingest_inbox.batch_digest){t}
          FROM ingest_inbox",
     );
     let digests: BTreeSet<&String> = rows.iter().map(|row| &row[0]).collect();
@@ -1302,29 +1329,27 @@ fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
         );
         assert_eq!(conflicts, 0, "conflict-free files: {row:?}");
     }
-    let miscounted = query(
-        db,
-        "SELECT batch_digest, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
-             <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+    let miscounted = db.rows(
+        "SELECT batch_digest, rows_last_written{t} FROM batch_summary AS b WHERE rows_last_written
+             <> (SELECT count(*) FROM duty_event_all AS d WHERE d.batch_digest = b.batch_digest)",
     );
     assert!(
         miscounted.is_empty(),
         "rows_last_written is the count of the rows each batch last wrote: {miscounted:?}"
     );
-    let orphans = query(
-        db,
-        "SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox",
-    );
+    let orphans =
+        db.rows("SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox");
     assert!(
         orphans.is_empty(),
         "quarantine rows without an inbox row: {orphans:?}"
     );
 }
 
-/// Delivers the scenario's files as drawn into one database and each once, in order,
-/// into another; both must hold the expected events and reconcile their counts.
-fn check_order_and_repetition(scenario: &Scenario) {
-    let site = Site::new();
+/// Delivers the scenario's files as drawn into one empty database and each once, in
+/// order, into another (both of either backend); both must hold the expected events
+/// and reconcile their counts.
+pub(crate) fn check_order_and_repetition(scenario: &Scenario, drawn: &Backend, other: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
     let texts: Vec<String> = scenario
         .files
         .iter()
@@ -1335,7 +1360,7 @@ fn check_order_and_repetition(scenario: &Scenario) {
         .iter()
         .zip(&texts)
         .enumerate()
-        .map(|(i, (file, text))| site.file(&file.name(i), text))
+        .map(|(i, (file, text))| write(dir.path(), &file.name(i), text))
         .collect();
 
     // As drawn: shuffled, repeated, in two runs of spoolite.
@@ -1347,7 +1372,7 @@ fn check_order_and_repetition(scenario: &Scenario) {
     let (first, second) = delivered.split_at(scenario.split);
     let mut lines = Vec::new();
     for run in [first, second].into_iter().filter(|run| !run.is_empty()) {
-        let (code, run_lines) = site.ingest(run);
+        let (code, run_lines) = ingest_json(&drawn.db(), run);
         assert_eq!(code, 0, "{run_lines:?}");
         lines.extend(run_lines);
     }
@@ -1365,34 +1390,43 @@ fn check_order_and_repetition(scenario: &Scenario) {
     }
 
     // Each file once, in file order, into another database.
-    let other = site.dir.path().join("other.db");
     let in_order: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-    let (code, other_lines) = ingest_json(&other, &in_order);
+    let (code, other_lines) = ingest_json(&other.db(), &in_order);
     assert_eq!(code, 0, "{other_lines:?}");
 
     let expected = expected_events(scenario);
-    let mut all_columns = EVENT_COLUMNS.to_vec();
-    all_columns.push("retracted");
     let live: Vec<String> = expected
         .iter()
         .filter_map(|row| row.strip_suffix("|0").map(str::to_owned))
         .collect();
-    for (db, what) in [(&site.db, "as drawn"), (&other, "in order")] {
-        assert_eq!(dump(db, "duty_event_all", &all_columns), expected, "{what}");
-        assert_eq!(dump(db, "duty_event", EVENT_COLUMNS), live, "{what}");
+    for (db, what) in [(drawn, "as drawn"), (other, "in order")] {
         assert_eq!(
-            dump(db, "flight_times", &[]),
-            flight_times_from_live_rows(db),
+            db.lines(
+                "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision{t},
+                        payload, {retracted}{t}
+                 FROM duty_event_all"
+            ),
+            expected,
             "{what}"
         );
+        assert_eq!(
+            db.lines(
+                "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision{t},
+                        payload
+                 FROM duty_event"
+            ),
+            live,
+            "{what}"
+        );
+        assert_eq!(flight_times(db), flight_times_from_live_rows(db), "{what}");
     }
     assert_eq!(
-        dump(&site.db, "flight_times", &[]),
-        dump(&other, "flight_times", &[]),
+        flight_times(drawn),
+        flight_times(other),
         "flight_times as drawn and in order"
     );
-    assert_counts_reconcile(&site.db, scenario, &texts);
-    assert_counts_reconcile(&other, scenario, &texts);
+    assert_counts_reconcile(drawn, scenario, &texts);
+    assert_counts_reconcile(other, scenario, &texts);
 }
 
 proptest! {
@@ -1401,7 +1435,7 @@ proptest! {
 
     #[test]
     fn order_and_repetition_of_conflict_free_files_do_not_matter(scenario in scenario()) {
-        check_order_and_repetition(&scenario);
+        check_order_and_repetition(&scenario, &Backend::sqlite(), &Backend::sqlite());
     }
 }
 

@@ -6,8 +6,11 @@
 
 use std::path::PathBuf;
 
+use proptest::prelude::*;
 use tempfile::TempDir;
 
+use crate::ingest::{check_order_and_repetition, scenario};
+use crate::retractions::{check_change_seq_laws, files_and_deliveries};
 use crate::support::query;
 use crate::support_pg::PgDb;
 
@@ -49,6 +52,27 @@ impl Backend {
                 &sql.replace("{retracted}", "retracted::int")
                     .replace("{t}", "::text"),
             ),
+        }
+    }
+
+    /// Makes a PostgreSQL database as new: no schema, no rows (a SQLite one is
+    /// made anew by `sqlite`).
+    pub fn empty_again(&self) {
+        let Backend::Postgres(db) = self else {
+            panic!("a SQLite database is made anew, not emptied");
+        };
+        db.client()
+            .batch_execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+            .expect("empty the database");
+    }
+
+    /// Whether spoolite has made its schema yet (a SQLite file exists once it has).
+    pub fn has_schema(&self) -> bool {
+        match self {
+            Backend::Sqlite { path, .. } => path.exists(),
+            Backend::Postgres(db) => {
+                db.query("SELECT (to_regclass('duty_event_all') IS NOT NULL)::text") == [["true"]]
+            }
         }
     }
 
@@ -168,5 +192,50 @@ pub fn assert_views_equal(
     assert_eq!(left.len(), right.len());
     for ((name, left), (_, right)) in left.iter().zip(right) {
         assert_eq!(left, right, "{name}: {what}");
+    }
+}
+
+/// The property of `tests/it/ingest.rs` (the same body, `check_order_and_repetition`)
+/// on PostgreSQL. Two databases serve every case, emptied to no schema at all
+/// before each (as new: spoolite creates the schema again), since making and
+/// dropping a database per case (a checkpoint each) would take most of the time.
+/// Fewer cases than SQLite's, to stay within seconds.
+#[test]
+fn order_and_repetition_of_conflict_free_files_do_not_matter_on_postgres() {
+    let (drawn, other) = (Backend::postgres(), Backend::postgres());
+    let config = ProptestConfig {
+        cases: 8,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&scenario(), |scenario| {
+        drawn.empty_again();
+        other.empty_again();
+        check_order_and_repetition(&scenario, &drawn, &other);
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+/// The change_seq laws of `tests/it/retractions.rs` (the same body,
+/// `check_change_seq_laws`) on PostgreSQL, on one database emptied to no schema
+/// before each case.
+#[test]
+fn change_seq_follows_the_laws_over_random_files_and_re_drops_on_postgres() {
+    let db = Backend::postgres();
+    let config = ProptestConfig {
+        cases: 8,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&files_and_deliveries(), |(files, deliveries)| {
+        db.empty_again();
+        check_change_seq_laws(&files, &deliveries, &db);
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
     }
 }
