@@ -386,6 +386,21 @@ fn a_missing_source_is_a_clear_error_and_the_target_is_not_touched() {
         target.query("SELECT (to_regclass('spoolite_schema') IS NULL)::text"),
         [["true"]]
     );
+    // A SQLite file of someone else's tables is no spoolite database.
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .expect("create")
+        .execute_batch("CREATE TABLE t (x)")
+        .expect("a table");
+    let output = copy_db(&other, &target.uri(), &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "spoolite: read source {}: not a spoolite database (no schema)\n",
+            other.display()
+        )
+    );
     // A target that is not PostgreSQL is refused before anything is read.
     let source = Source::new();
     let output = copy_db(&source.db(), &source.db().display().to_string(), &[]);
