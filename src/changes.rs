@@ -1,6 +1,7 @@
 //! `spoolite changes`: the change feed as JSON lines on stdout, from a read-only
-//! connection; with `--follow`, a loop that waits on a file-system notification of
-//! the database's files (or a one-second timer, for missed events), looks whether
+//! connection to a SQLite file or a PostgreSQL database; with `--follow`, a loop
+//! that waits (SQLite: on a file-system notification of the database's files, or a
+//! one-second timer, for missed events; PostgreSQL: `PG_POLL`), looks whether
 //! anything was committed, and prints what was, until SIGTERM, SIGINT or a closed
 //! stdout.
 
@@ -15,8 +16,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use notify::{RecursiveMode, Watcher};
 
 use crate::cli::ChangesArgs;
-use crate::store::StoreError;
 use crate::store::changes::{Change, ChangeFeed, PAGE_ROWS, PageError};
+use crate::store::{FaultClass, StoreError};
 
 /// Exit code for an operating error (a missing, unreadable or older database).
 const EXIT_ERROR: u8 = 2;
@@ -41,6 +42,16 @@ const RECHECK_WAITS: [Duration; 4] = [
 /// most.
 const LOOK_GAP_MIN: Duration = Duration::from_millis(2);
 
+/// How often a follower of a PostgreSQL database reads the feed again. A read
+/// that finds nothing is one probe of the `change_seq` index: next to no work for
+/// the server or the follower, and a commit is printed within this time.
+const PG_POLL: Duration = Duration::from_millis(200);
+
+/// While a PostgreSQL follower's database cannot be reached (the server stopped
+/// or restarting), it tries again after a wait that doubles from the first to the
+/// second of these.
+const RETRY_WAITS: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
+
 /// How long a stop (SIGTERM, SIGINT) waits for the loop to finish the line it is
 /// writing before the process exits anyway: a write blocked on a reader that does
 /// not read must not keep it alive.
@@ -54,6 +65,11 @@ enum ChangesError {
     Missing(PathBuf),
     #[error("database {path}: {source}")]
     Unreadable { path: PathBuf, source: io::Error },
+    #[error(
+        "database {0} holds no spoolite tables yet; start `spoolite run` (or run \
+         `spoolite ingest`) once, or point --db at the site's database"
+    )]
+    NoSchema(PathBuf),
     #[error(
         "database {path} has schema version {found}, older than this spoolite's ({known}); \
          the change feed only reads, so the daemon must upgrade it first: start \
@@ -167,7 +183,9 @@ fn print_changes(
     doorbell: Sender<()>,
     wake: &Receiver<()>,
 ) -> Result<(), Halt> {
-    if let Err(error) = std::fs::metadata(db) {
+    let postgres = crate::store::postgres::is_uri(db);
+    // A PostgreSQL database is not a file: the connection says whether it exists.
+    if !postgres && let Err(error) = std::fs::metadata(db) {
         return Err(Halt::Error(match error.kind() {
             io::ErrorKind::NotFound => ChangesError::Missing(db.to_owned()),
             _ => ChangesError::Unreadable {
@@ -176,32 +194,52 @@ fn print_changes(
             },
         }));
     }
-    let feed = ChangeFeed::open(db).map_err(|error| match error {
-        StoreError::OlderSchema { path, found, known } => {
-            Halt::Error(ChangesError::OlderSchema { path, found, known })
-        }
-        other => Halt::from(other),
-    })?;
+    let mut feed = Some(open_feed(db)?);
     // The watch is in place before the first read, so no commit falls between them.
-    let _watcher = options.follow.then(|| watch_database(db, doorbell));
+    let _watcher = (options.follow && !postgres).then(|| watch_database(db, doorbell));
     let mut printer = Printer {
         out: BufWriter::new(io::stdout().lock()),
         after: options.since,
         left: options.limit,
     };
+    let fallback = if postgres { PG_POLL } else { FALLBACK_WAIT };
     let mut seen_version = None;
     let mut rechecks: &[Duration] = &[];
+    // Since when, and how long to wait before the next try, while a follower's
+    // PostgreSQL database cannot be reached.
+    let mut lost: Option<(Instant, Duration)> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
             return Err(Halt::Stopped);
         }
         let last_look = Instant::now();
-        match look(&feed, &mut seen_version, &mut printer, stop) {
-            Ok(()) => {}
+        match look_reopening(db, &mut feed, &mut seen_version, &mut printer, stop) {
+            Ok(()) => {
+                if let Some((since, _)) = lost.take() {
+                    log::info!(
+                        "read the change feed: the database answers again, after {:.1}s",
+                        since.elapsed().as_secs_f64()
+                    );
+                }
+            }
             // A follower outlasts a lock held past the busy timeout (a recovery
             // after a crash of the daemon): the next look tries again.
             Err(Halt::Error(ChangesError::Store(error))) if options.follow && error.is_busy() => {
                 log::warn!("read the change feed: {error}; trying again");
+            }
+            // ... and a PostgreSQL server that stops, restarts or drops the
+            // connection: it connects again, with a growing wait.
+            Err(Halt::Error(ChangesError::Store(error)))
+                if options.follow && postgres && passes(&error) =>
+            {
+                feed = None;
+                lost = Some(match lost {
+                    None => {
+                        log::warn!("read the change feed: {error}; connecting again");
+                        (Instant::now(), RETRY_WAITS.0)
+                    }
+                    Some((since, wait)) => (since, (wait * 2).min(RETRY_WAITS.1)),
+                });
             }
             Err(halt) => return Err(halt),
         }
@@ -211,9 +249,12 @@ fn print_changes(
         if stdout_is_closed() {
             return Err(Halt::Closed);
         }
-        let (wait, rest) = rechecks
-            .split_first()
-            .map_or((FALLBACK_WAIT, &[][..]), |(first, rest)| (*first, rest));
+        let (wait, rest) = match lost {
+            Some((_, retry)) => (retry, &[][..]),
+            None => rechecks
+                .split_first()
+                .map_or((fallback, &[][..]), |(first, rest)| (*first, rest)),
+        };
         rechecks = rest;
         match wake.recv_timeout(wait) {
             Ok(()) => {
@@ -229,21 +270,64 @@ fn print_changes(
     }
 }
 
-/// Prints every row committed since the last look, when `PRAGMA data_version`
-/// says something was (the first look always reads).
+/// Opens the feed of `db`, naming an older schema as the feed's own error.
+fn open_feed(db: &Path) -> Result<ChangeFeed, Halt> {
+    ChangeFeed::open(db).map_err(|error| match error {
+        StoreError::OlderSchema { path, found: 0, .. } => Halt::Error(ChangesError::NoSchema(path)),
+        StoreError::OlderSchema { path, found, known } => {
+            Halt::Error(ChangesError::OlderSchema { path, found, known })
+        }
+        other => Halt::from(other),
+    })
+}
+
+/// A PostgreSQL fault a follower waits out (the server unreachable or
+/// restarting, a dropped connection): the contract's passing faults.
+fn passes(error: &StoreError) -> bool {
+    matches!(error.class(), FaultClass::Database { .. })
+        && !matches!(
+            error,
+            StoreError::OlderSchema { .. } | StoreError::NewerSchema { .. }
+        )
+}
+
+/// `look`, on the feed in `slot`, opening it first when it is not open (after a
+/// lost connection); the feed stays in `slot` whatever the look returns.
+fn look_reopening(
+    db: &Path,
+    slot: &mut Option<ChangeFeed>,
+    seen_version: &mut Option<i64>,
+    printer: &mut Printer<impl Write>,
+    stop: &AtomicBool,
+) -> Result<(), Halt> {
+    let mut feed = match slot.take() {
+        Some(feed) => feed,
+        None => {
+            *seen_version = None;
+            open_feed(db)?
+        }
+    };
+    let looked = look(&mut feed, seen_version, printer, stop);
+    *slot = Some(feed);
+    looked
+}
+
+/// Prints every row committed since the last look: on SQLite only when `PRAGMA
+/// data_version` says something was (the first look always reads); on PostgreSQL
+/// at every look.
 fn look(
-    feed: &ChangeFeed,
+    feed: &mut ChangeFeed,
     seen_version: &mut Option<i64>,
     printer: &mut Printer<impl Write>,
     stop: &AtomicBool,
 ) -> Result<(), Halt> {
     let version = feed.data_version()?;
-    if *seen_version == Some(version) {
+    if version.is_some() && *seen_version == version {
         return Ok(());
     }
     // Noted before reading: a commit during the read moves it again, and the next
     // look reads what that commit added. A read that fails is tried again.
-    *seen_version = Some(version);
+    *seen_version = version;
     let printed = printer.print_all(feed, stop);
     if printed.is_err() {
         *seen_version = None;
@@ -261,7 +345,7 @@ struct Printer<W: Write> {
 impl<W: Write> Printer<W> {
     /// Prints the rows after `after`, page by page, up to the end of the feed or
     /// the limit, flushing after each page.
-    fn print_all(&mut self, feed: &ChangeFeed, stop: &AtomicBool) -> Result<(), Halt> {
+    fn print_all(&mut self, feed: &mut ChangeFeed, stop: &AtomicBool) -> Result<(), Halt> {
         loop {
             let want = self.left.map_or(PAGE_ROWS, |left| {
                 usize::try_from(left).unwrap_or(usize::MAX).min(PAGE_ROWS)

@@ -3,7 +3,7 @@
 //! `--help` text.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
@@ -66,12 +66,28 @@ pub enum Command {
     CopyDb(CopyDbArgs),
 }
 
+impl Command {
+    /// `--db` and `--db-password-file` of a command that takes them.
+    pub fn database(&self) -> Option<(&Path, Option<&Path>)> {
+        let (db, password_file) = match self {
+            Command::Run(args) => (&args.db.db, &args.db.password_file),
+            Command::Ingest(args) => (&args.db.db, &args.db.password_file),
+            Command::Status(args) => (&args.db, &args.password_file),
+            Command::Changes(args) => (&args.db, &args.password_file),
+            Command::CopyDb(args) => (&args.to, &args.password_file),
+            Command::Key(_) => return None,
+        };
+        Some((db, password_file.db_password_file.as_deref()))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DbArg {
     /// The SQLite database file (missing parent folders are created), or a
     /// PostgreSQL database as a libpq URI: postgres://… or postgresql://…, e.g.
-    /// postgresql:///spoolite?host=/run/postgresql for a local socket folder
-    /// (connections are not encrypted yet: no sslmode other than disable).
+    /// postgresql:///spoolite?host=/run/postgresql for a local socket folder, or
+    /// postgresql://ingest@db.example/spoolite?sslmode=verify-full&sslrootcert=/etc/spoolite/db-ca.pem
+    /// (sslmode disable, prefer, require, verify-ca or verify-full).
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -79,6 +95,18 @@ pub struct DbArg {
         value_name = "FILE"
     )]
     pub db: PathBuf,
+    #[command(flatten)]
+    pub password_file: DbPasswordFileArg,
+}
+
+#[derive(Debug, Args)]
+pub struct DbPasswordFileArg {
+    /// A file whose one line (the line end dropped) is the PostgreSQL password, when
+    /// the URI holds none: e.g. a systemd credential (LoadCredential=). Read at
+    /// every connection; the password is never logged or shown. Only with a
+    /// PostgreSQL --db.
+    #[arg(long, env = "SPOOLITE_DB_PASSWORD_FILE", value_name = "FILE")]
+    pub db_password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +212,8 @@ pub struct StatusArgs {
         value_name = "FILE"
     )]
     pub db: PathBuf,
+    #[command(flatten)]
+    pub password_file: DbPasswordFileArg,
     /// Print one JSON object instead of text.
     #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub json: bool,
@@ -191,10 +221,11 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct ChangesArgs {
-    /// The SQLite database file; it must exist with the current schema (`spoolite
-    /// run` creates and upgrades it) and is only read. Without the option or its
-    /// variable, the variable from the site defaults file (/etc/default/spoolite)
-    /// applies.
+    /// The SQLite database file, or a PostgreSQL URI (postgres://…,
+    /// postgresql://…); it must exist with the current schema (`spoolite run`
+    /// creates and upgrades it) and is only read, so a role that may only read
+    /// suffices. Without the option or its variable, the variable from the site
+    /// defaults file (/etc/default/spoolite) applies.
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -202,6 +233,8 @@ pub struct ChangesArgs {
         value_name = "FILE"
     )]
     pub db: PathBuf,
+    #[command(flatten)]
+    pub password_file: DbPasswordFileArg,
     /// Print only the rows whose change_seq is greater than N: the last change_seq
     /// a downstream job has handled. 0 prints every row.
     #[arg(long, env = "SPOOLITE_SINCE", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
@@ -211,8 +244,9 @@ pub struct ChangesArgs {
     #[arg(long, env = "SPOOLITE_LIMIT", value_name = "N")]
     pub limit: Option<u64>,
     /// After the rows already committed, keep printing the rows of every batch
-    /// committed later, within a moment of its commit, until SIGTERM, SIGINT or
-    /// stdout is closed (each exits 0). Lines are flushed after each batch of rows.
+    /// committed later, within a moment of its commit (PostgreSQL: read every
+    /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
+    /// flushed after each batch of rows.
     #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub follow: bool,
 }
@@ -228,6 +262,8 @@ pub struct CopyDbArgs {
     /// --into-non-empty.
     #[arg(long, env = "SPOOLITE_TO", value_name = "URI")]
     pub to: PathBuf,
+    #[command(flatten)]
+    pub password_file: DbPasswordFileArg,
     /// Copy into a database that already holds rows (another workstation's copy,
     /// a daemon's batches), adding the source's batches to them. A batch digest or
     /// an idempotency key both databases hold is refused and nothing is copied; the

@@ -24,11 +24,15 @@ const EXIT_ERROR: u8 = 2;
 pub fn ingest(args: &IngestArgs) -> ExitCode {
     // A dry run opens the database read-only (or compares against an empty one in
     // memory when it does not exist yet): it creates, upgrades and locks nothing.
-    // A PostgreSQL database always "exists": the server says whether it does.
+    // A PostgreSQL database always "exists": the server says whether it does, and
+    // one without spoolite's schema yet is compared against as an empty one.
     let exists = store::postgres::is_uri(&args.db.db) || args.db.db.exists();
     let opened = match (args.dry_run, exists) {
         (false, _) => Store::open(&args.db.db),
         (true, true) => Store::open_read_only(&args.db.db).and_then(|mut store| {
+            if store.has_no_schema()? {
+                return Store::open_empty_in_memory();
+            }
             store.require_current_schema(&args.db.db)?;
             Ok(store)
         }),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
-use spoolite::{changes, commands, copydb, daemon, logging};
+use spoolite::{changes, commands, copydb, daemon, logging, store};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -26,6 +26,10 @@ fn main() -> ExitCode {
     if let Some(error) = &plan.defaults.error {
         log::warn!("{error}");
     }
+    if let Err(message) = use_password_file(&cli.command) {
+        eprintln!("spoolite: {message}");
+        return ExitCode::from(2);
+    }
     match &cli.command {
         Command::Run(args) => run(args),
         Command::Ingest(args) => commands::ingest(args),
@@ -34,6 +38,25 @@ fn main() -> ExitCode {
         Command::Key(args) => commands::key(args),
         Command::CopyDb(args) => copydb::run(args),
     }
+}
+
+/// Hands `--db-password-file` to the store, which reads it at every connection;
+/// refuses it beside a SQLite `--db`, which has no password.
+fn use_password_file(command: &Command) -> Result<(), String> {
+    let Some((db, Some(password_file))) = command.database() else {
+        return Ok(());
+    };
+    if !store::postgres::is_uri(db) {
+        return Err(format!(
+            "--db-password-file {} (SPOOLITE_DB_PASSWORD_FILE) is for a PostgreSQL database, \
+             but --db {} is a SQLite file, which has no password: leave the password file \
+             out, or point --db at a postgresql:// URI",
+            password_file.display(),
+            db.display()
+        ));
+    }
+    store::postgres::use_password_file(password_file.to_owned());
+    Ok(())
 }
 
 fn run(args: &RunArgs) -> ExitCode {

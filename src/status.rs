@@ -97,8 +97,14 @@ impl Status {
 pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
     let spool = Spool::at(spool_dir);
     let mut unreadable = Vec::new();
-    let db_exists = db.exists();
     let totals = read_totals(db, &mut unreadable);
+    // A PostgreSQL database is no file: it exists when it could be read.
+    let postgres = crate::store::postgres::is_uri(db);
+    let db_exists = if postgres {
+        totals.is_some()
+    } else {
+        db.exists()
+    };
     let spool_exists = match fs::metadata(spool_dir) {
         Ok(meta) if meta.is_dir() => true,
         Ok(_) => {
@@ -129,7 +135,7 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
         unreadable,
         lock_seen: !spool_exists,
     };
-    if db_exists {
+    if db_exists && !postgres {
         let wal_bytes = match wal_path(db).metadata() {
             Ok(meta) => Some(meta.len()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
@@ -329,6 +335,9 @@ pub fn render(status: &Status) -> String {
         "database",
         &if status.db_exists {
             status.db.clone()
+        } else if crate::store::postgres::is_uri(Path::new(&status.db)) {
+            // The server may be down as well as the database missing: stderr says.
+            format!("{} (cannot be read)", status.db)
         } else {
             format!("{} (does not exist)", status.db)
         },

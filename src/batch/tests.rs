@@ -299,34 +299,6 @@ mod never_panics {
     }
 }
 
-/// Reader throughput, by hand (no timed assertion): reads the file named by
-/// `SPOOLITE_PARSE_FILE` (write one with `spoolite-bench __generate FILE`) and prints
-/// events per second. `SPOOLITE_PARSE_FILE=/tmp/b.json cargo test --release --lib
-/// parse_speed -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn parse_speed() {
-    let Ok(path) = std::env::var("SPOOLITE_PARSE_FILE") else {
-        return;
-    };
-    let format = Format::from_name(&path).expect("a .json or .ndjson file");
-    for _ in 0..3 {
-        let file = std::fs::File::open(&path).expect("open");
-        let input = std::io::BufReader::with_capacity(64 * 1024, file);
-        let started = std::time::Instant::now();
-        let mut reader = BatchReader::new(format, input, Limits::default());
-        let mut events = 0u64;
-        while let Some(record) = reader.next_record().expect("a good file") {
-            events += u64::from(record.event.is_ok());
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        println!(
-            "{path}: {events} events in {seconds:.2} s ({:.0} events/s)",
-            events as f64 / seconds
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------
 // Still arriving: a question of JSON syntax alone.
 

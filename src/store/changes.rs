@@ -1,12 +1,14 @@
 //! Reading the change feed: the rows of `duty_event_all` after a `change_seq`, in
-//! `change_seq` order, a bounded page per query, on a read-only connection, and the
-//! cheap look (`PRAGMA data_version`) that tells a follower whether anything was
-//! committed since it last read.
+//! `change_seq` order, a bounded page per query, from either backend
+//! (`ChangeFeed`); SQLite's on a read-only connection, with the cheap look
+//! (`PRAGMA data_version`) that tells a follower whether anything was committed
+//! since it last read. PostgreSQL's reads are in `postgres::changes`.
 
 use std::path::Path;
 
 use rusqlite::Connection;
 
+use super::postgres::{self, changes::PgChangeFeed};
 use super::{StoreError, open};
 
 /// The most rows one query reads. A page is read in one statement (one snapshot)
@@ -33,9 +35,55 @@ pub struct Change {
     pub change_seq: i64,
 }
 
-/// A read-only connection to a spoolite database of the current schema, for
-/// reading its change feed.
-pub struct ChangeFeed {
+/// A connection to a spoolite database of the current schema, for reading its
+/// change feed: `--db` a SQLite file or a PostgreSQL URI. It only reads.
+pub enum ChangeFeed {
+    Sqlite(SqliteChangeFeed),
+    Postgres(PgChangeFeed),
+}
+
+impl ChangeFeed {
+    /// Opens the existing database `db` names for reading (nothing is created,
+    /// locked for writing or upgraded), and refuses a schema older than this
+    /// spoolite's (`StoreError::OlderSchema`): only the daemon upgrades a database.
+    pub fn open(db: &Path) -> Result<ChangeFeed, StoreError> {
+        if postgres::is_uri(db) {
+            return Ok(ChangeFeed::Postgres(PgChangeFeed::open(db)?));
+        }
+        Ok(ChangeFeed::Sqlite(SqliteChangeFeed::open(db)?))
+    }
+
+    /// SQLite: a number that changes whenever another connection commits (see
+    /// `SqliteChangeFeed::data_version`). PostgreSQL has no such number for a
+    /// session to read: `None`, and a follower reads a page at each look.
+    pub fn data_version(&mut self) -> Result<Option<i64>, StoreError> {
+        match self {
+            ChangeFeed::Sqlite(feed) => feed.data_version().map(Some),
+            ChangeFeed::Postgres(_) => Ok(None),
+        }
+    }
+
+    /// Hands `each` the rows with `change_seq > after`, in `change_seq` order, at
+    /// most `rows` of them (and at most `PAGE_ROWS`), read in one statement.
+    /// Returns how many were handed over; fewer than asked means the feed is read
+    /// to its end, as of this read. An error of `each` stops the page and is
+    /// returned as it is.
+    pub fn page<E>(
+        &mut self,
+        after: i64,
+        rows: usize,
+        each: impl FnMut(Change) -> Result<(), E>,
+    ) -> Result<usize, PageError<E>> {
+        match self {
+            ChangeFeed::Sqlite(feed) => feed.page(after, rows, each),
+            ChangeFeed::Postgres(feed) => feed.page(after, rows, each),
+        }
+    }
+}
+
+/// A read-only connection to a spoolite SQLite database of the current schema,
+/// for reading its change feed.
+pub struct SqliteChangeFeed {
     conn: Connection,
 }
 
@@ -45,11 +93,11 @@ const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_u
      source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
      FROM duty_event_all WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2";
 
-impl ChangeFeed {
+impl SqliteChangeFeed {
     /// Opens the existing database at `path` read-only (nothing is created, locked
     /// for writing or upgraded), and refuses a schema older than this spoolite's
     /// (`StoreError::OlderSchema`): only the daemon upgrades a database.
-    pub fn open(path: &Path) -> Result<ChangeFeed, StoreError> {
+    pub fn open(path: &Path) -> Result<SqliteChangeFeed, StoreError> {
         let conn = open::read_only(path)?;
         let found = open::user_version(&conn)?;
         if found < open::SCHEMA_VERSION {
@@ -59,7 +107,7 @@ impl ChangeFeed {
                 known: open::SCHEMA_VERSION,
             });
         }
-        Ok(ChangeFeed { conn })
+        Ok(SqliteChangeFeed { conn })
     }
 
     /// A number that changes whenever another connection commits to the database
@@ -134,7 +182,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("spoolite.db");
         drop(Store::open(&path).expect("create"));
-        let feed = ChangeFeed::open(&path).expect("open feed");
+        let feed = SqliteChangeFeed::open(&path).expect("open feed");
         let plan: Vec<String> = feed
             .conn
             .prepare(&format!("EXPLAIN QUERY PLAN {PAGE_SQL}"))
@@ -160,7 +208,7 @@ mod tests {
         conn.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t (x); PRAGMA user_version=4;")
             .expect("old schema");
         drop(conn);
-        match ChangeFeed::open(&path) {
+        match SqliteChangeFeed::open(&path) {
             Err(StoreError::OlderSchema { found: 4, .. }) => {}
             Err(other) => panic!("expected an older schema, got {other}"),
             Ok(_) => panic!("expected an older schema, got a feed"),

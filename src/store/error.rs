@@ -44,11 +44,23 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("connect to PostgreSQL database {db}: {source}")]
+    #[error(
+        "connect to PostgreSQL database {db}: {}",
+        super::postgres::with_causes(source)
+    )]
     PgConnect {
         /// The URI without its password.
         db: String,
         source: postgres::Error,
+    },
+    /// A connection that could not be made for a reason the URI, its files or the
+    /// server's settings hold (TLS, the CA file, the password file, the password):
+    /// the message says what to do.
+    #[error("connect to PostgreSQL database {db}: {problem}")]
+    PgConnection {
+        /// The URI without its password.
+        db: String,
+        problem: String,
     },
     #[error("database: {0}")]
     Postgres(#[from] postgres::Error),
@@ -86,7 +98,9 @@ impl StoreError {
     pub fn class(&self) -> FaultClass {
         use rusqlite::ErrorCode::*;
         let code = match self {
-            StoreError::PgConnect { .. } => return FaultClass::Database { reopen: true },
+            StoreError::PgConnect { .. } | StoreError::PgConnection { .. } => {
+                return FaultClass::Database { reopen: true };
+            }
             StoreError::Postgres(e) => return postgres_class(e),
             StoreError::Copy(_) => return FaultClass::Database { reopen: true },
             StoreError::Disagreed(_) => return FaultClass::ThisFile,
@@ -124,6 +138,7 @@ impl StoreError {
     pub fn is_fatal_at_start(&self) -> bool {
         let code = match self {
             StoreError::PgConnect { .. }
+            | StoreError::PgConnection { .. }
             | StoreError::Postgres(_)
             | StoreError::Copy(_)
             | StoreError::Disagreed(_) => return false,
@@ -150,6 +165,7 @@ impl StoreError {
             | StoreError::Unsupported { .. }
             | StoreError::Spill(_)
             | StoreError::PgConnect { .. }
+            | StoreError::PgConnection { .. }
             | StoreError::Postgres(_)
             | StoreError::Copy(_)
             | StoreError::Disagreed(_)

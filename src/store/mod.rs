@@ -12,6 +12,7 @@ mod flights;
 pub mod fold;
 pub mod open;
 pub mod postgres;
+mod rebuild;
 mod runs;
 mod writer;
 
@@ -113,6 +114,16 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.require_current_schema(db),
             Store::Postgres(store) => store.require_current_schema(),
+        }
+    }
+
+    /// Whether the database holds no spoolite schema yet: a PostgreSQL database
+    /// no spoolite has written (a dry run compares against an empty one instead).
+    /// A SQLite file is checked by `require_current_schema`: `false`.
+    pub fn has_no_schema(&mut self) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(false),
+            Store::Postgres(store) => Ok(store.schema_version()? == 0),
         }
     }
 

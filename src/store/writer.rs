@@ -15,6 +15,7 @@ use rusqlite::{Connection, OptionalExtension, Statement, Transaction, params};
 use super::StoreError;
 use super::flights::{self, Flights};
 use super::fold::{CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail};
+use super::rebuild;
 use super::runs::{Runs, Staged};
 use crate::batch::{Event, Header, Record};
 
@@ -200,7 +201,19 @@ impl Batch<'_> {
             Some(writer) => {
                 let mut flights = std::mem::take(&mut self.flights);
                 flights.end_run(&self.tx)?;
+                let valid = self.counts.events_total - self.counts.invalid;
+                let dropped = match rebuild::worth_it(&self.tx, valid)? {
+                    true => Some(rebuild::drop_secondary(&self.tx)?),
+                    false => None,
+                };
                 let counts = writer.apply(&self.tx, runs, default_revision, stop, &mut flights)?;
+                if let Some(dropped) = dropped {
+                    let built = std::time::Instant::now();
+                    dropped.rebuild(&self.tx)?;
+                    log::debug!("built the secondary indexes again in {:?}", built.elapsed());
+                }
+                // After the rebuild: a flight's times are recomputed through the
+                // index on flight_ref.
                 flights.finish(&self.tx)?;
                 counts
             }

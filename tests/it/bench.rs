@@ -1,6 +1,7 @@
 //! The benchmark harness still runs: a smoke run (10k events, a 3 s idle window,
 //! backlogs of 300 and 100 files, the fair floor built under target/perf-floor and
-//! run, the analyst queries on a 30k-row database) on the debug binaries, so that
+//! run, the analyst queries on a 30k-row database, section P on a PostgreSQL server
+//! of its own with 3k events) on the debug binaries, so that
 //! `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are not
 //! tests.
 
@@ -40,6 +41,9 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         "flight_times, one day of off_blocks_utc",
         "duty_event by idempotency_key",
         "batch_summary for one file",
+        "psql COPY floor",
+        "4 `spoolite run` at once",
+        "drop-to-visible against PostgreSQL",
     ] {
         assert!(
             results.contains(figure),

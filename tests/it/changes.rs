@@ -49,7 +49,7 @@ fn row_object(row: Vec<String>) -> Value {
 }
 
 /// `spoolite changes --db DB ARGS`: exit code, parsed lines, raw stdout, stderr.
-fn changes(db: &Path, args: &[&str]) -> (i32, Vec<Value>, String, String) {
+pub(crate) fn changes(db: &Path, args: &[&str]) -> (i32, Vec<Value>, String, String) {
     let output = spoolite()
         .arg("changes")
         .arg("--db")
@@ -72,7 +72,7 @@ fn changes(db: &Path, args: &[&str]) -> (i32, Vec<Value>, String, String) {
 }
 
 /// Checks `changes --since SINCE --limit LIMIT` against `all`, the whole feed.
-fn assert_window(db: &Path, all: &[Value], since: i64, limit: usize) {
+pub(crate) fn assert_window(db: &Path, all: &[Value], since: i64, limit: usize) {
     let (code, lines, _, stderr) = changes(
         db,
         &["--since", &since.to_string(), "--limit", &limit.to_string()],
@@ -87,7 +87,7 @@ fn assert_window(db: &Path, all: &[Value], since: i64, limit: usize) {
     assert_eq!(lines, want, "--since {since} --limit {limit}");
 }
 
-fn seq(line: &Value) -> i64 {
+pub(crate) fn seq(line: &Value) -> i64 {
     line["change_seq"]
         .as_i64()
         .expect("change_seq is an integer")
@@ -421,15 +421,15 @@ fn help_explains_every_option() {
 
 /// A running `spoolite changes --follow`, its stdout read line by line on a thread.
 /// Dropping it kills the process and reaps it.
-struct Follower {
-    child: Child,
+pub(crate) struct Follower {
+    pub(crate) child: Child,
     lines: mpsc::Receiver<String>,
     /// Every line read so far, parsed.
-    seen: Vec<Value>,
+    pub(crate) seen: Vec<Value>,
 }
 
 impl Follower {
-    fn start(command: &mut Command) -> Follower {
+    pub(crate) fn start(command: &mut Command) -> Follower {
         let mut child = command
             .arg("--follow")
             .stdin(Stdio::null())
@@ -454,18 +454,18 @@ impl Follower {
         }
     }
 
-    fn on(db: &Path, args: &[&str]) -> Follower {
+    pub(crate) fn on(db: &Path, args: &[&str]) -> Follower {
         let mut command = spoolite();
         command.arg("changes").arg("--db").arg(db).args(args);
         Follower::start(&mut command)
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).expect("pid fits")
     }
 
     /// The next line, within `limit`.
-    fn next_within(&mut self, limit: Duration, what: &str) -> Value {
+    pub(crate) fn next_within(&mut self, limit: Duration, what: &str) -> Value {
         let line = self
             .lines
             .recv_timeout(limit)
@@ -476,7 +476,7 @@ impl Follower {
     }
 
     /// Reads lines until one with `change_seq >= seq`; returns the lines read.
-    fn read_through(&mut self, seq_wanted: i64, what: &str) -> Vec<Value> {
+    pub(crate) fn read_through(&mut self, seq_wanted: i64, what: &str) -> Vec<Value> {
         let start = Instant::now();
         let mut read = Vec::new();
         while read.last().is_none_or(|line| seq(line) < seq_wanted) {
@@ -486,13 +486,13 @@ impl Follower {
         read
     }
 
-    fn signal(&self, signal: libc::c_int) {
+    pub(crate) fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
         let rc = unsafe { libc::kill(self.pid(), signal) };
         assert_eq!(rc, 0, "kill({}, {signal})", self.pid());
     }
 
-    fn wait_exit(&mut self, limit: Duration, what: &str) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self, limit: Duration, what: &str) -> ExitStatus {
         let mut status = None;
         wait_until(limit, what, || {
             status = self.child.try_wait().expect("try_wait");
@@ -502,7 +502,7 @@ impl Follower {
     }
 
     /// The lines printed after the last one read, once the process has ended.
-    fn rest(&mut self) -> Vec<Value> {
+    pub(crate) fn rest(&mut self) -> Vec<Value> {
         let mut rest = Vec::new();
         while let Ok(line) = self.lines.recv_timeout(WAIT) {
             let value: Value = serde_json::from_str(&line).expect("a JSON line");
@@ -513,7 +513,7 @@ impl Follower {
     }
 
     /// Seconds of CPU (user and system) the process has used, in clock ticks.
-    fn cpu_ticks(&self) -> u64 {
+    pub(crate) fn cpu_ticks(&self) -> u64 {
         let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid())).expect("read stat");
         // Fields after the command name, which is in parentheses: utime is the
         // 12th of them and stime the 13th.

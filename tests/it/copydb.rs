@@ -13,6 +13,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::pg::outcome_table_files;
+use crate::pg_conn::TlsServer;
 use crate::pg_contract::{Backend, Times, assert_views_equal, views};
 use crate::support::{event, ingest_command, ingest_json, json_batch, query, spoolite, write};
 use crate::support_pg::PgDb;
@@ -473,5 +474,33 @@ fn a_database_being_written_is_copied_as_last_committed() {
         &views(&target, Times::Included),
         &committed,
         "what was committed when the copy began",
+    );
+}
+
+#[test]
+fn the_targets_password_comes_from_the_password_file() {
+    let tls = TlsServer::shared();
+    let (target, role, password) = tls.database();
+    let source = Source::new();
+    let secret = write(source.dir.path(), "db-password", format!("{password}\n"));
+    let uri = tls.uri(&target, &role, "127.0.0.1", "sslmode=require");
+    // Without it the server refuses the connection: nothing is copied.
+    let output = copy_db(&source.db(), &uri, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let secret_arg = secret.display().to_string();
+    let output = copy_db(&source.db(), &uri, &["--db-password-file", &secret_arg]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    assert!(
+        !shown.contains(&password),
+        "the password was shown: {shown}"
+    );
+    assert_eq!(
+        target.query("SELECT count(*)::text FROM ingest_inbox"),
+        [["4"]]
     );
 }

@@ -59,9 +59,10 @@ impl PgDb {
     /// in `host=`.
     pub fn uri(&self) -> String {
         format!(
-            "postgresql:///{}?host={}&user={SUPERUSER}",
+            "postgresql:///{}?host={}&port={}&user={SUPERUSER}",
             self.name,
-            self.server.socket_dir().display()
+            self.server.socket_dir().display(),
+            self.server.port
         )
     }
 
@@ -137,6 +138,8 @@ pub struct Server {
     bin: PathBuf,
     /// The `-o` options the server was started with, to start it again.
     options: String,
+    /// The port (`-c port=N` among the options, else 5432), which names the socket too.
+    port: u16,
 }
 
 impl Server {
@@ -197,7 +200,16 @@ impl Server {
              -c shared_buffers=16MB {extra}",
             dir.path().display()
         );
-        let server = Server { dir, bin, options };
+        let port = extra
+            .split_whitespace()
+            .find_map(|option| option.strip_prefix("port=")?.parse().ok())
+            .unwrap_or(5432);
+        let server = Server {
+            dir,
+            bin,
+            options,
+            port,
+        };
         server.start_again();
         server
     }
@@ -241,10 +253,22 @@ impl Server {
         self.dir.path()
     }
 
+    /// The port it listens on (TCP, when `listen_addresses` has an address), which
+    /// also names its socket.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's log (`server.log` in its folder).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
     fn admin_uri(&self) -> String {
         format!(
-            "postgresql:///postgres?host={}&user={SUPERUSER}",
-            self.socket_dir().display()
+            "postgresql:///postgres?host={}&port={}&user={SUPERUSER}",
+            self.socket_dir().display(),
+            self.port
         )
     }
 

@@ -90,3 +90,103 @@ fn a_large_file_killed_while_its_runs_spill_leaves_no_file_next_to_the_database(
         "{left:?}"
     );
 }
+
+/// The indexes of the database as `sqlite_master` defines them.
+fn index_definitions(db: &Path) -> Vec<Vec<String>> {
+    query(
+        db,
+        "SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name",
+    )
+}
+
+/// `spoolite ingest` of `file` with the store's debug lines on stderr.
+fn ingest_logged(db: &Path, file: &Path) -> String {
+    let output = ingest_command(db)
+        .arg(file)
+        .env("RUST_LOG", "spoolite=debug")
+        .output()
+        .expect("run spoolite ingest");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const REBUILT: &str = "built the secondary indexes again";
+
+#[test]
+fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    let first = write(dir.path(), "first.ndjson", large_file(6));
+    ingest_logged(&db, &first);
+    let schema = index_definitions(&db);
+    assert!(
+        schema
+            .iter()
+            .any(|row| row[0] == "duty_event_data_kind_instant"),
+        "{schema:?}"
+    );
+
+    // 40,000 events into 6 rows: the secondary indexes are dropped for the
+    // apply. Killed at moments across the ingest, each time the transaction,
+    // the drop included, is rolled back: the indexes are there, whole.
+    let file = write(dir.path(), "large.ndjson", {
+        let all = large_file(40_006);
+        all.lines()
+            .skip(6)
+            .map(|line| format!("{line}\n"))
+            .collect::<String>()
+    });
+    for kill_after_ms in [150, 400, 900, 1600] {
+        let mut child = ingest_command(&db)
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let deadline = Instant::now() + Duration::from_millis(kill_after_ms);
+        while Instant::now() < deadline && child.try_wait().expect("try_wait").is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().expect("kill -9");
+        child.wait().expect("wait");
+        assert_eq!(
+            index_definitions(&db),
+            schema,
+            "killed after {kill_after_ms} ms"
+        );
+        assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
+    }
+
+    let log = ingest_logged(&db, &file);
+    assert!(log.contains(REBUILT), "{log}");
+    assert_eq!(index_definitions(&db), schema);
+    // Every index holds every row of the table, as a build by the schema does.
+    assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM duty_event_data"),
+        [["40006"]]
+    );
+    let plan = query(
+        &db,
+        "EXPLAIN QUERY PLAN SELECT count(*) FROM duty_event
+         WHERE event_kind = 'takeoff' AND rtrim(instant_utc, 'Z') >= '2026-11-29T10'",
+    );
+    assert!(
+        plan.iter().any(|row| row
+            .iter()
+            .any(|cell| cell.contains("duty_event_data_kind_instant"))),
+        "{plan:?}"
+    );
+
+    // A file small against the table keeps the indexes and inserts into them.
+    let small = write(dir.path(), "small.ndjson", {
+        let all = large_file(40_106);
+        all.lines()
+            .skip(40_006)
+            .map(|line| format!("{line}\n"))
+            .collect::<String>()
+    });
+    let log = ingest_logged(&db, &small);
+    assert!(!log.contains(REBUILT), "{log}");
+    assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
+}

@@ -1,6 +1,7 @@
 //! Drop-to-visible latency: small files renamed one by one into the incoming/ folder
 //! of a running `spoolite run`, each timed from its rename until a separate
-//! read-only connection sees its inbox row.
+//! connection (read-only on SQLite) sees its inbox row. The database is a SQLite
+//! file of the run's own, or a PostgreSQL database (section P).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -31,6 +32,31 @@ pub struct Plan<'a> {
     pub files: u64,
     pub events_per_file: u64,
     pub settle: &'a str,
+    /// A PostgreSQL URI (an empty database the daemon puts its schema into); `None`:
+    /// `latency.db` in `dir`.
+    pub postgres: Option<&'a str>,
+}
+
+/// The look-up of one file's inbox row (SQLite reads `$1` as the first parameter).
+const INBOX_ROW: &str = "SELECT 1 FROM ingest_inbox WHERE batch_digest = $1";
+
+/// The separate connection that looks for each file's inbox row.
+enum Reader {
+    Sqlite(Connection),
+    Postgres(postgres::Client, postgres::Statement),
+}
+
+impl Reader {
+    fn has_batch(&mut self, digest: &str) -> BenchResult<bool> {
+        Ok(match self {
+            Reader::Sqlite(conn) => conn
+                .prepare_cached(INBOX_ROW)?
+                .query_row([digest], |_| Ok(()))
+                .optional()?
+                .is_some(),
+            Reader::Postgres(client, query) => client.query_opt(&*query, &[&digest])?.is_some(),
+        })
+    }
 }
 
 /// Runs the latency measurement; returns one latency per file, in seconds, the
@@ -41,13 +67,16 @@ pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
     }
     std::fs::create_dir_all(plan.dir)?;
     let spool = plan.dir.join("spool");
-    let db = plan.dir.join("latency.db");
+    let db = match plan.postgres {
+        Some(uri) => PathBuf::from(uri),
+        None => plan.dir.join("latency.db"),
+    };
     let daemon = start(plan, &spool, &db)?;
-    let reader = wait_ready(&db)?;
+    let mut reader = wait_ready(&db, plan.postgres)?;
     let incoming = spool.join("incoming");
     let mut latencies = Vec::new();
     for number in 0..=plan.files {
-        let latency = drop_one(plan, &incoming, &reader, number)?;
+        let latency = drop_one(plan, &incoming, &mut reader, number)?;
         if number > 0 {
             latencies.push(latency.as_secs_f64());
         }
@@ -71,16 +100,23 @@ fn start(plan: &Plan, spool: &Path, db: &Path) -> BenchResult<Daemon> {
     Daemon::start(plan.spoolite, args, &plan.dir.join("daemon.log"))
 }
 
-/// A read-only connection, once the daemon has created the database and its schema.
-fn wait_ready(db: &Path) -> BenchResult<Connection> {
+/// The reader, once the daemon has created the database and its schema.
+fn wait_ready(db: &Path, postgres: Option<&str>) -> BenchResult<Reader> {
     let deadline = Instant::now() + WAIT_MAX;
     loop {
-        if let Ok(conn) = open_reader(db)
-            && conn
-                .query_row("SELECT count(*) FROM ingest_inbox", [], |_| Ok(()))
-                .is_ok()
+        let reader = match postgres {
+            Some(uri) => postgres::Client::connect(uri, postgres::NoTls)
+                .ok()
+                .and_then(|mut client| {
+                    let query = client.prepare(INBOX_ROW).ok()?;
+                    Some(Reader::Postgres(client, query))
+                }),
+            None => open_reader(db).ok().map(Reader::Sqlite),
+        };
+        if let Some(mut reader) = reader
+            && reader.has_batch("").is_ok()
         {
-            return Ok(conn);
+            return Ok(reader);
         }
         if Instant::now() > deadline {
             return Err(format!(
@@ -105,7 +141,7 @@ fn open_reader(db: &Path) -> rusqlite::Result<Connection> {
 fn drop_one(
     plan: &Plan,
     incoming: &Path,
-    reader: &Connection,
+    reader: &mut Reader,
     number: u64,
 ) -> BenchResult<Duration> {
     let spec = BatchSpec {
@@ -127,11 +163,10 @@ fn drop_one(
     Ok(renamed.elapsed())
 }
 
-fn wait_visible(reader: &Connection, digest: &str, name: &str) -> BenchResult<()> {
-    let mut query = reader.prepare("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?;
+fn wait_visible(reader: &mut Reader, digest: &str, name: &str) -> BenchResult<()> {
     let deadline = Instant::now() + WAIT_MAX;
     loop {
-        if query.query_row([digest], |_| Ok(())).optional()?.is_some() {
+        if reader.has_batch(digest)? {
             return Ok(());
         }
         if Instant::now() > deadline {

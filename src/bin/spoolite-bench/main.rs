@@ -17,6 +17,7 @@ mod idle;
 mod latency;
 mod machine;
 mod peer;
+mod postgres;
 mod run;
 mod table;
 
@@ -132,7 +133,7 @@ pub struct Options {
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
-    /// Run only these sections (by number: 0 to 9, M, A; repeatable or comma-separated),
+    /// Run only these sections (by number: 0 to 9, M, A, P; repeatable or comma-separated),
     /// e.g. `--only 8,9` for the idle daemon and the backlog, which need no generated
     /// batch files. The other sections are left out of the table.
     #[arg(long, value_delimiter = ',', value_name = "SECTION")]
@@ -154,10 +155,10 @@ pub struct Options {
     /// Seed of the generated events.
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,
-    /// A run for CI that only proves the bench still works: 10k events, growth base
-    /// 20k, 20 latency files, no peer, one repeat, a 3 s idle window, backlogs of 300
-    /// and 100 files (windows of 100). Overrides those options. The fair floor is
-    /// built and run as in a full run.
+    /// A run for CI that only proves the bench still works: 10k events (3k for
+    /// PostgreSQL), growth base 20k, 20 latency files, no peer, one repeat, a 3 s idle
+    /// window, backlogs of 300 and 100 files (windows of 100). Overrides those
+    /// options. The fair floor is built and run as in a full run.
     #[arg(long)]
     pub smoke: bool,
 }

@@ -1,6 +1,6 @@
 //! The benchmark run: generates the files, runs each section in order (first
 //! ingest and the floors, re-drop, updates, growth, analyst queries, peer, latency,
-//! idle, backlog, memory), and writes
+//! idle, backlog, memory, PostgreSQL), and writes
 //! the table to stdout and OUT/results.md. A section that fails becomes a row that
 //! says why; the others still run.
 
@@ -16,7 +16,7 @@ use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, analyst, backlog, idle, latency, machine, peer};
+use crate::{BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres};
 
 /// Read buffer of the in-process SHA-256 baseline.
 const SHA_BUFFER_BYTES: usize = 256 * 1024;
@@ -116,7 +116,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         first_ndjson: None,
         grown_db: None,
     };
-    let sections: [(&str, &str, Section); 11] = [
+    let sections: [(&str, &str, Section); 12] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floors", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
@@ -128,6 +128,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         ("8", "idle", Bench::idle),
         ("9", "backlog", Bench::backlog),
         ("M", "memory flatness", Bench::flatness),
+        ("P", "PostgreSQL", Bench::postgres),
     ];
     for (number, name, section) in sections {
         if chosen(&bench.options.only, number) {
@@ -830,6 +831,7 @@ impl Bench {
             files: self.options.latency_files,
             events_per_file: self.options.latency_events,
             settle: &self.options.settle,
+            postgres: None,
         };
         let samples = latency::measure(&plan)?;
         let median = table::median(&samples);
@@ -863,6 +865,40 @@ impl Bench {
         ));
         std::fs::remove_dir_all(&dir)?;
         Ok(())
+    }
+
+    /// Section P: spoolite against PostgreSQL, on a server of the run's own.
+    fn postgres(&mut self) -> BenchResult<()> {
+        let spoolite = self.spoolite()?;
+        let file = if self.options.smoke {
+            let spec = BatchSpec {
+                offset: 0,
+                count: postgres::SMOKE_EVENTS,
+                revision: 1,
+                crew_changed: false,
+                batch_id: String::new(),
+            };
+            self.write(&spec, Layout::Ndjson, "pg-events.ndjson")?
+        } else {
+            self.main_files()?.ndjson
+        };
+        let plan = postgres::Plan {
+            out: &self.options.out,
+            file: &file.path,
+            events: file.events,
+            spoolite: &spoolite,
+            seed: self.options.seed,
+            repeat: self.options.repeat,
+            latency_files: self.options.latency_files,
+            latency_events: self.options.latency_events,
+            settle: &self.options.settle,
+        };
+        let mut report = postgres::Report {
+            rows: &mut self.rows,
+            notes: &mut self.notes,
+            problems: &mut self.problems,
+        };
+        postgres::run(&plan, &mut report)
     }
 
     /// Section 8: the daemon on an empty spool, doing nothing.
@@ -1223,7 +1259,7 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
 }
 
 /// Reads `path` to its end, so that the next reader finds it in the page cache.
-fn warm(path: &Path) -> BenchResult<()> {
+pub fn warm(path: &Path) -> BenchResult<()> {
     let mut file = File::open(path)?;
     let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
     while file.read(&mut buffer)? > 0 {}

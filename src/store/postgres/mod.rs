@@ -6,13 +6,16 @@
 //! `store::fold` as SQLite.
 
 mod batch;
+pub mod changes;
+mod connect;
 pub mod copy;
 
 use std::path::{Path, PathBuf};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 pub use batch::Batch;
+pub use connect::{use_password_file, with_causes};
 
 use super::{StoreError, Totals};
 
@@ -79,10 +82,7 @@ impl PgStore {
     pub fn connect(db: &Path, migrate: bool) -> Result<PgStore, StoreError> {
         let uri = db.to_string_lossy().into_owned();
         let name = redacted(&uri);
-        let client = Client::connect(&uri, NoTls).map_err(|source| StoreError::PgConnect {
-            db: name.clone(),
-            source,
-        })?;
+        let client = connect::connect(&uri)?;
         let mut store = PgStore { client, name };
         if migrate {
             store.migrate()?;
@@ -109,7 +109,7 @@ impl PgStore {
     }
 
     /// The newest version in `spoolite_schema` (0 before the first migration).
-    fn schema_version(&mut self) -> Result<i64, StoreError> {
+    pub fn schema_version(&mut self) -> Result<i64, StoreError> {
         schema_version(&mut self.client)
     }
 

@@ -1,0 +1,901 @@
+//! Section P: spoolite against PostgreSQL, on a server of the run's own. The bench
+//! makes it with `initdb` in OUT/pg (as the `postgres` OS user when it runs as root:
+//! the server refuses root), starts it listening on a unix socket in that folder
+//! and on no TCP address, with the server's defaults otherwise (`fsync`,
+//! `synchronous_commit` and `full_page_writes` on), and stops and removes it at the
+//! end. Then:
+//!
+//! - **first ingest against a floor:** `spoolite ingest --db URI` of the `.ndjson`
+//!   file into a database holding spoolite's schema and nothing else, against
+//!   `psql` writing the same rows into such a database with `COPY` into a
+//!   temporary table and one `INSERT … SELECT … ON CONFLICT (key) DO UPDATE … WHERE
+//!   excluded.source_revision > …`, one transaction; both timed as processes,
+//!   spawn to exit, median of `--repeat` interleaved rounds;
+//! - **daemons at once:** 1, 2 and 4 `spoolite run`, each on its own spool, the same
+//!   events split into `DAEMON_FILES` files shared out between them, one database;
+//! - **drop-to-visible latency** through `latency::measure` with a PostgreSQL `--db`.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::BenchResult;
+use crate::child;
+use crate::daemon::Daemon;
+use crate::generate::{self, BatchSpec, Layout};
+use crate::latency;
+use crate::table::{self, Row, Target};
+
+/// The superuser `initdb` makes; the bench connects as it (trust, socket only).
+const SUPERUSER: &str = "spoolite_bench";
+/// How long `pg_ctl` waits for the server to start or stop, in seconds.
+const PG_CTL_WAIT_SECS: &str = "120";
+/// The longest unix socket path (`sun_path` holds 108 bytes with its NUL).
+const SOCKET_PATH_MAX: usize = 107;
+
+/// The batch digest of the floor's one inbox row and of every row it writes.
+const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Issue 13's target: spoolite's first ingest at most this times the floor's.
+const FLOOR_RATIO_MAX: f64 = 1.5;
+/// The events of the daemon runs are split into this many files.
+const DAEMON_FILES: u64 = 16;
+/// The daemon runs: this many daemons at once.
+const DAEMONS: [u64; 3] = [1, 2, 4];
+/// The longest the daemon runs may go without a file committed.
+const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
+/// How often the database is looked at during a daemon run.
+const DAEMON_POLL: Duration = Duration::from_millis(5);
+const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
+
+/// The events of section P in the smoke run (a file of its own): enough to go
+/// through every part, few enough to keep the smoke run short.
+pub const SMOKE_EVENTS: u64 = 3000;
+
+/// What section P needs from the run.
+pub struct Plan<'a> {
+    pub out: &'a Path,
+    /// The `.ndjson` file section P ingests (section 0's; in the smoke run one of
+    /// `SMOKE_EVENTS`) and its events.
+    pub file: &'a Path,
+    pub events: u64,
+    pub spoolite: &'a Path,
+    pub seed: u64,
+    pub repeat: u32,
+    pub latency_files: u64,
+    pub latency_events: u64,
+    pub settle: &'a str,
+}
+
+/// Where section P's rows, notes and failed parts go.
+pub struct Report<'a> {
+    pub rows: &'a mut Vec<Row>,
+    pub notes: &'a mut Vec<String>,
+    pub problems: &'a mut Vec<String>,
+}
+
+/// Runs section P: starts the server, measures, stops and removes it. A part that
+/// fails becomes a row and a problem; the others still run.
+pub fn run(plan: &Plan, report: &mut Report) -> BenchResult<()> {
+    let server = Server::start(plan.out)?;
+    report.notes.push(format!("P: {}", server.describe()?));
+    let parts: [(&str, Part); 3] = [
+        (
+            "first ingest into PostgreSQL against psql's COPY",
+            first_ingest,
+        ),
+        ("daemons at once into one PostgreSQL database", daemons),
+        ("drop-to-visible against PostgreSQL", latency),
+    ];
+    for (name, part) in parts {
+        progress(&format!("P: {name}"));
+        if let Err(error) = part(plan, &server, report) {
+            report.rows.push(Row::skipped("P", name, error.to_string()));
+            report.problems.push(format!("P, {name}: {error}"));
+        }
+    }
+    server.stop()
+}
+
+type Part = fn(&Plan, &Server, &mut Report) -> BenchResult<()>;
+
+/// The throwaway server: `DIR/data` holds the cluster, `DIR` the socket and
+/// `server.log`.
+pub struct Server {
+    dir: PathBuf,
+    bin: PathBuf,
+    as_postgres: bool,
+    running: bool,
+    /// Why the server is not in OUT/pg, when it is not.
+    moved: Option<String>,
+}
+
+impl Server {
+    /// Makes and starts the server in OUT/pg (or, when the `postgres` user cannot
+    /// reach that folder or its socket path is too long, in a folder of its own
+    /// under the temporary folder, and says so).
+    fn start(out: &Path) -> BenchResult<Server> {
+        let bin = server_bin_dir()?;
+        let as_postgres = running_as_root();
+        let wanted = std::path::absolute(out)?.join("pg");
+        let (dir, moved) = match prepare_dir(&bin, &wanted, as_postgres) {
+            Ok(()) => (wanted, None),
+            Err(why) => {
+                let dir =
+                    std::env::temp_dir().join(format!("spoolite-bench-pg-{}", std::process::id()));
+                prepare_dir(&bin, &dir, as_postgres)?;
+                (dir, Some(why))
+            }
+        };
+        progress(&format!("P: initdb in {}", dir.display()));
+        let mut server = Server {
+            dir,
+            bin,
+            as_postgres,
+            running: false,
+            moved,
+        };
+        let mut initdb = server.command("initdb");
+        initdb
+            .arg("-D")
+            .arg(server.data())
+            .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C"])
+            // The cluster is thrown away at the end: initdb need not wait for its
+            // files to reach the disk. The server itself keeps fsync on.
+            .arg("--no-sync");
+        run_tool(&mut initdb, "initdb")?;
+        let mut start = server.command("pg_ctl");
+        start
+            .args(["start", "-w", "-t", PG_CTL_WAIT_SECS, "-D"])
+            .arg(server.data())
+            .arg("-l")
+            .arg(server.dir.join("server.log"))
+            // The only settings changed: no TCP, the socket in the folder.
+            .args([
+                "-o",
+                &format!(
+                    "-c listen_addresses='' -c unix_socket_directories='{}'",
+                    server.dir.display()
+                ),
+            ]);
+        if let Err(error) = run_tool(&mut start, "pg_ctl start") {
+            let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
+            return Err(format!("{error}\nserver.log:\n{log}").into());
+        }
+        server.running = true;
+        Ok(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// `program` of the server's installation, run as the postgres user when the
+    /// bench runs as root.
+    fn command(&self, program: &str) -> Command {
+        pg_command(&self.bin, program, self.as_postgres)
+    }
+
+    /// The libpq URI of database `name`, as a user passes it to `--db`.
+    pub fn uri(&self, name: &str) -> String {
+        format!(
+            "postgresql:///{name}?host={}&user={SUPERUSER}",
+            self.dir.display()
+        )
+    }
+
+    fn connect(&self, name: &str) -> BenchResult<::postgres::Client> {
+        let uri = self.uri(name);
+        ::postgres::Client::connect(&uri, ::postgres::NoTls)
+            .map_err(|e| format!("connect to {uri}: {e}").into())
+    }
+
+    /// Runs `sql` in the `postgres` database.
+    fn admin(&self, sql: &str) -> BenchResult<()> {
+        self.connect("postgres")?
+            .batch_execute(sql)
+            .map_err(|e| format!("{sql}: {e}").into())
+    }
+
+    /// A new, empty database `name` (any old one dropped); with `schema`, spoolite's
+    /// schema is put in through the library (`Store::open`), as a first writer would.
+    fn fresh_db(&self, name: &str, schema: bool) -> BenchResult<String> {
+        self.drop_db(name)?;
+        self.admin(&format!("CREATE DATABASE {name}"))?;
+        let uri = self.uri(name);
+        if schema {
+            drop(spoolite::store::Store::open(Path::new(&uri))?);
+        }
+        Ok(uri)
+    }
+
+    fn drop_db(&self, name: &str) -> BenchResult<()> {
+        self.admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    }
+
+    /// Writes every dirty buffer out, so that no run pays for the one before.
+    fn checkpoint(&self) -> BenchResult<()> {
+        self.admin("CHECKPOINT")
+    }
+
+    /// The server's version and the settings the figures depend on.
+    fn describe(&self) -> BenchResult<String> {
+        let mut client = self.connect("postgres")?;
+        let version: String = client.query_one("SHOW server_version", &[])?.get(0);
+        let mut settings = Vec::new();
+        for name in [
+            "fsync",
+            "synchronous_commit",
+            "full_page_writes",
+            "wal_level",
+            "shared_buffers",
+            "max_wal_size",
+            "checkpoint_timeout",
+        ] {
+            let value: String = client.query_one(&format!("SHOW {name}"), &[])?.get(0);
+            settings.push(format!("{name} {value}"));
+        }
+        let mut text = format!(
+            "PostgreSQL {version} made by initdb in {} (disk: {}), unix socket only, \
+             the server's defaults: {}; {}",
+            self.dir.display(),
+            disk(&self.dir),
+            settings.join(", "),
+            psql_version(&self.bin)
+        );
+        if let Some(why) = &self.moved {
+            let _ = write!(text, " (not in OUT/pg: {why})");
+        }
+        Ok(text)
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`) and removes its folder (a server
+    /// that does not stop so is stopped `-m immediate` on drop).
+    fn stop(mut self) -> BenchResult<()> {
+        let mut stop = self.command("pg_ctl");
+        stop.args(["stop", "-w", "-t", PG_CTL_WAIT_SECS, "-m", "fast", "-D"])
+            .arg(self.data());
+        run_tool(&mut stop, "pg_ctl stop")?;
+        self.running = false;
+        std::fs::remove_dir_all(&self.dir)?;
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    /// A server left running by an error is stopped at once and removed.
+    fn drop(&mut self) {
+        if self.running {
+            let mut stop = self.command("pg_ctl");
+            stop.args([
+                "stop",
+                "-w",
+                "-t",
+                PG_CTL_WAIT_SECS,
+                "-m",
+                "immediate",
+                "-D",
+            ])
+            .arg(self.data());
+            if let Err(error) = run_tool(&mut stop, "pg_ctl stop") {
+                eprintln!("spoolite-bench: {error}");
+            }
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Makes `dir` an empty folder the server may use: any server a killed run left
+/// there stopped, the old folder removed, the socket path short enough, and the
+/// folder the postgres user's (and writable by it) when the bench runs as root.
+fn prepare_dir(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), String> {
+    let socket = dir.join(".s.PGSQL.5432");
+    if socket.as_os_str().len() > SOCKET_PATH_MAX {
+        return Err(format!(
+            "the socket path {} is longer than {SOCKET_PATH_MAX} bytes",
+            socket.display()
+        ));
+    }
+    if dir.join("data").join("postmaster.pid").exists() {
+        let mut stop = pg_command(bin, "pg_ctl", as_postgres);
+        stop.args(["stop", "-w", "-m", "immediate", "-D"])
+            .arg(dir.join("data"));
+        let _ = run_tool(&mut stop, "pg_ctl stop (a server an earlier run left)");
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    if as_postgres {
+        let mut chown = Command::new("chown");
+        chown.arg("postgres:postgres").arg(dir);
+        run_tool(
+            &mut chown,
+            "chown to the postgres user (needs an OS user `postgres`)",
+        )?;
+        let mut writable = Command::new("runuser");
+        writable
+            .args(["-u", "postgres", "--", "test", "-w"])
+            .arg(dir);
+        if run_tool(&mut writable, "test -w").is_err() {
+            let _ = std::fs::remove_dir_all(dir);
+            return Err(format!(
+                "the postgres user cannot write {} (a folder above it is closed to it)",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The folder holding `initdb`, `pg_ctl` and `postgres`: the one on PATH, else the
+/// newest of Debian's `/usr/lib/postgresql/*/bin`.
+fn server_bin_dir() -> BenchResult<PathBuf> {
+    let has_all = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|name| dir.join(name).is_file())
+    };
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    if let Some(dir) = on_path.into_iter().find(|dir| has_all(dir)) {
+        return Ok(dir);
+    }
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| has_all(bin))
+        .collect();
+    debian.sort();
+    debian.pop().map(|(_, bin)| bin).ok_or_else(|| {
+        "no PostgreSQL server (initdb, pg_ctl, postgres) on PATH or in \
+         /usr/lib/postgresql/VERSION/bin; install it, e.g. `apt-get install postgresql`"
+            .into()
+    })
+}
+
+/// `psql` beside the server's programs (where `bin` is a symlink farm, the folder
+/// `initdb` really is in), else on PATH.
+fn psql(bin: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(bin.join("initdb"))
+        .ok()
+        .and_then(|initdb| initdb.parent().map(Path::to_owned));
+    [Some(bin.to_owned()), real]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("psql"))
+        .find(|psql| psql.is_file())
+        .unwrap_or_else(|| PathBuf::from("psql"))
+}
+
+fn psql_version(bin: &Path) -> String {
+    Command::new(psql(bin))
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_else(|| "psql: version unknown".into())
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn pg_command(bin: &Path, program: &str, as_postgres: bool) -> Command {
+    let program = bin.join(program);
+    if as_postgres {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run_tool(command: &mut Command, what: &str) -> Result<Output, String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: cannot run {command:?}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{what} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(output)
+}
+
+/// The `df` line of the file system holding `path`.
+fn disk(path: &Path) -> String {
+    Command::new("df")
+        .args(["-h", "--output=source,fstype"])
+        .arg(path)
+        .output()
+        .ok()
+        .and_then(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .nth(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The first ingest against the floor, `--repeat` interleaved rounds.
+fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
+    let data = plan.out.join("data");
+    let rows = data.join("pg-floor-rows.copy");
+    let script = data.join("pg-floor.sql");
+    progress("P: the floor's COPY rows, keyed and canonicalised by the spoolite library");
+    let events = write_floor_rows(plan.file, &rows)?;
+    if events != plan.events {
+        return Err(format!(
+            "{} holds {events} valid events, expected {}",
+            plan.file.display(),
+            plan.events
+        )
+        .into());
+    }
+    std::fs::write(&script, floor_script(&rows, events))?;
+    let psql = psql(&server.bin);
+    let log = data.join("pg-ingest.log");
+    let (mut ours, mut floors, mut rss) = (Vec::new(), Vec::new(), 0u64);
+    for round in 0..plan.repeat.max(1) {
+        let uri = server.fresh_db("first_ingest", true)?;
+        crate::run::warm(plan.file)?;
+        server.checkpoint()?;
+        progress(&format!("P: round {}: spoolite ingest", round + 1));
+        let mut ingest = Command::new(plan.spoolite);
+        ingest
+            .args(["ingest", "--json", "--db"])
+            .arg(&uri)
+            .arg(plan.file)
+            .stderr(Stdio::from(File::create(&log)?));
+        let measured = child::measure(ingest).map_err(|e| format!("{e}; see {}", log.display()))?;
+        check_ingested(&measured.stdout, events)?;
+        ours.push(measured.wall.as_secs_f64());
+        rss = rss.max(measured.peak_rss_bytes);
+        // Each database is dropped before the next run, so that no autovacuum of
+        // its rows runs beside that one.
+        let stored = if round == 0 {
+            Some(row_sum(server, "first_ingest")?)
+        } else {
+            None
+        };
+        server.drop_db("first_ingest")?;
+
+        let floor_uri = server.fresh_db("floor", true)?;
+        crate::run::warm(&rows)?;
+        server.checkpoint()?;
+        progress(&format!("P: round {}: the psql floor", round + 1));
+        let mut floor = Command::new(&psql);
+        floor
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
+            .arg(&floor_uri)
+            .arg("-f")
+            .arg(&script);
+        let measured = child::measure(floor)?;
+        floors.push(measured.wall.as_secs_f64());
+        if let Some(ours) = stored {
+            let floor = row_sum(server, "floor")?;
+            if ours.0 != events as i64 || ours != floor {
+                return Err(format!(
+                    "the floor's rows differ from spoolite's: spoolite {ours:?}, floor \
+                     {floor:?} (rows, checksum), expected {events} rows"
+                )
+                .into());
+            }
+        }
+        server.drop_db("floor")?;
+    }
+    std::fs::remove_file(&rows)?;
+    let (spoolite_s, floor_s) = (table::median(&ours), table::median(&floors));
+    let ratio = spoolite_s / floor_s;
+    let n = plan.events;
+    report.rows.push(
+        Row::info(
+            "P",
+            &format!(
+                "first ingest into PostgreSQL, {} events .ndjson, `spoolite ingest --db URI`, \
+                 process time, median of {} interleaved",
+                table::count(n),
+                ours.len()
+            ),
+            format!(
+                "{} = {}",
+                table::seconds(spoolite_s),
+                table::rate(n, spoolite_s)
+            ),
+            format!(
+                "psql COPY floor {} = {}",
+                table::seconds(floor_s),
+                table::rate(n, floor_s)
+            ),
+        )
+        .judged(
+            ratio,
+            format!("{ratio:.2}× the psql floor"),
+            Target::AtMost(FLOOR_RATIO_MAX),
+            "≤ 1.5× the psql floor (issue 13)",
+        ),
+    );
+    let shown = |runs: &[f64]| {
+        runs.iter()
+            .map(|&s| table::seconds(s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    report.notes.push(format!(
+        "P, first ingest: rounds in order, spoolite {} · floor {}; peak RSS of `spoolite \
+         ingest` {}; the floor's rows checked equal to spoolite's in round 1 (every \
+         column but the times, the batch digest and change_seq)",
+        shown(&ours),
+        shown(&floors),
+        table::mebibytes(rss)
+    ));
+    Ok(())
+}
+
+/// Writes the rows spoolite stores for `file`'s events as COPY text, in file order:
+/// key (64 hex), flight_id, event_kind, instant_utc, source_revision, payload,
+/// retracted, change_seq (the event's position). Returns how many. An event without
+/// a revision takes the header's as it stands before the first event (none in
+/// `.ndjson`); the floor's table is checked against spoolite's all the same.
+fn write_floor_rows(file: &Path, out: &Path) -> BenchResult<u64> {
+    let name = file.to_string_lossy();
+    let format = spoolite::batch::Format::from_name(&name)
+        .ok_or_else(|| format!("{name}: not a batch file"))?;
+    let mut reader = spoolite::batch::BatchReader::new(
+        format,
+        BufReader::with_capacity(256 * 1024, File::open(file)?),
+        spoolite::batch::Limits::default(),
+    );
+    let default_revision = reader.header().source_revision.unwrap_or(0);
+    let mut writer = BufWriter::with_capacity(256 * 1024, File::create(out)?);
+    let mut line = Vec::new();
+    let mut count = 0u64;
+    while let Some(record) = reader
+        .next_record()
+        .map_err(|e| format!("read {name}: {e:?}"))?
+    {
+        let Ok(event) = record.event else { continue };
+        count += 1;
+        line.clear();
+        let key = hex::encode(event.key());
+        let revision = event.revision().unwrap_or(default_revision).to_string();
+        let seq = count.to_string();
+        let fields: [&str; 8] = [
+            &key,
+            event.flight_id(),
+            event.event_kind(),
+            event.instant_utc(),
+            &revision,
+            event.payload(),
+            if event.retracted() { "t" } else { "f" },
+            &seq,
+        ];
+        for (at, value) in fields.iter().enumerate() {
+            if at > 0 {
+                line.push(b'\t');
+            }
+            copy_field(&mut line, value);
+        }
+        line.push(b'\n');
+        writer.write_all(&line)?;
+    }
+    writer
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_all()?;
+    Ok(count)
+}
+
+/// Appends `value` as one field of COPY's text format (backslash escapes).
+fn copy_field(out: &mut Vec<u8>, value: &str) {
+    for byte in value.bytes() {
+        match byte {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.push(byte),
+        }
+    }
+}
+
+/// The floor's psql script: one inbox row (the rows' batch), the rows COPYed into a
+/// temporary table, one revision-guarded upsert, the change_seq counter moved on;
+/// one transaction.
+fn floor_script(rows: &Path, events: u64) -> String {
+    let now = spoolite::clock::now_utc();
+    let path = rows.display().to_string().replace('\'', "''");
+    format!(
+        "BEGIN;
+INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at, events_total,
+    inserted, updated, unchanged, stale, conflicts, invalid)
+VALUES ('{FLOOR_DIGEST}', 'floor', 'floor', '{now}', {events}, {events}, 0, 0, 0, 0, 0);
+CREATE TEMP TABLE floor_rows (
+    key text COLLATE \"C\" NOT NULL,
+    flight_id text NOT NULL,
+    event_kind text NOT NULL,
+    instant_utc text NOT NULL,
+    source_revision bigint NOT NULL,
+    payload text NOT NULL,
+    retracted boolean NOT NULL,
+    change_seq bigint NOT NULL
+) ON COMMIT DROP;
+\\copy floor_rows FROM '{path}'
+INSERT INTO duty_event_data AS d (key, flight_id, event_kind, instant_utc, source_revision,
+    payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
+SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
+       '{FLOOR_DIGEST}', '{now}', '{now}', change_seq
+FROM floor_rows
+ON CONFLICT (key) DO UPDATE SET
+    source_revision = excluded.source_revision,
+    payload = excluded.payload,
+    retracted = excluded.retracted,
+    batch_digest = excluded.batch_digest,
+    updated_at = excluded.updated_at,
+    change_seq = excluded.change_seq
+WHERE excluded.source_revision > d.source_revision;
+UPDATE change_seq_counter SET next_seq = {next};
+COMMIT;
+",
+        next = events + 1
+    )
+}
+
+/// Checks `spoolite ingest --json`'s line: processed, every event inserted.
+fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
+    let line: serde_json::Value = serde_json::from_str(stdout.trim())
+        .map_err(|e| format!("spoolite ingest printed {stdout:?}: {e}"))?;
+    let inserted = line["inserted"].as_u64();
+    if line["outcome"] != "processed" || inserted != Some(events) {
+        return Err(format!("spoolite ingest: {line}, expected {events} inserted").into());
+    }
+    Ok(())
+}
+
+/// The rows of database `name` and a checksum of them: every column but the times,
+/// the batch digest and `change_seq` (spoolite numbers a file's rows in key order,
+/// the floor in file order), so that spoolite's and the floor's compare.
+fn row_sum(server: &Server, name: &str) -> BenchResult<(i64, Option<String>)> {
+    const SUM: &str = "SELECT count(*), sum(('x' || left(md5(concat_ws('|', key, flight_id,
+        event_kind, instant_utc, source_revision, payload, retracted)), 15))::bit(60)::bigint)::text
+        FROM duty_event_data";
+    let row = server.connect(name)?.query_one(SUM, &[])?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// 1, 2 and 4 daemons, `--repeat` interleaved rounds.
+fn daemons(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
+    let root = plan.out.join("pg-daemons");
+    if root.exists() {
+        std::fs::remove_dir_all(&root)?;
+    }
+    let files = root.join("files");
+    std::fs::create_dir_all(&files)?;
+    let per_file = plan.events.div_ceil(DAEMON_FILES).max(1);
+    let mut names = Vec::new();
+    let mut offset = 0;
+    while offset < plan.events {
+        let count = per_file.min(plan.events - offset);
+        let name = format!("part-{:02}.ndjson", names.len());
+        let spec = BatchSpec {
+            offset,
+            count,
+            revision: 1,
+            crew_changed: false,
+            batch_id: String::new(),
+        };
+        generate::write_batch_file(&files.join(&name), plan.seed, &spec, Layout::Ndjson)?;
+        names.push(name);
+        offset += count;
+    }
+    let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); DAEMONS.len()];
+    for round in 0..plan.repeat.max(1) {
+        for (at, &count) in DAEMONS.iter().enumerate() {
+            progress(&format!("P: round {}: {count} daemon(s)", round + 1));
+            let dir = root.join(format!("run-{count}"));
+            let taken = daemon_run(plan, server, &dir, &files, &names, count)?;
+            seconds[at].push(taken);
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    std::fs::remove_dir_all(&root)?;
+    let n = plan.events;
+    let one = table::median(&seconds[0]);
+    for (at, &count) in DAEMONS.iter().enumerate() {
+        let taken = table::median(&seconds[at]);
+        let mut row = Row::info(
+            "P",
+            &format!(
+                "{count} `spoolite run` at once, each its own spool, {} events in {} .ndjson \
+                 files shared out, one database, median of {}",
+                table::count(n),
+                names.len(),
+                seconds[at].len()
+            ),
+            format!("{} = {}", table::seconds(taken), table::rate(n, taken)),
+            format!("1 daemon: {}", table::rate(n, one)),
+        );
+        row.ratio = format!("{:.2}× one daemon's ev/s", one / taken);
+        report.rows.push(row);
+    }
+    Ok(())
+}
+
+/// One daemon run: `count` daemons started on fresh spools of a fresh database,
+/// ready; then the files renamed into their incoming/ folders (file `i` to daemon
+/// `i % count`); returns the seconds from the first rename until the last file's
+/// inbox row is committed.
+fn daemon_run(
+    plan: &Plan,
+    server: &Server,
+    dir: &Path,
+    files: &Path,
+    names: &[String],
+    count: u64,
+) -> BenchResult<f64> {
+    let uri = server.fresh_db("daemons", true)?;
+    let mut running = Vec::new();
+    for number in 0..count {
+        let home = dir.join(format!("daemon-{number}"));
+        let (spool, staging) = (home.join("spool"), home.join("staging"));
+        std::fs::create_dir_all(&staging)?;
+        for name in names.iter().skip(number as usize).step_by(count as usize) {
+            std::fs::hard_link(files.join(name), staging.join(name))?;
+        }
+        let log = home.join("daemon.log");
+        let args: [&std::ffi::OsStr; 8] = [
+            "--spool".as_ref(),
+            spool.as_os_str(),
+            "--db".as_ref(),
+            uri.as_ref(),
+            "--settle".as_ref(),
+            "0ms".as_ref(),
+            "--rescan".as_ref(),
+            "30s".as_ref(),
+        ];
+        let daemon = Daemon::start(plan.spoolite, args, &log)?;
+        running.push((daemon, log, spool, staging));
+    }
+    for (daemon, log, _, _) in &mut running {
+        wait_serving(daemon, log)?;
+    }
+    server.checkpoint()?;
+    let mut client = server.connect("daemons")?;
+    let started = Instant::now();
+    for (_, _, spool, staging) in &running {
+        for entry in std::fs::read_dir(staging)? {
+            let entry = entry?;
+            std::fs::rename(entry.path(), spool.join("incoming").join(entry.file_name()))?;
+        }
+    }
+    let expected = names.len() as i64;
+    let mut progressed = (Instant::now(), 0i64);
+    let taken = loop {
+        let done: i64 = client
+            .query_one("SELECT count(*) FROM ingest_inbox", &[])?
+            .get(0);
+        if done >= expected {
+            break started.elapsed().as_secs_f64();
+        }
+        if done > progressed.1 {
+            progressed = (Instant::now(), done);
+        }
+        for (daemon, log, _, _) in &mut running {
+            daemon.check_running(log)?;
+        }
+        if progressed.0.elapsed() > DAEMON_STALL_MAX {
+            return Err(format!(
+                "{done} of {expected} files committed, then none for {DAEMON_STALL_MAX:?}; \
+                 see {}",
+                dir.display()
+            )
+            .into());
+        }
+        sleep(DAEMON_POLL);
+    };
+    for (daemon, _, _, _) in running {
+        daemon.stop()?;
+    }
+    let row = client.query_one(
+        "SELECT (SELECT sum(inserted) FROM ingest_inbox)::bigint,
+                (SELECT count(*) FROM duty_event_data)",
+        &[],
+    )?;
+    let (inserted, stored): (i64, i64) = (row.get(0), row.get(1));
+    if inserted != plan.events as i64 || stored != plan.events as i64 {
+        return Err(format!(
+            "{count} daemon(s): {inserted} inserted, {stored} rows, expected {}",
+            plan.events
+        )
+        .into());
+    }
+    drop(client);
+    server.drop_db("daemons")?;
+    Ok(taken)
+}
+
+/// Waits (bounded) for the daemon's `serving spool` line: database open, watch in
+/// place.
+fn wait_serving(daemon: &mut Daemon, log: &Path) -> BenchResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if std::fs::read_to_string(log)?.contains("serving spool ") {
+            return Ok(());
+        }
+        daemon.check_running(log)?;
+        if Instant::now() > deadline {
+            return Err(
+                format!("no `serving spool` line within 60 s; see {}", log.display()).into(),
+            );
+        }
+        sleep(Duration::from_millis(10));
+    }
+}
+
+/// Drop-to-visible: the latency section's run with a PostgreSQL `--db`.
+fn latency(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
+    let settle = spoolite::cli::parse_duration(plan.settle)?.as_secs_f64();
+    let uri = server.fresh_db("latency", false)?;
+    server.checkpoint()?;
+    let dir = plan.out.join("pg-latency");
+    let latency_plan = latency::Plan {
+        spoolite: plan.spoolite,
+        dir: &dir,
+        seed: plan.seed,
+        files: plan.latency_files,
+        events_per_file: plan.latency_events,
+        settle: plan.settle,
+        postgres: Some(&uri),
+    };
+    let samples = latency::measure(&latency_plan)?;
+    std::fs::remove_dir_all(&dir)?;
+    server.drop_db("latency")?;
+    let median = table::median(&samples);
+    let p95 = table::percentile(&samples, 95.0);
+    let measure = format!(
+        "drop-to-visible against PostgreSQL, {} files of {} events, --settle {}",
+        samples.len(),
+        plan.latency_events,
+        plan.settle
+    );
+    let settle_text = format!("settle {}", table::seconds(settle));
+    for (what, value) in [("median", median), ("p95", p95)] {
+        let over = value - settle;
+        report.rows.push(
+            Row::info(
+                "P",
+                &format!("{measure}: {what}"),
+                table::seconds(value),
+                settle_text.clone(),
+            )
+            .judged(
+                over,
+                format!("settle + {}", table::seconds(over)),
+                Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
+                "≤ settle + 50 ms",
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn progress(message: &str) {
+    eprintln!("[spoolite-bench] {message}");
+}

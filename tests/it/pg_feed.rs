@@ -1,0 +1,848 @@
+//! The read side on PostgreSQL through the real binary: `spoolite changes` (the
+//! same lines as on SQLite for the same files, its window, `--follow` and its
+//! ends, an idle follower's CPU, a follower while two daemons write, a server
+//! restart under a follower), `status`, `key` and `ingest --dry-run`, and the
+//! README's read-only analyst role, whose statements are run as written there.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::changes::{Follower, assert_window, changes, seq};
+use crate::support::{
+    Site, event, ingest_command, ingest_json, json_batch, query, spoolite, wait_until, write,
+};
+use crate::support_pg::{PgDb, Server};
+
+/// The longest any single wait of these tests may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The columns of duty_event_all, in its order: what every line holds.
+const COLUMNS: &str = "idempotency_key, flight_id, event_kind, instant_utc, source_revision, \
+                       payload, retracted, batch_digest, first_seen_at, updated_at, change_seq";
+
+/// A retraction of an event: the same identity with a higher revision.
+fn retraction(flight_id: &str, kind: &str, instant: &str, revision: i64) -> String {
+    format!(
+        "{{\"flight_id\":\"{flight_id}\",\"event_kind\":\"{kind}\",\"instant_utc\":\"{instant}\",\
+         \"source_revision\":{revision},\"retracted\":true}}"
+    )
+}
+
+/// The files of the feed fixture, in the order they are ingested: inserts (a
+/// payload with a number no float holds), an update, a stale and an unchanged
+/// event, a conflict, an invalid event, a re-drop, and retractions (one of a key
+/// never seen).
+fn fixture_files(dir: &Path) -> Vec<PathBuf> {
+    let big = r#"{"crew":["C1","C2"],"n":123456789012345678901234567890}"#;
+    let first = json_batch(&[
+        event(
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            Some(1),
+            big,
+        ),
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T12:05:00Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "BA0118-20261129",
+            "takeoff",
+            "2026-11-29T13:00:00+01:00",
+            Some(1),
+            "{\"tail\":\"G-XWBA\",\"note\":\"tab\\there, \\\"quoted\\\", é\"}",
+        ),
+    ]);
+    let second = json_batch(&[
+        event(
+            "BA0117-20261129",
+            "off_blocks",
+            "2026-11-29T10:05:00Z",
+            Some(2),
+            "{\"crew\":[\"C1\"]}",
+        ),
+        event(
+            "BA0118-20261129",
+            "takeoff",
+            "2026-11-29T12:00:00Z",
+            Some(0),
+            "{}",
+        ),
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T12:05:00Z",
+            Some(1),
+            "{\"other\":true}",
+        ),
+        event(
+            "BA0119-20261129",
+            "landing",
+            "2026-11-29T15:30:00.5Z",
+            Some(1),
+            "{}",
+        ),
+        event(
+            "BA0119-20261129",
+            "landing",
+            "2026-11-29T15:30:00.5Z",
+            Some(1),
+            "{}",
+        ),
+        "{\"flight_id\":\"\"}".to_owned(),
+    ]);
+    let third = json_batch(&[
+        retraction("BA0117-20261129", "on_blocks", "2026-11-29T12:05:00Z", 2),
+        retraction("BA0999-20261129", "off_blocks", "2026-11-29T08:00:00Z", 5),
+    ]);
+    let ndjson = [
+        event(
+            "BA0120-20261129",
+            "duty_start",
+            "2026-11-29T06:00:00Z",
+            None,
+            "{}",
+        ),
+        event(
+            "BA0117-20261129",
+            "on_blocks",
+            "2026-11-29T12:05:00Z",
+            Some(3),
+            "{\"back\":1}",
+        ),
+    ]
+    .join("\n")
+        + "\n";
+    vec![
+        write(dir, "first.json", first),
+        write(dir, "second.json", second),
+        dir.join("first.json"),
+        write(dir, "third.json", third),
+        write(dir, "fourth.ndjson", ndjson),
+    ]
+}
+
+/// Ingests `files` one at a time, in order, into `db` (each processed or skipped).
+fn ingest_in_order(db: &Path, files: &[PathBuf]) {
+    for file in files {
+        let (code, lines) = ingest_json(db, &[file]);
+        assert_eq!(code, 0, "{}: {lines:?}", file.display());
+    }
+}
+
+/// A PostgreSQL database holding the fixture, and the folder of its files.
+fn postgres_with_changes() -> (TempDir, PgDb) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = PgDb::new();
+    ingest_in_order(Path::new(&db.uri()), &fixture_files(dir.path()));
+    (dir, db)
+}
+
+fn uri_path(db: &PgDb) -> PathBuf {
+    PathBuf::from(db.uri())
+}
+
+/// The rows of `duty_event_all` after `since`, in change_seq order, read by the
+/// test's own connection, each as the JSON object its line must be.
+fn pg_feed_rows(db: &PgDb, since: i64) -> Vec<Value> {
+    let sql = format!(
+        "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision::text, \
+         payload, retracted::text, batch_digest, first_seen_at, updated_at, change_seq::text \
+         FROM duty_event_all WHERE change_seq > {since} ORDER BY duty_event_all.change_seq"
+    );
+    db.query(&sql)
+        .into_iter()
+        .map(|row| {
+            let int = |text: &str| text.parse::<i64>().expect("an integer column");
+            json!({
+                "idempotency_key": row[0],
+                "flight_id": row[1],
+                "event_kind": row[2],
+                "instant_utc": row[3],
+                "source_revision": int(&row[4]),
+                "payload": serde_json::from_str::<Value>(&row[5]).expect("payload is JSON"),
+                "retracted": row[6] == "true",
+                "batch_digest": row[7],
+                "first_seen_at": row[8],
+                "updated_at": row[9],
+                "change_seq": int(&row[10]),
+            })
+        })
+        .collect()
+}
+
+fn pg_max_seq(db: &PgDb) -> i64 {
+    db.query("SELECT coalesce(max(change_seq), 0)::text FROM duty_event_all")[0][0]
+        .parse()
+        .expect("max")
+}
+
+/// A line with its two times (which differ from run to run) checked for the
+/// contract's form and replaced by `T`; every other byte as printed.
+fn without_times(line: &str) -> String {
+    let mut out = line.to_owned();
+    for column in ["first_seen_at", "updated_at"] {
+        let label = format!("\"{column}\":\"");
+        let start = out
+            .find(&label)
+            .unwrap_or_else(|| panic!("{column} in {line}"))
+            + label.len();
+        let time = &out[start..start + 24];
+        let bytes = time.as_bytes();
+        assert!(
+            bytes[10] == b'T'
+                && bytes[19] == b'.'
+                && bytes[23] == b'Z'
+                && out[start + 24..].starts_with('"'),
+            "{column} {time:?} is not UTC with three fraction digits: {line}"
+        );
+        out.replace_range(start..start + 24, "T");
+    }
+    out
+}
+
+#[test]
+fn the_feed_prints_the_same_lines_from_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = fixture_files(dir.path());
+    let sqlite = dir.path().join("spoolite.db");
+    let postgres = PgDb::new();
+    let mut outputs = Vec::new();
+    for db in [sqlite.clone(), uri_path(&postgres)] {
+        ingest_in_order(&db, &files);
+        let (code, lines, stdout, stderr) = changes(&db, &[]);
+        assert_eq!(code, 0, "{}: {stderr}", db.display());
+        assert!(stderr.is_empty(), "{stderr}");
+        assert_eq!(lines.len(), 6, "the fixture changes six keys: {stdout}");
+        outputs.push(stdout);
+    }
+    // Both backends number a database's changes 1, 2, 3, … in commit order, a
+    // file's rows in key order (the contract fixes only the order): the lines are
+    // the same bytes but for the times spoolite wrote.
+    let lines = |stdout: &str| stdout.lines().map(without_times).collect::<Vec<_>>();
+    assert_eq!(lines(&outputs[1]), lines(&outputs[0]));
+    // And each PostgreSQL line is its row of duty_event_all, every column.
+    let (_, printed, _, _) = changes(&uri_path(&postgres), &[]);
+    assert_eq!(printed, pg_feed_rows(&postgres, 0));
+    let sqlite_rows = query(
+        &sqlite,
+        "SELECT change_seq FROM duty_event_all ORDER BY change_seq",
+    );
+    let seqs: Vec<i64> = printed.iter().map(seq).collect();
+    assert_eq!(
+        seqs,
+        sqlite_rows
+            .iter()
+            .map(|row| row[0].parse::<i64>().expect("seq"))
+            .collect::<Vec<_>>()
+    );
+    assert!(COLUMNS.split(", ").all(|c| printed[0].get(c).is_some()));
+}
+
+#[test]
+fn since_and_limit_pick_a_window_of_the_postgres_feed() {
+    let (_dir, db) = postgres_with_changes();
+    let all = pg_feed_rows(&db, 0);
+    let last = seq(all.last().expect("rows"));
+    for (since, limit) in [(0, 1), (0, 100), (1, 2), (3, 1), (last - 1, 5), (last, 5)] {
+        assert_window(&uri_path(&db), &all, since, limit);
+    }
+    let (code, lines, _, stderr) = changes(&uri_path(&db), &["--since", &last.to_string()]);
+    assert_eq!((code, lines.len()), (0, 0), "{stderr}");
+}
+
+#[test]
+fn a_postgres_database_without_the_schema_or_a_server_is_an_error_with_exit_2() {
+    let empty = PgDb::new();
+    let (code, lines, _, stderr) = changes(&uri_path(&empty), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(lines.is_empty());
+    assert!(
+        stderr.contains("holds no spoolite tables yet") && stderr.contains("spoolite run"),
+        "{stderr}"
+    );
+    assert!(
+        empty.query("SELECT to_regclass('spoolite_schema')::text") == [["NULL"]],
+        "changes created nothing"
+    );
+    // A socket folder with no server in it: no follower starts on nothing.
+    let nowhere = tempfile::tempdir().expect("temp dir");
+    let uri = format!(
+        "postgresql:///spoolite?host={}&user=nobody",
+        nowhere.path().display()
+    );
+    for args in [&[][..], &["--follow"][..]] {
+        let (code, _, _, stderr) = changes(Path::new(&uri), args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains("connect"), "{stderr}");
+    }
+}
+
+/// `spoolite ingest` of one `.json` batch of `events`, named `name`, into `db`.
+fn ingest_batch(dir: &Path, db: &Path, name: &str, events: &[String]) {
+    let file = write(dir, name, json_batch(events));
+    let (code, lines) = ingest_json(db, &[&file]);
+    assert_eq!(code, 0, "{lines:?}");
+}
+
+fn takeoff(flight: &str, minute: u32, revision: i64) -> String {
+    event(
+        flight,
+        "takeoff",
+        &format!("2026-12-01T10:{minute:02}:00Z"),
+        Some(revision),
+        "{}",
+    )
+}
+
+#[test]
+fn a_postgres_follower_prints_each_later_commit_within_moments_and_ends_at_a_signal() {
+    let (dir, db) = postgres_with_changes();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut follower = Follower::on(&uri_path(&db), &[]);
+        let first = follower.read_through(pg_max_seq(&db), "the rows already committed");
+        assert_eq!(first, pg_feed_rows(&db, 0));
+        for round in 0..3u32 {
+            let before = pg_max_seq(&db);
+            let (one, two) = (format!("FW{signal}-1"), format!("FW{signal}-2"));
+            let events = [
+                takeoff(&one, round, 1),
+                takeoff(&two, round, 1),
+                takeoff(&one, 0, i64::from(round) + 2),
+            ];
+            let name = format!("follow-{signal}-{round}.json");
+            ingest_batch(dir.path(), &uri_path(&db), &name, &events);
+            let committed = Instant::now();
+            // A read every 200 ms: each commit is printed well within a second.
+            let lines = follower.read_through(pg_max_seq(&db), "a later commit");
+            let waited = committed.elapsed();
+            assert!(
+                waited < Duration::from_millis(800),
+                "round {round}: {waited:?}"
+            );
+            assert_eq!(lines, pg_feed_rows(&db, before), "round {round}");
+        }
+        let sent = Instant::now();
+        follower.signal(signal);
+        let status = follower.wait_exit(WAIT, "the follower to stop");
+        assert_eq!(status.code(), Some(0), "signal {signal}: {status}");
+        assert!(
+            sent.elapsed() < Duration::from_millis(1500),
+            "signal {signal}: {:?}",
+            sent.elapsed()
+        );
+        assert!(follower.rest().is_empty());
+    }
+}
+
+#[test]
+fn a_postgres_follower_with_a_limit_stops_at_the_limit_and_a_closed_stdout_ends_one() {
+    let (dir, db) = postgres_with_changes();
+    let mut follower = Follower::on(&uri_path(&db), &["--limit", "8"]);
+    follower.read_through(pg_max_seq(&db), "the rows already committed");
+    ingest_batch(
+        dir.path(),
+        &uri_path(&db),
+        "more.json",
+        &[
+            takeoff("FL1", 1, 1),
+            takeoff("FL2", 1, 1),
+            takeoff("FL3", 1, 1),
+        ],
+    );
+    let status = follower.wait_exit(WAIT, "the follower to reach its limit");
+    assert!(status.success(), "{status}");
+    follower.rest();
+    assert_eq!(follower.seen, pg_feed_rows(&db, 0)[..8]);
+    // A reader that goes away ends an idle follower, with exit 0 and no message.
+    let mut child = spoolite()
+        .arg("changes")
+        .arg("--db")
+        .arg(uri_path(&db))
+        .arg("--follow")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut line).expect("read a line");
+    assert!(line.starts_with('{'), "{line}");
+    drop(reader);
+    let mut status = None;
+    wait_until(WAIT, "the follower to notice its reader has gone", || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    let output = child.wait_with_output().expect("stderr");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.expect("ended").code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn an_idle_postgres_follower_uses_no_cpu() {
+    let (_dir, db) = postgres_with_changes();
+    let mut follower = Follower::on(&uri_path(&db), &[]);
+    follower.read_through(pg_max_seq(&db), "the rows already committed");
+    let before = follower.cpu_ticks();
+    let start = Instant::now();
+    // A measurement over a fixed span: CPU used while nothing happens (fifteen
+    // reads of an empty page).
+    std::thread::sleep(Duration::from_secs(3));
+    let used = follower.cpu_ticks() - before;
+    assert!(
+        used <= 2,
+        "{used} ticks of CPU in {:?} while idle",
+        start.elapsed()
+    );
+    assert!(follower.child.try_wait().expect("try_wait").is_none());
+}
+
+#[test]
+fn a_postgres_follower_outlasts_a_server_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::own("");
+    let db = PgDb::on(server.clone());
+    ingest_batch(
+        dir.path(),
+        &uri_path(&db),
+        "before.json",
+        &[takeoff("RS1", 1, 1)],
+    );
+    let mut follower = Follower::on(&uri_path(&db), &[]);
+    follower.read_through(1, "the row already committed");
+    server.stop("fast");
+    // Down for a few of the follower's reads.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(follower.child.try_wait().expect("try_wait").is_none());
+    server.start_again();
+    ingest_batch(
+        dir.path(),
+        &uri_path(&db),
+        "after.json",
+        &[takeoff("RS1", 1, 2), takeoff("RS2", 1, 1)],
+    );
+    let lines = follower.read_through(3, "the rows committed after the restart");
+    assert_eq!(lines, pg_feed_rows(&db, 1));
+    follower.signal(libc::SIGTERM);
+    assert!(follower.wait_exit(WAIT, "the follower to stop").success());
+}
+
+/// A batch of spool `spool`'s file `file`: events on keys that the other spool's
+/// files share, each with a revision no other file gives that key.
+fn overlapping_batch(spool: i64, file: i64) -> String {
+    let events: Vec<String> = (0..4)
+        .map(|j| {
+            let key = (file * 3 + j) % 24;
+            event(
+                &format!("OV{key:02}-20261201"),
+                "landing",
+                "2026-12-01T12:00:00Z",
+                Some(file * 2 + spool),
+                &format!("{{\"spool\":{spool},\"file\":{file}}}"),
+            )
+        })
+        .collect();
+    json_batch(&events)
+}
+
+#[test]
+fn a_follower_of_two_daemons_never_goes_back_and_ends_with_the_final_state() {
+    let db = PgDb::new();
+    let uri = db.uri();
+    // The schema exists before the follower starts.
+    let dir = tempfile::tempdir().expect("temp dir");
+    ingest_batch(
+        dir.path(),
+        Path::new(&uri),
+        "seed.json",
+        &[takeoff("SEED", 1, 1)],
+    );
+    let mut follower = Follower::on(Path::new(&uri), &[]);
+    follower.read_through(1, "the seed row");
+    let sites: Vec<Site> = (0..2)
+        .map(|_| {
+            let mut site = Site::new();
+            site.db = PathBuf::from(&uri);
+            site
+        })
+        .collect();
+    let mut daemons: Vec<_> = sites
+        .iter()
+        .map(|site| {
+            let mut daemon = site.spawn(
+                site.run_command()
+                    .args(["--settle", "50ms", "--rescan", "1s"]),
+            );
+            daemon.wait_serving(site);
+            daemon
+        })
+        .collect();
+    // Three waves of ten files a spool, each dropped at once into both spools;
+    // the follower has read each wave's rows before the next wave rewrites them.
+    const FILES: i64 = 30;
+    for wave in 0..3 {
+        for file in wave * 10..wave * 10 + 10 {
+            for (spool, site) in sites.iter().enumerate() {
+                site.drop_file(
+                    &format!("s{spool}-{file:02}.json"),
+                    overlapping_batch(spool as i64, file),
+                );
+            }
+        }
+        for (daemon, site) in daemons.iter_mut().zip(&sites) {
+            daemon.wait(WAIT, "the wave archived", || {
+                site.archived().len() == (wave as usize + 1) * 10
+            });
+        }
+        follower.read_through(pg_max_seq(&db), "the wave's last change");
+    }
+    assert_eq!(
+        db.query("SELECT count(*)::text FROM ingest_inbox"),
+        [[(2 * FILES + 1).to_string()]]
+    );
+    let seen = follower.seen.clone();
+    // Never a change_seq lower than (or equal to) one seen before.
+    for pair in seen.windows(2) {
+        assert!(
+            seq(&pair[1]) > seq(&pair[0]),
+            "{} after {}",
+            seq(&pair[1]),
+            seq(&pair[0])
+        );
+    }
+    // The last line of each key is its row as it stands, every column.
+    let mut last_line: BTreeMap<String, Value> = BTreeMap::new();
+    for line in &seen {
+        let key = line["idempotency_key"].as_str().expect("key").to_owned();
+        last_line.insert(key, line.clone());
+    }
+    let mut rows: Vec<Value> = pg_feed_rows(&db, 0);
+    rows.sort_by(|a, b| {
+        a["idempotency_key"]
+            .as_str()
+            .cmp(&b["idempotency_key"].as_str())
+    });
+    assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
+    assert_eq!(rows.len(), 25, "24 shared keys and the seed");
+    // And the follower saw more than the final state: each wave rewrote keys.
+    assert!(seen.len() > rows.len(), "{} lines", seen.len());
+    for daemon in &mut daemons {
+        daemon.signal(libc::SIGTERM);
+        assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
+    }
+    follower.signal(libc::SIGTERM);
+    assert!(follower.wait_exit(WAIT, "the follower to stop").success());
+}
+
+#[test]
+fn key_needs_no_database_when_the_site_names_postgres() {
+    let run = |db: Option<&str>| -> Output {
+        let mut command = spoolite();
+        command.args([
+            "key",
+            " BA0117-20261129 ",
+            "OFF_BLOCKS",
+            "2026-11-29T11:05:00+01:00",
+        ]);
+        if let Some(db) = db {
+            command.env("SPOOLITE_DB", db);
+        }
+        command.output().expect("run spoolite key")
+    };
+    let plain = run(None);
+    let on_postgres = run(Some(
+        "postgresql:///nowhere?host=/nonexistent-socket-folder",
+    ));
+    assert!(plain.status.success(), "{plain:?}");
+    assert_eq!(on_postgres.status.code(), Some(0), "{on_postgres:?}");
+    assert_eq!(on_postgres.stdout, plain.stdout);
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(text.contains("2026-11-29T10:05:00Z"), "{text}");
+}
+
+#[test]
+fn a_dry_run_on_a_postgres_database_without_the_schema_compares_against_an_empty_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = PgDb::new();
+    let files = fixture_files(dir.path());
+    let output = ingest_command(&uri_path(&db))
+        .args(["--dry-run", "--json"])
+        .arg(&files[1])
+        .output()
+        .expect("dry run");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let line: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    // second.json alone: four new keys (one of them twice) and one invalid event.
+    assert_eq!(
+        (
+            &line["outcome"],
+            &line["inserted"],
+            &line["unchanged"],
+            &line["invalid"]
+        ),
+        (&json!("processed"), &json!(4), &json!(1), &json!(1)),
+        "{line}"
+    );
+    assert_eq!(
+        db.query("SELECT to_regclass('spoolite_schema')::text"),
+        [["NULL"]],
+        "a dry run creates nothing"
+    );
+}
+
+/// `spoolite status` of an empty spool and `db`, as text and as JSON.
+fn status_of(db: &Path) -> (i32, String, Value) {
+    let spool = tempfile::tempdir().expect("temp dir");
+    for folder in ["incoming", "archive", "rejected"] {
+        std::fs::create_dir(spool.path().join(folder)).expect("spool folder");
+    }
+    let run = |json: bool| {
+        let mut command = spoolite();
+        command.args(["status", "--spool"]).arg(spool.path());
+        command.arg("--db").arg(db);
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("status")
+    };
+    let text = run(false);
+    let json = run(true);
+    assert_eq!(text.status.code(), json.status.code());
+    let figures = serde_json::from_slice(&json.stdout)
+        .unwrap_or_else(|e| panic!("status JSON: {e}: {json:?}"));
+    (
+        text.status.code().expect("exit code"),
+        String::from_utf8_lossy(&text.stdout).into_owned(),
+        figures,
+    )
+}
+
+#[test]
+fn status_names_a_postgres_database_and_says_when_it_cannot_be_read() {
+    let (_dir, db) = postgres_with_changes();
+    let (code, text, figures) = status_of(&uri_path(&db));
+    // Not served (no daemon holds the spool), everything read.
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(
+        (
+            &figures["db_exists"],
+            &figures["batches"],
+            &figures["events"]
+        ),
+        (&json!(true), &json!(4), &json!(5)),
+        "{figures}"
+    );
+    assert_eq!(figures["wal_bytes"], Value::Null, "no WAL file to measure");
+    let line = text.lines().next().expect("a first line");
+    assert!(
+        line.starts_with("database") && line.contains(db.name()) && !line.contains('('),
+        "{text}"
+    );
+    // A socket folder with no server in it.
+    let nowhere = tempfile::tempdir().expect("temp dir");
+    let uri = format!("postgresql:///spoolite?host={}", nowhere.path().display());
+    let (code, text, figures) = status_of(Path::new(&uri));
+    assert_eq!(code, 2, "{text}");
+    assert_eq!(figures["db_exists"], false, "{figures}");
+    assert_eq!(figures["batches"], Value::Null, "{figures}");
+    assert!(text.contains("(cannot be read)"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------
+// The read-only analyst role
+
+/// The SQL block of the README's "Analysts on PostgreSQL", as written there (fenced
+/// `plpgsql`: the README's `sql` blocks are the SQLite queries its tests run).
+fn readme_grants() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split("\n### Analysts on PostgreSQL\n")
+        .nth(1)
+        .expect("README has ### Analysts on PostgreSQL");
+    let block = section
+        .split("```plpgsql\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the section has a ```plpgsql block");
+    assert!(
+        !section[..section.find("```plpgsql").expect("block")].contains("\n#"),
+        "the block is in the section"
+    );
+    block.to_owned()
+}
+
+/// The libpq URI of database `spoolite` on `server`, connecting as `user`.
+fn uri_as(server: &Server, user: &str) -> String {
+    format!(
+        "postgresql:///spoolite?host={}&user={user}",
+        server.socket_dir().display()
+    )
+}
+
+/// Every table and view of schema `public`, as the server lists them: name, type
+/// (`BASE TABLE`, `VIEW`) and whether rows may be inserted into it at all (a view
+/// with aggregates may not, whoever asks).
+fn public_relations(client: &mut postgres::Client) -> Vec<(String, String, bool)> {
+    client
+        .query(
+            "SELECT table_name::text, table_type::text, is_insertable_into = 'YES'
+             FROM information_schema.tables
+             WHERE table_schema = 'public' ORDER BY table_name",
+            &[],
+        )
+        .expect("list tables")
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect()
+}
+
+/// The SQLSTATE of `sql` run by `client`, which must fail.
+fn refusal(client: &mut postgres::Client, sql: &str) -> String {
+    match client.batch_execute(sql) {
+        Ok(()) => panic!("{sql}: allowed"),
+        Err(error) => error
+            .code()
+            .map(|code| code.code().to_owned())
+            .unwrap_or_else(|| format!("no SQLSTATE: {error}")),
+    }
+}
+
+#[test]
+fn the_readme_analyst_role_reads_every_table_and_view_and_writes_none() {
+    let grants = readme_grants();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = fixture_files(dir.path());
+    // Grants run before the first ingest (the tables are then a later migration's,
+    // covered by the default privileges) and after it.
+    for grants_first in [true, false] {
+        // Roles belong to the whole server: a server of this test's own.
+        let server = Server::own("");
+        server.admin("CREATE ROLE spoolite LOGIN");
+        server.admin("CREATE DATABASE spoolite OWNER spoolite");
+        let mut admin =
+            postgres::Client::connect(&uri_as(&server, "spoolite_test"), postgres::NoTls)
+                .expect("connect as the superuser");
+        let writer = PathBuf::from(uri_as(&server, "spoolite"));
+        if grants_first {
+            admin.batch_execute(&grants).expect("the README's grants");
+            ingest_in_order(&writer, &files);
+        } else {
+            ingest_in_order(&writer, &files);
+            admin.batch_execute(&grants).expect("the README's grants");
+        }
+        let relations = public_relations(&mut admin);
+        let names: Vec<&str> = relations.iter().map(|(name, ..)| name.as_str()).collect();
+        for contract in [
+            "duty_event_all",
+            "duty_event",
+            "flight_times",
+            "batch_summary",
+            "ingest_inbox",
+            "quarantine",
+        ] {
+            assert!(names.contains(&contract), "{contract} in {names:?}");
+        }
+        let mut alice = postgres::Client::connect(&uri_as(&server, "alice"), postgres::NoTls)
+            .expect("connect as alice");
+        for (name, kind, insertable) in &relations {
+            let mine: i64 = alice
+                .query_one(&format!("SELECT count(*) FROM {name}"), &[])
+                .unwrap_or_else(|e| panic!("alice reads {name}: {e}"))
+                .get(0);
+            let all: i64 = admin
+                .query_one(&format!("SELECT count(*) FROM {name}"), &[])
+                .expect("count")
+                .get(0);
+            assert_eq!(mine, all, "{name}");
+            let column: String = admin
+                .query_one(
+                    "SELECT column_name::text FROM information_schema.columns
+                     WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position
+                     LIMIT 1",
+                    &[name],
+                )
+                .expect("a column")
+                .get(0);
+            let mut writes = vec![
+                format!("INSERT INTO {name} DEFAULT VALUES"),
+                format!("UPDATE {name} SET {column} = {column}"),
+                format!("DELETE FROM {name}"),
+            ];
+            if kind == "BASE TABLE" {
+                writes.push(format!("TRUNCATE {name}"));
+            }
+            for sql in writes {
+                // Refused for want of the privilege, or, where nobody may write
+                // (a view of aggregates), at all.
+                let code = refusal(&mut alice, &sql);
+                if *insertable {
+                    assert_eq!(code, "42501", "{sql}");
+                }
+            }
+        }
+        assert_eq!(
+            refusal(&mut alice, "CREATE TABLE public.mine (x int)"),
+            "42501"
+        );
+        // The commands an analyst runs work as alice and read what the writer wrote.
+        let as_alice = PathBuf::from(uri_as(&server, "alice"));
+        let (code, lines, stdout, stderr) = changes(&as_alice, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(lines.len(), 6, "{stdout}");
+        assert_eq!(stdout, changes(&writer, &[]).2);
+        let status = spoolite()
+            .args(["status", "--json", "--spool"])
+            .arg(dir.path())
+            .arg("--db")
+            .arg(&as_alice)
+            .output()
+            .expect("status");
+        let figures: Value = serde_json::from_slice(&status.stdout)
+            .unwrap_or_else(|e| panic!("status JSON: {e}: {status:?}"));
+        assert_eq!(
+            (
+                &figures["batches"],
+                &figures["events"],
+                &figures["quarantined"]
+            ),
+            (&json!(4), &json!(5), &json!(2)),
+            "{figures}"
+        );
+        assert_eq!(figures["db_exists"], true, "{figures}");
+        assert!(
+            !figures["unreadable"].to_string().contains("database"),
+            "{figures}"
+        );
+        let dry = ingest_command(&as_alice)
+            .args(["--dry-run", "--json"])
+            .arg(write(
+                dir.path(),
+                "dry.json",
+                json_batch(&[takeoff("DRY1", 1, 1)]),
+            ))
+            .output()
+            .expect("dry run");
+        assert_eq!(dry.status.code(), Some(0), "{dry:?}");
+        let line: Value = serde_json::from_slice(&dry.stdout).expect("one JSON line");
+        assert_eq!(line["inserted"], 1, "{line}");
+        let mut follower = Follower::on(&as_alice, &[]);
+        follower.read_through(seq(&lines[5]), "the rows as alice");
+        ingest_batch(dir.path(), &writer, "later.json", &[takeoff("LATE", 1, 1)]);
+        let later = follower.next_within(WAIT, "a later commit, as alice");
+        assert_eq!(later["flight_id"], "LATE");
+        follower.signal(libc::SIGTERM);
+        assert!(follower.wait_exit(WAIT, "the follower to stop").success());
+    }
+}
