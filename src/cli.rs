@@ -54,6 +54,16 @@ pub enum Command {
     Changes(ChangesArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
+    /// Copy a SQLite database (a workstation's) into a PostgreSQL database: every
+    /// batch of the inbox (so files ingested before are still skipped), every event
+    /// with its retracted flag, change_seq and times, and quarantine, in one
+    /// transaction, with the counts of every table compared on both sides before it
+    /// commits. The source is only read, in one read transaction (a daemon may go on
+    /// writing it); the target's schema is created or upgraded, and its change_seq
+    /// goes on above the copied ones. Exits 0 when copied, 1 when the target is
+    /// refused (it holds rows, or batches or keys the source holds too), 2 on any
+    /// other error (nothing is committed).
+    CopyDb(CopyDbArgs),
 }
 
 impl Command {
@@ -64,6 +74,7 @@ impl Command {
             Command::Ingest(args) => (&args.db.db, &args.db.password_file),
             Command::Status(args) => (&args.db, &args.password_file),
             Command::Changes(args) => (&args.db, &args.password_file),
+            Command::CopyDb(args) => (&args.to, &args.password_file),
             Command::Key(_) => return None,
         };
         Some((db, password_file.db_password_file.as_deref()))
@@ -238,6 +249,27 @@ pub struct ChangesArgs {
     /// flushed after each batch of rows.
     #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyDbArgs {
+    /// The SQLite database file to copy, at the current schema (an older one is
+    /// refused: `spoolite run` or `spoolite ingest` upgrades it).
+    #[arg(long, env = "SPOOLITE_FROM", value_name = "FILE")]
+    pub from: PathBuf,
+    /// The PostgreSQL database to copy into, a libpq URI (postgres://… or
+    /// postgresql://…, as --db takes it). It must hold no rows yet, unless
+    /// --into-non-empty.
+    #[arg(long, env = "SPOOLITE_TO", value_name = "URI")]
+    pub to: PathBuf,
+    #[command(flatten)]
+    pub password_file: DbPasswordFileArg,
+    /// Copy into a database that already holds rows (another workstation's copy,
+    /// a daemon's batches), adding the source's batches to them. A batch digest or
+    /// an idempotency key both databases hold is refused and nothing is copied; the
+    /// copied change_seq values are raised above the target's, keeping their order.
+    #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub into_non_empty: bool,
 }
 
 #[derive(Debug, Args)]

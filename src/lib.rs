@@ -12,6 +12,7 @@ pub mod changes;
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod copydb;
 pub mod daemon;
 pub mod ingest;
 pub mod logging;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
-use spoolite::{changes, commands, daemon, logging, store};
+use spoolite::{changes, commands, copydb, daemon, logging, store};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::status(args, &plan.defaults),
         Command::Changes(args) => changes::run(args),
         Command::Key(args) => commands::key(args),
+        Command::CopyDb(args) => copydb::run(args),
     }
 }
 

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::pg_contract::Backend;
 use crate::support::{
     COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, parse_lines,
     query, sha256_hex, snapshot, spoolite, write,
@@ -186,6 +187,18 @@ const KEY_VECTORS: &[KeyVector] = &[
     },
 ];
 
+/// One batch of the key vectors' events as written.
+pub(crate) fn key_vectors_batch() -> String {
+    let events: Vec<String> = KEY_VECTORS
+        .iter()
+        .map(|vector| {
+            let [flight, kind, instant] = vector.written.map(|text| Value::from(text).to_string());
+            format!("{{\"flight_id\":{flight},\"event_kind\":{kind},\"instant_utc\":{instant}}}")
+        })
+        .collect();
+    json_batch(&events)
+}
+
 #[test]
 fn keys_are_sha256_of_the_canonical_forms() {
     for vector in KEY_VECTORS {
@@ -214,14 +227,7 @@ fn keys_are_sha256_of_the_canonical_forms() {
     }
 
     let site = Site::new();
-    let events: Vec<String> = KEY_VECTORS
-        .iter()
-        .map(|vector| {
-            let [flight, kind, instant] = vector.written.map(|text| Value::from(text).to_string());
-            format!("{{\"flight_id\":{flight},\"event_kind\":{kind},\"instant_utc\":{instant}}}")
-        })
-        .collect();
-    let line = site.processed("vectors.json", &json_batch(&events));
+    let line = site.processed("vectors.json", &key_vectors_batch());
     assert_eq!(counts(&line), [5, 5, 0, 0, 0, 0, 0]);
     let mut expected: Vec<String> = KEY_VECTORS
         .iter()
@@ -237,10 +243,9 @@ fn keys_are_sha256_of_the_canonical_forms() {
 // ---------------------------------------------------------------------------------
 // 2. Canonicalisation
 
-#[test]
-fn one_instant_written_three_ways_is_one_event() {
-    let site = Site::new();
-    let key = "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb";
+/// Files of one event whose instant and payload are written four ways (the first
+/// canonical), in the order they are ingested: (name, content).
+pub(crate) fn one_instant_files() -> Vec<(&'static str, String)> {
     let forms = [
         (
             "zulu.json",
@@ -263,13 +268,25 @@ fn one_instant_written_three_ways_is_one_event() {
             r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#,
         ),
     ];
-    for (i, (name, instant, payload)) in forms.into_iter().enumerate() {
-        let event = event(" BA0117-20261129", "Off_Blocks ", instant, Some(3), payload);
-        let content = if name.ends_with(".ndjson") {
-            format!("{event}\n")
-        } else {
-            json_batch(&[event])
-        };
+    forms
+        .into_iter()
+        .map(|(name, instant, payload)| {
+            let event = event(" BA0117-20261129", "Off_Blocks ", instant, Some(3), payload);
+            let content = if name.ends_with(".ndjson") {
+                format!("{event}\n")
+            } else {
+                json_batch(&[event])
+            };
+            (name, content)
+        })
+        .collect()
+}
+
+#[test]
+fn one_instant_written_three_ways_is_one_event() {
+    let site = Site::new();
+    let key = "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd224fdb";
+    for (i, (name, content)) in one_instant_files().into_iter().enumerate() {
         let line = site.processed(name, &content);
         let expected = if i == 0 {
             [1, 1, 0, 0, 0, 0, 0]
@@ -288,23 +305,49 @@ fn one_instant_written_three_ways_is_one_event() {
     assert!(dump(&site.db, "quarantine", &[]).is_empty());
 }
 
+/// Events that each break one rule (but the fifth), with odd spacing inside them:
+/// `raw` must keep it exactly.
+pub(crate) const BROKEN_EVENTS: [&str; 11] = [
+    r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00"}"#,
+    r#"{ "flight_id" : "BA0117|20261129", "event_kind":"off_blocks", "instant_utc":"2026-11-29T10:05:00Z" }"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"takeoff","instant_utc":"2026-11-29T10:25:00Z","gate":"A7"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"landing","instant_utc":"2026-11-29T12:05:00Z","source_revision":"3"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","instant_utc":"2026-11-29T12:15:00Z"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","flight_id":"BA0118-20261129","instant_utc":"2026-11-29T12:15:00Z"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"Off Blocks","instant_utc":"2026-11-29T10:05:00Z"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29 10:05:00Z"}"#,
+    r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00Z","source_revision":3.0}"#,
+    r#"["BA0117-20261129","off_blocks","2026-11-29T10:05:00Z"]"#,
+    r#"{"flight_id":"BA0117-20261129","instant_utc":"2026-11-29T10:05:00Z"}"#,
+];
+
+/// The `.json` batch of `BROKEN_EVENTS`.
+pub(crate) fn broken_batch() -> String {
+    format!("{{\"events\": [\n  {}\n]}}\n", BROKEN_EVENTS.join(",\n  "))
+}
+
+/// An NDJSON file with a good line, a blank one, and lines that are not JSON, nest
+/// too deep and are no object: its lines (without the blank one) and its content.
+pub(crate) fn broken_lines() -> ([String; 4], String) {
+    let deep = format!(
+        "{{\"flight_id\":\"X1\",\"event_kind\":\"x\",\"instant_utc\":\"2026-11-29T10:05:00Z\",\"payload\":{{\"a\":{}1{}}}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let lines = [
+        r#"{"flight_id":"X1","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z"}"#.to_owned(),
+        "{not json".to_owned(),
+        deep,
+        "42".to_owned(),
+    ];
+    let content = format!("{}\n\n{}\n", lines[..2].join("\n"), lines[2..].join("\n"));
+    (lines, content)
+}
+
 #[test]
 fn each_broken_rule_is_an_invalid_event_with_its_own_reason() {
     let site = Site::new();
-    // Odd spacing inside the events: `raw` must keep it exactly.
-    let events = [
-        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00"}"#,
-        r#"{ "flight_id" : "BA0117|20261129", "event_kind":"off_blocks", "instant_utc":"2026-11-29T10:05:00Z" }"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"takeoff","instant_utc":"2026-11-29T10:25:00Z","gate":"A7"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"landing","instant_utc":"2026-11-29T12:05:00Z","source_revision":"3"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","instant_utc":"2026-11-29T12:15:00Z"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"on_blocks","flight_id":"BA0118-20261129","instant_utc":"2026-11-29T12:15:00Z"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"Off Blocks","instant_utc":"2026-11-29T10:05:00Z"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29 10:05:00Z"}"#,
-        r#"{"flight_id":"BA0117-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T10:05:00Z","source_revision":3.0}"#,
-        r#"["BA0117-20261129","off_blocks","2026-11-29T10:05:00Z"]"#,
-        r#"{"flight_id":"BA0117-20261129","instant_utc":"2026-11-29T10:05:00Z"}"#,
-    ];
+    let events = BROKEN_EVENTS;
     let reasons = [
         (0, "bad_instant"),
         (1, "bad_flight_id"),
@@ -317,7 +360,7 @@ fn each_broken_rule_is_an_invalid_event_with_its_own_reason() {
         (9, "not_object"),
         (10, "missing_field"),
     ];
-    let content = format!("{{\"events\": [\n  {}\n]}}\n", events.join(",\n  "));
+    let content = broken_batch();
     let line = site.processed("broken.json", &content);
     assert_eq!(counts(&line), [11, 1, 0, 0, 0, 0, 10]);
     let digest = sha256_hex(&content);
@@ -351,18 +394,7 @@ fn each_broken_rule_is_an_invalid_event_with_its_own_reason() {
     );
 
     // In NDJSON a line that is not JSON, or nests too deep, is an invalid event too.
-    let deep = format!(
-        "{{\"flight_id\":\"X1\",\"event_kind\":\"x\",\"instant_utc\":\"2026-11-29T10:05:00Z\",\"payload\":{{\"a\":{}1{}}}}}",
-        "[".repeat(200),
-        "]".repeat(200)
-    );
-    let lines = [
-        r#"{"flight_id":"X1","event_kind":"x","instant_utc":"2026-11-29T10:05:00Z"}"#,
-        "{not json",
-        deep.as_str(),
-        "42",
-    ];
-    let content = format!("{}\n\n{}\n", lines[..2].join("\n"), lines[2..].join("\n"));
+    let (lines, content) = broken_lines();
     let line = site.processed("lines.ndjson", &content);
     assert_eq!(counts(&line), [4, 1, 0, 0, 0, 0, 3]);
     let digest = sha256_hex(&content);
@@ -374,7 +406,7 @@ fn each_broken_rule_is_an_invalid_event_with_its_own_reason() {
                 "lines.ndjson",
                 &index.to_string(),
                 reason,
-                lines[index],
+                &lines[index],
             ]
             .map(str::to_owned)
             .to_vec()
@@ -536,14 +568,19 @@ const EDGE_CASES: &[(&str, Expect)] = &[
     ),
 ];
 
+/// The edge cases, one NDJSON line each. CRLF line ends are allowed; `raw` is the
+/// event without them.
+pub(crate) fn edges_ndjson() -> String {
+    EDGE_CASES
+        .iter()
+        .map(|(text, _)| format!("{text}\r\n"))
+        .collect()
+}
+
 #[test]
 fn edge_rules_decide_each_event() {
     let site = Site::new();
-    // CRLF line ends are allowed; `raw` is the event without them.
-    let content: String = EDGE_CASES
-        .iter()
-        .map(|(text, _)| format!("{text}\r\n"))
-        .collect();
+    let content = edges_ndjson();
     let line = site.processed("edges.ndjson", &content);
     let invalid = EDGE_CASES
         .iter()
@@ -1044,7 +1081,7 @@ struct GenFile {
 }
 
 #[derive(Debug, Clone)]
-struct Scenario {
+pub(crate) struct Scenario {
     choice: PayloadChoice,
     retract: RetractChoice,
     files: Vec<GenFile>,
@@ -1174,7 +1211,7 @@ fn gen_file() -> impl Strategy<Value = GenFile> {
         })
 }
 
-fn scenario() -> impl Strategy<Value = Scenario> {
+pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     let choice = prop::array::uniform5(prop::array::uniform4(0..3u8));
     let retract = prop::array::uniform5(prop::array::uniform4(prop::bool::weighted(0.3)));
     (choice, retract, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(
@@ -1226,41 +1263,67 @@ fn expected_events(scenario: &Scenario) -> Vec<String> {
 }
 
 /// flight_times as the contract defines it, computed from `duty_event`'s live rows
-/// on every read (as schema 2's view did), sorted like `dump`: what the times kept
-/// per flight must equal.
-fn flight_times_from_live_rows(db: &Path) -> Vec<String> {
-    let rows = query(
-        db,
-        "WITH per_flight AS (
-             SELECT flight_id,
-                    min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS off_blocks,
-                    min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS takeoff,
-                    max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS landing,
-                    max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS on_blocks
-             FROM duty_event
-             WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
-             GROUP BY flight_id)
-         SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
-                round((julianday(on_blocks) - julianday(off_blocks)) * 1440, 2),
-                round((julianday(landing) - julianday(takeoff)) * 1440, 2)
-         FROM per_flight",
-    );
-    let mut rows: Vec<String> = rows.into_iter().map(|row| row.join("|")).collect();
-    rows.sort();
-    rows
+/// on every read (as SQLite's schema 2 view did, and PostgreSQL's view does), in
+/// the backend's own arithmetic, sorted like `Backend::lines`: what the view must
+/// equal.
+fn flight_times_from_live_rows(db: &Backend) -> Vec<String> {
+    let sql = match db {
+        Backend::Sqlite { .. } => {
+            "WITH per_flight AS (
+                 SELECT flight_id,
+                        min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS off_blocks,
+                        min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS takeoff,
+                        max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS landing,
+                        max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS on_blocks
+                 FROM duty_event
+                 WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+                 GROUP BY flight_id)
+             SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
+                    round((julianday(on_blocks) - julianday(off_blocks)) * 1440, 2),
+                    round((julianday(landing) - julianday(takeoff)) * 1440, 2)
+             FROM per_flight"
+        }
+        Backend::Postgres(_) => {
+            "WITH per_flight AS (
+                 SELECT flight_id,
+                        min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'off_blocks') AS off_blocks,
+                        min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'takeoff') AS takeoff,
+                        max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'landing') AS landing,
+                        max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS on_blocks
+                 FROM duty_event
+                 WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+                 GROUP BY flight_id)
+             SELECT flight_id, off_blocks || 'Z', takeoff || 'Z', landing || 'Z', on_blocks || 'Z',
+                    round(extract(epoch FROM (on_blocks || 'Z')::timestamptz
+                                             - (off_blocks || 'Z')::timestamptz) / 60, 2)::text,
+                    round(extract(epoch FROM (landing || 'Z')::timestamptz
+                                             - (takeoff || 'Z')::timestamptz) / 60, 2)::text
+             FROM per_flight"
+        }
+    };
+    db.lines(sql)
+}
+
+/// `flight_times` as its view reads, sorted like `Backend::lines`.
+fn flight_times(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                block_minutes{t}, airborne_minutes{t}
+         FROM flight_times",
+    )
 }
 
 /// Checks every inbox row of `db` against the files: one row per distinct digest, its
 /// counts summing to its events, its quarantine rows numbering conflicts + invalid.
-fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
+fn assert_counts_reconcile(db: &Backend, scenario: &Scenario, texts: &[String]) {
     let mut files: BTreeMap<String, &GenFile> = BTreeMap::new();
     for (file, text) in scenario.files.iter().zip(texts) {
         files.insert(sha256_hex(text), file);
     }
-    let rows = query(
-        db,
-        "SELECT batch_digest, events_total, inserted, updated, unchanged, stale, conflicts, invalid,
-             (SELECT count(*) FROM quarantine WHERE quarantine.batch_digest = ingest_inbox.batch_digest)
+    let rows = db.rows(
+        "SELECT batch_digest, events_total{t}, inserted{t}, updated{t}, unchanged{t}, stale{t},
+             conflicts{t}, invalid{t},
+             (SELECT count(*) FROM quarantine WHERE quarantine.batch_digest = ingest_inbox.batch_digest){t}
          FROM ingest_inbox",
     );
     let digests: BTreeSet<&String> = rows.iter().map(|row| &row[0]).collect();
@@ -1302,29 +1365,27 @@ fn assert_counts_reconcile(db: &Path, scenario: &Scenario, texts: &[String]) {
         );
         assert_eq!(conflicts, 0, "conflict-free files: {row:?}");
     }
-    let miscounted = query(
-        db,
-        "SELECT batch_digest, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
-             <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+    let miscounted = db.rows(
+        "SELECT batch_digest, rows_last_written{t} FROM batch_summary AS b WHERE rows_last_written
+             <> (SELECT count(*) FROM duty_event_all AS d WHERE d.batch_digest = b.batch_digest)",
     );
     assert!(
         miscounted.is_empty(),
         "rows_last_written is the count of the rows each batch last wrote: {miscounted:?}"
     );
-    let orphans = query(
-        db,
-        "SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox",
-    );
+    let orphans =
+        db.rows("SELECT batch_digest FROM quarantine EXCEPT SELECT batch_digest FROM ingest_inbox");
     assert!(
         orphans.is_empty(),
         "quarantine rows without an inbox row: {orphans:?}"
     );
 }
 
-/// Delivers the scenario's files as drawn into one database and each once, in order,
-/// into another; both must hold the expected events and reconcile their counts.
-fn check_order_and_repetition(scenario: &Scenario) {
-    let site = Site::new();
+/// Delivers the scenario's files as drawn into one empty database and each once, in
+/// order, into another (both of either backend); both must hold the expected events
+/// and reconcile their counts.
+pub(crate) fn check_order_and_repetition(scenario: &Scenario, drawn: &Backend, other: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
     let texts: Vec<String> = scenario
         .files
         .iter()
@@ -1335,7 +1396,7 @@ fn check_order_and_repetition(scenario: &Scenario) {
         .iter()
         .zip(&texts)
         .enumerate()
-        .map(|(i, (file, text))| site.file(&file.name(i), text))
+        .map(|(i, (file, text))| write(dir.path(), &file.name(i), text))
         .collect();
 
     // As drawn: shuffled, repeated, in two runs of spoolite.
@@ -1347,7 +1408,7 @@ fn check_order_and_repetition(scenario: &Scenario) {
     let (first, second) = delivered.split_at(scenario.split);
     let mut lines = Vec::new();
     for run in [first, second].into_iter().filter(|run| !run.is_empty()) {
-        let (code, run_lines) = site.ingest(run);
+        let (code, run_lines) = ingest_json(&drawn.db(), run);
         assert_eq!(code, 0, "{run_lines:?}");
         lines.extend(run_lines);
     }
@@ -1365,34 +1426,43 @@ fn check_order_and_repetition(scenario: &Scenario) {
     }
 
     // Each file once, in file order, into another database.
-    let other = site.dir.path().join("other.db");
     let in_order: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-    let (code, other_lines) = ingest_json(&other, &in_order);
+    let (code, other_lines) = ingest_json(&other.db(), &in_order);
     assert_eq!(code, 0, "{other_lines:?}");
 
     let expected = expected_events(scenario);
-    let mut all_columns = EVENT_COLUMNS.to_vec();
-    all_columns.push("retracted");
     let live: Vec<String> = expected
         .iter()
         .filter_map(|row| row.strip_suffix("|0").map(str::to_owned))
         .collect();
-    for (db, what) in [(&site.db, "as drawn"), (&other, "in order")] {
-        assert_eq!(dump(db, "duty_event_all", &all_columns), expected, "{what}");
-        assert_eq!(dump(db, "duty_event", EVENT_COLUMNS), live, "{what}");
+    for (db, what) in [(drawn, "as drawn"), (other, "in order")] {
         assert_eq!(
-            dump(db, "flight_times", &[]),
-            flight_times_from_live_rows(db),
+            db.lines(
+                "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision{t},
+                        payload, {retracted}{t}
+                 FROM duty_event_all"
+            ),
+            expected,
             "{what}"
         );
+        assert_eq!(
+            db.lines(
+                "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision{t},
+                        payload
+                 FROM duty_event"
+            ),
+            live,
+            "{what}"
+        );
+        assert_eq!(flight_times(db), flight_times_from_live_rows(db), "{what}");
     }
     assert_eq!(
-        dump(&site.db, "flight_times", &[]),
-        dump(&other, "flight_times", &[]),
+        flight_times(drawn),
+        flight_times(other),
         "flight_times as drawn and in order"
     );
-    assert_counts_reconcile(&site.db, scenario, &texts);
-    assert_counts_reconcile(&other, scenario, &texts);
+    assert_counts_reconcile(drawn, scenario, &texts);
+    assert_counts_reconcile(other, scenario, &texts);
 }
 
 proptest! {
@@ -1401,7 +1471,7 @@ proptest! {
 
     #[test]
     fn order_and_repetition_of_conflict_free_files_do_not_matter(scenario in scenario()) {
-        check_order_and_repetition(&scenario);
+        check_order_and_repetition(&scenario, &Backend::sqlite(), &Backend::sqlite());
     }
 }
 
@@ -1442,11 +1512,20 @@ fn check_rejected(site: &Site, name: &str, content: &[u8], options: &[&str], rea
     assert_eq!(snapshot(&site.db), before, "{name} left a trace");
 }
 
-#[test]
-fn bad_whole_files_are_rejected_with_their_reason_and_leave_no_trace() {
-    let site = Site::new();
-    site.processed("seed.json", &json_batch(&[off_blocks(1, "{}")]));
-    // Events that would insert, update and quarantine if any of them were written.
+/// A whole file that must be rejected: its name, its bytes, the options it is
+/// ingested with, and its reason.
+pub(crate) struct BadFile {
+    pub name: &'static str,
+    pub content: Vec<u8>,
+    pub options: &'static [&'static str],
+    pub reason: &'static str,
+}
+
+/// The seed file, every kind of bad whole file (made of events that would insert,
+/// update and quarantine if any of them were written), and the good file of those
+/// events, processed after them.
+pub(crate) fn bad_whole_files() -> (String, Vec<BadFile>, String) {
+    let seed = json_batch(&[off_blocks(1, "{}")]);
     let events = [
         off_blocks(2, r#"{"tail":"G-XWBB"}"#),
         duty_start(1, "{}"),
@@ -1473,113 +1552,113 @@ fn bad_whole_files_are_rejected_with_their_reason_and_leave_no_trace() {
     ]
     .concat();
 
-    check_rejected(&site, "empty.json", b"", &[], "empty");
-    check_rejected(&site, "empty.ndjson", b"", &[], "empty");
-    check_rejected(&site, "blank.ndjson", b"\n  \r\n\n", &[], "empty");
-    check_rejected(&site, "latin1.json", &latin1, &[], "not_utf8");
-    check_rejected(&site, "latin1.ndjson", &latin1_lines, &[], "not_utf8");
-    check_rejected(
-        &site,
-        "prose.json",
-        b"flight BA0117 went off blocks at 10:05",
-        &[],
-        "not_json",
-    );
-    check_rejected(
-        &site,
-        "trailing.json",
-        format!("{good}\n{good}").as_bytes(),
-        &[],
-        "not_json",
-    );
-    check_rejected(
-        &site,
-        "cut.json",
-        &good.as_bytes()[..good.len() - 2],
-        &[],
-        "truncated",
-    );
-    check_rejected(&site, "cut-char.json", &cut_char, &[], "truncated");
-    check_rejected(
-        &site,
-        "cut.ndjson",
-        &good_lines.as_bytes()[..good_lines.len() - 8],
-        &[],
-        "truncated",
-    );
-    check_rejected(
-        &site,
-        "top-field.json",
-        format!("{{\"events\":[{body}],\"note\":1}}").as_bytes(),
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "events-object.json",
-        br#"{"events":{"0":{}}}"#,
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "events-twice.json",
-        format!("{{\"events\":[{body}],\"events\":[]}}").as_bytes(),
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "top-array.json",
-        format!("[{body}]").as_bytes(),
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "batch-id.json",
-        format!("{{\"batch_id\":7,\"events\":[{body}]}}").as_bytes(),
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "file-rev.json",
-        format!("{{\"source_revision\":3.0,\"events\":[{body}]}}").as_bytes(),
-        &[],
-        "bad_shape",
-    );
-    check_rejected(
-        &site,
-        "count.json",
-        format!("{{\"event_count\":4,\"events\":[{body}]}}").as_bytes(),
-        &[],
-        "count_mismatch",
-    );
-    check_rejected(
-        &site,
-        "count-after.json",
-        format!("{{\"events\":[{body}],\"event_count\":2}}").as_bytes(),
-        &[],
-        "count_mismatch",
-    );
-    check_rejected(&site, "batch.csv", good.as_bytes(), &[], "unsupported_type");
-    check_rejected(&site, "batch", good.as_bytes(), &[], "unsupported_type");
-    check_rejected(
-        &site,
-        "batch.json.txt",
-        good.as_bytes(),
-        &[],
-        "unsupported_type",
-    );
-    check_rejected(&site, "deep.json", deep.as_bytes(), &[], "too_deep");
-    check_rejected(
-        &site,
-        "big.json",
-        good.as_bytes(),
-        &["--file-bytes-max", "10"],
-        "too_large",
-    );
+    let bad = |name, content: &[u8], options, reason| BadFile {
+        name,
+        content: content.to_vec(),
+        options,
+        reason,
+    };
+    let files = vec![
+        bad("empty.json", b"", &[], "empty"),
+        bad("empty.ndjson", b"", &[], "empty"),
+        bad("blank.ndjson", b"\n  \r\n\n", &[], "empty"),
+        bad("latin1.json", &latin1, &[], "not_utf8"),
+        bad("latin1.ndjson", &latin1_lines, &[], "not_utf8"),
+        bad(
+            "prose.json",
+            b"flight BA0117 went off blocks at 10:05",
+            &[],
+            "not_json",
+        ),
+        bad(
+            "trailing.json",
+            format!("{good}\n{good}").as_bytes(),
+            &[],
+            "not_json",
+        ),
+        bad(
+            "cut.json",
+            &good.as_bytes()[..good.len() - 2],
+            &[],
+            "truncated",
+        ),
+        bad("cut-char.json", &cut_char, &[], "truncated"),
+        bad(
+            "cut.ndjson",
+            &good_lines.as_bytes()[..good_lines.len() - 8],
+            &[],
+            "truncated",
+        ),
+        bad(
+            "top-field.json",
+            format!("{{\"events\":[{body}],\"note\":1}}").as_bytes(),
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "events-object.json",
+            br#"{"events":{"0":{}}}"#,
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "events-twice.json",
+            format!("{{\"events\":[{body}],\"events\":[]}}").as_bytes(),
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "top-array.json",
+            format!("[{body}]").as_bytes(),
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "batch-id.json",
+            format!("{{\"batch_id\":7,\"events\":[{body}]}}").as_bytes(),
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "file-rev.json",
+            format!("{{\"source_revision\":3.0,\"events\":[{body}]}}").as_bytes(),
+            &[],
+            "bad_shape",
+        ),
+        bad(
+            "count.json",
+            format!("{{\"event_count\":4,\"events\":[{body}]}}").as_bytes(),
+            &[],
+            "count_mismatch",
+        ),
+        bad(
+            "count-after.json",
+            format!("{{\"events\":[{body}],\"event_count\":2}}").as_bytes(),
+            &[],
+            "count_mismatch",
+        ),
+        bad("batch.csv", good.as_bytes(), &[], "unsupported_type"),
+        bad("batch", good.as_bytes(), &[], "unsupported_type"),
+        bad("batch.json.txt", good.as_bytes(), &[], "unsupported_type"),
+        bad("deep.json", deep.as_bytes(), &[], "too_deep"),
+        bad(
+            "big.json",
+            good.as_bytes(),
+            &["--file-bytes-max", "10"],
+            "too_large",
+        ),
+    ];
+    (seed, files, good)
+}
+
+#[test]
+fn bad_whole_files_are_rejected_with_their_reason_and_leave_no_trace() {
+    let site = Site::new();
+    let (seed, files, good) = bad_whole_files();
+    site.processed("seed.json", &seed);
+    for file in &files {
+        check_rejected(&site, file.name, &file.content, file.options, file.reason);
+    }
 
     // None of those left an inbox row: the same bytes as a good file are still new.
     let line = site.processed("good.json", &good);

@@ -3,6 +3,7 @@
 
 mod bench;
 mod changes;
+mod copydb;
 mod daemon;
 mod datasette;
 mod faults;
@@ -12,6 +13,7 @@ mod names;
 mod ops;
 mod pg;
 mod pg_conn;
+mod pg_contract;
 mod pg_faults;
 mod pg_feed;
 mod retractions;

@@ -120,7 +120,7 @@ fn flight_event(
 
 /// Files that meet every row of the outcome table, retractions included, and an
 /// invalid event, in the order they are ingested (the first is dropped twice).
-fn outcome_table_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn outcome_table_files(dir: &Path) -> Vec<PathBuf> {
     let off = || {
         flight_event(
             "off_blocks",

@@ -28,13 +28,13 @@ static SHARED: Mutex<Weak<TlsServer>> = Mutex::new(Weak::new());
 
 /// A server listening on 127.0.0.1 with TLS, and the files its certificate came
 /// from: `ca.pem` (the CA that signed it) and `other-ca.pem` (one that did not).
-struct TlsServer {
+pub(crate) struct TlsServer {
     server: Arc<Server>,
     certs: TempDir,
 }
 
 impl TlsServer {
-    fn shared() -> Arc<TlsServer> {
+    pub(crate) fn shared() -> Arc<TlsServer> {
         let mut shared = SHARED.lock().unwrap_or_else(|poison| poison.into_inner());
         if let Some(server) = shared.upgrade() {
             return server;
@@ -88,7 +88,7 @@ impl TlsServer {
 
     /// A database on the server, owned by a role of its own that logs in with a
     /// password: `(database, role, password)`.
-    fn database(&self) -> (PgDb, String, String) {
+    pub(crate) fn database(&self) -> (PgDb, String, String) {
         let db = PgDb::on(self.server.clone());
         let role = format!("ingest_{}", db.name());
         // Distinctive, so that a grep of any output finds it if it leaked.
@@ -102,7 +102,7 @@ impl TlsServer {
     }
 
     /// A URI for `role` on `db` over TCP, with `params` (e.g. `sslmode=require`).
-    fn uri(&self, db: &PgDb, role: &str, host: &str, params: &str) -> String {
+    pub(crate) fn uri(&self, db: &PgDb, role: &str, host: &str, params: &str) -> String {
         format!(
             "postgresql://{role}@{host}:{}/{}?hostaddr=127.0.0.1&{params}",
             self.server.port(),

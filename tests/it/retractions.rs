@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use serde_json::Value;
 
+use crate::pg_contract::Backend;
 use crate::support::{COUNT_FIELDS, event, ingest_json, json_batch, query, sha256_hex, write};
 
 /// A database in a temporary folder, with the batch files beside it.
@@ -78,15 +79,6 @@ impl Db {
 
     fn flight_times(&self) -> Vec<Vec<String>> {
         query(&self.path, "SELECT * FROM flight_times ORDER BY flight_id")
-    }
-
-    fn max_seq(&self) -> i64 {
-        query(
-            &self.path,
-            "SELECT coalesce(max(change_seq), 0) FROM duty_event_all",
-        )[0][0]
-            .parse()
-            .expect("an integer")
     }
 }
 
@@ -354,7 +346,7 @@ fn retracted_is_true_or_false_and_nothing_else() {
 /// One event of a generated file: which of a few keys, its revision, whether it
 /// retracts, and which payload.
 #[derive(Debug, Clone, Copy)]
-struct Gen {
+pub(crate) struct Gen {
     key: u8,
     revision: i64,
     retracted: bool,
@@ -416,8 +408,28 @@ fn written_keys(stored: &mut BTreeMap<u8, (i64, bool, u8)>, events: &[Gen]) -> V
     written
 }
 
-fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize]) {
-    let db = Db::new();
+/// duty_event_all of either backend as `kind instant|revision|retracted|payload` by
+/// key, with each row's change_seq; empty before the schema exists.
+fn all_rows(db: &Backend) -> BTreeMap<String, (String, i64)> {
+    if !db.has_schema() {
+        return BTreeMap::new();
+    }
+    db.rows(
+        "SELECT idempotency_key, event_kind || ' ' || instant_utc || '|' || source_revision{t}
+             || '|' || {retracted}{t} || '|' || payload, change_seq{t} FROM duty_event_all",
+    )
+    .into_iter()
+    .map(|row| {
+        let seq = row[2].parse().expect("change_seq is an integer");
+        (row[0].clone(), (row[1].clone(), seq))
+    })
+    .collect()
+}
+
+/// Delivers generated files (each at its first delivery, again at a re-drop) into
+/// `db`, an empty database of either backend, checking change_seq's laws after each.
+pub(crate) fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize], db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
     let texts: Vec<String> = files
         .iter()
         .enumerate()
@@ -426,9 +438,13 @@ fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize]) {
     let mut stored = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     for &i in deliveries {
-        let before = db.all();
-        let line = db.ingest(&format!("f{i}.json"), &texts[i]);
-        let after = db.all();
+        let before = all_rows(db);
+        let file = write(dir.path(), &format!("f{i}.json"), &texts[i]);
+        let (code, lines) = ingest_json(&db.db(), &[&file]);
+        assert_eq!(code, 0, "f{i}.json: {lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        let after = all_rows(db);
         if !seen.insert(i) {
             assert_eq!(line["outcome"], "skipped_duplicate");
             assert_eq!(after, before, "a re-drop changes nothing");
@@ -439,19 +455,15 @@ fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize]) {
         let written: Vec<&str> = written.iter().map(String::as_str).collect();
         assert_written(&before, &after, &written);
         // The rows a follower reads after the old maximum are exactly these.
-        let after_max = query(
-            &db.path,
-            &format!(
-                "SELECT idempotency_key FROM duty_event_all WHERE change_seq > {}
-                 ORDER BY change_seq",
-                before.values().map(|(_, seq)| *seq).max().unwrap_or(0)
-            ),
-        );
+        let after_max = db.rows(&format!(
+            "SELECT idempotency_key FROM duty_event_all WHERE change_seq > {}
+             ORDER BY change_seq",
+            before.values().map(|(_, seq)| *seq).max().unwrap_or(0)
+        ));
         assert_eq!(after_max.len(), written.len());
-        let miscounted = query(
-            &db.path,
-            "SELECT file_name, rows_last_written FROM ingest_inbox AS i WHERE rows_last_written
-                 <> (SELECT count(*) FROM duty_event_data AS d WHERE d.batch_ref = i.batch_ref)",
+        let miscounted = db.rows(
+            "SELECT file_name, rows_last_written{t} FROM batch_summary AS b WHERE rows_last_written
+                 <> (SELECT count(*) FROM duty_event_all AS d WHERE d.batch_digest = b.batch_digest)",
         );
         assert!(miscounted.is_empty(), "rows_last_written: {miscounted:?}");
     }
@@ -461,16 +473,31 @@ fn check_change_seq_laws(files: &[Vec<Gen>], deliveries: &[usize]) {
         .filter(|(_, (_, retracted, _))| !retracted)
         .map(|(key, _)| format!("landing 2027-01-01T10:00:00Z FL{key}"))
         .collect();
-    let got: Vec<String> = query(
-        &db.path,
-        "SELECT event_kind || ' ' || instant_utc || ' ' || substr(flight_id, 1, 3)
-         FROM duty_event ORDER BY flight_id",
-    )
-    .into_iter()
-    .map(|row| row[0].clone())
-    .collect();
+    let got: Vec<String> = db
+        .rows(
+            "SELECT event_kind || ' ' || instant_utc || ' ' || substr(flight_id, 1, 3)
+             FROM duty_event ORDER BY flight_id",
+        )
+        .into_iter()
+        .map(|row| row[0].clone())
+        .collect();
     assert_eq!(got, live);
-    assert!(db.max_seq() >= stored.len() as i64);
+    let max_seq: i64 = db.rows("SELECT coalesce(max(change_seq), 0){t} FROM duty_event_all")[0][0]
+        .parse()
+        .expect("a number");
+    assert!(max_seq >= stored.len() as i64);
+}
+
+/// Up to four generated files, and their deliveries: each at least once, some
+/// again, in any order.
+pub(crate) fn files_and_deliveries() -> impl Strategy<Value = (Vec<Vec<Gen>>, Vec<usize>)> {
+    prop::collection::vec(gen_file(), 1..=4).prop_flat_map(|files| {
+        let count = files.len();
+        let deliveries = prop::collection::vec(0..count, 0..=count)
+            .prop_map(move |again| (0..count).chain(again).collect::<Vec<usize>>())
+            .prop_shuffle();
+        (Just(files), deliveries)
+    })
 }
 
 proptest! {
@@ -481,15 +508,9 @@ proptest! {
     /// conflicting events.
     #[test]
     fn change_seq_follows_the_laws_over_random_files_and_re_drops(
-        (files, deliveries) in prop::collection::vec(gen_file(), 1..=4).prop_flat_map(|files| {
-            let count = files.len();
-            let deliveries = prop::collection::vec(0..count, 0..=count)
-                .prop_map(move |again| (0..count).chain(again).collect::<Vec<usize>>())
-                .prop_shuffle();
-            (Just(files), deliveries)
-        })
+        (files, deliveries) in files_and_deliveries()
     ) {
-        check_change_seq_laws(&files, &deliveries);
+        check_change_seq_laws(&files, &deliveries, &Backend::sqlite());
     }
 }
 

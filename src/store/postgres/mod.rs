@@ -8,6 +8,7 @@
 mod batch;
 pub mod changes;
 mod connect;
+pub mod copy;
 
 use std::path::{Path, PathBuf};
 
