@@ -69,6 +69,9 @@ pub(super) struct Writer {
     /// Per batch, how many of the rows it last wrote this batch replaced, so that
     /// each inbox row's `rows_last_written` stays a count kept, not computed.
     replaced: RefCell<HashMap<i64, i64>>,
+    /// Whether a batch large against the table drops and builds again its
+    /// secondary indexes (`store::rebuild`).
+    pub(super) sorted_index_builds: bool,
 }
 
 impl Writer {
@@ -81,6 +84,7 @@ impl Writer {
             next_change_seq: Cell::new(0),
             rows_written: Cell::new(0),
             replaced: RefCell::new(HashMap::new()),
+            sorted_index_builds: true,
         }
     }
 }
@@ -202,10 +206,11 @@ impl Batch<'_> {
                 let mut flights = std::mem::take(&mut self.flights);
                 flights.end_run(&self.tx)?;
                 let valid = self.counts.events_total - self.counts.invalid;
-                let dropped = match rebuild::worth_it(&self.tx, valid)? {
-                    true => Some(rebuild::drop_secondary(&self.tx)?),
-                    false => None,
-                };
+                let dropped =
+                    match writer.sorted_index_builds && rebuild::worth_it(&self.tx, valid)? {
+                        true => Some(rebuild::drop_secondary(&self.tx)?),
+                        false => None,
+                    };
                 let counts = writer.apply(&self.tx, runs, default_revision, stop, &mut flights)?;
                 if let Some(dropped) = dropped {
                     let built = std::time::Instant::now();

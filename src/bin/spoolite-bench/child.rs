@@ -41,6 +41,10 @@ pub struct ChildArgs {
     /// in memory).
     #[arg(long)]
     pub dry_run: bool,
+    /// `__ingest` only: keep the secondary indexes throughout, even for a batch
+    /// large against the table (`Store::set_sorted_index_builds(false)`).
+    #[arg(long)]
+    pub keep_indexes: bool,
     /// The batch file.
     pub file: PathBuf,
 }
@@ -85,6 +89,7 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
         }
         (true, false) => Store::open_empty_in_memory()?,
     };
+    store.set_sorted_index_builds(!args.keep_indexes);
     let stop = AtomicBool::new(false);
     let options = ingest::Options {
         file_bytes_max: u64::MAX,
