@@ -29,7 +29,8 @@ a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Watch SPOOL/incoming/ and ingest every complete batch file until SIGTERM or
-    /// SIGINT. Creates the spool folders and the database when missing.
+    /// SIGINT. Creates the spool folders and the database (PostgreSQL: its schema)
+    /// when missing.
     Run(RunArgs),
     /// Ingest the named files once, without moving them; one outcome line per file,
     /// with the seconds it took (and a progress bar on a terminal). Exits 0 when
@@ -86,7 +87,7 @@ pub struct DbArg {
     /// The SQLite database file (missing parent folders are created), or a
     /// PostgreSQL database as a libpq URI: postgres://… or postgresql://…, e.g.
     /// postgresql:///spoolite?host=/run/postgresql for a local socket folder, or
-    /// postgresql://ingest@db.example/spoolite?sslmode=verify-full&sslrootcert=/etc/spoolite/db-ca.pem
+    /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full&sslrootcert=/etc/spoolite/db-ca.pem
     /// (sslmode disable, prefer, require, verify-ca or verify-full).
     #[arg(
         long,
@@ -203,7 +204,8 @@ pub struct StatusArgs {
     )]
     pub spool: PathBuf,
     /// The SQLite database file, or a PostgreSQL URI (postgres://…,
-    /// postgresql://…); it must exist (`spoolite run` creates it) and is only read. Without the option or its variable, the variable from the site
+    /// postgresql://…); it must exist (`spoolite run` creates a SQLite file and a
+    /// PostgreSQL schema) and is only read. Without the option or its variable, the variable from the site
     /// defaults file (/etc/default/spoolite) applies.
     #[arg(
         long,

@@ -387,11 +387,14 @@ pub fn render(status: &Status) -> String {
     } else {
         ""
     };
-    let wal = status.wal_bytes.map_or_else(
-        || "unknown".to_owned(),
-        |bytes| format!("{bytes} bytes{warning}"),
-    );
-    line("wal", &wal);
+    // PostgreSQL keeps its own WAL: no line for it.
+    if !crate::store::postgres::is_uri(Path::new(&status.db)) {
+        let wal = status.wal_bytes.map_or_else(
+            || "unknown".to_owned(),
+            |bytes| format!("{bytes} bytes{warning}"),
+        );
+        line("wal", &wal);
+    }
     if let Some(settings) = &status.settings_from {
         line(
             "settings",

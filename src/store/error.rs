@@ -35,8 +35,8 @@ pub enum StoreError {
     #[error("database {path} is a folder, not a file; point --db at a file")]
     NotAFile { path: PathBuf },
     #[error(
-        "--db {path} names a PostgreSQL database, which this spoolite cannot write; \
-         point --db at a SQLite file"
+        "--db {path} is a PostgreSQL URI handed to the SQLite opener (a bug in \
+         spoolite: please report it)"
     )]
     Unsupported { path: PathBuf },
     #[error("create database folder {path}: {source}")]
@@ -204,7 +204,10 @@ impl StoreError {
     /// what `status` and the metrics call "unreachable".
     pub fn is_unreachable(&self) -> bool {
         match self {
-            StoreError::PgConnect { .. } | StoreError::Copy(_) => true,
+            // A server that answered (no such database or role, too many
+            // connections) was reached: failing, not unreachable.
+            StoreError::PgConnect { source, .. } => source.as_db_error().is_none(),
+            StoreError::Copy(_) => true,
             StoreError::Postgres(e) | StoreError::CommitInDoubt { source: e, .. } => {
                 connection_lost(e)
             }
@@ -279,7 +282,12 @@ fn postgres_class(error: &postgres::Error) -> FaultClass {
     {
         return FaultClass::Database { reopen: true };
     }
-    if code == "54000" || code == "22023" && error.to_string().contains("too large") {
+    let too_large = || {
+        error
+            .as_db_error()
+            .is_some_and(|db| db.message().contains("too large"))
+    };
+    if code == "54000" || code == "22023" && too_large() {
         return FaultClass::InFile;
     }
     FaultClass::ThisFile

@@ -402,6 +402,23 @@ fn a_missing_source_is_a_clear_error_and_the_target_is_not_touched() {
             other.display()
         )
     );
+    // A source of a newer spoolite is refused, not read with today's columns.
+    let newer = dir.path().join("newer.db");
+    rusqlite::Connection::open(&newer)
+        .expect("create")
+        .execute_batch("CREATE TABLE t (x); PRAGMA user_version = 99")
+        .expect("a newer schema");
+    let output = copy_db(&newer, &target.uri(), &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("schema version 99, newer than"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        target.query("SELECT (to_regclass('spoolite_schema') IS NULL)::text"),
+        [["true"]]
+    );
     // A target that is not PostgreSQL is refused before anything is read.
     let source = Source::new();
     let output = copy_db(&source.db(), &source.db().display().to_string(), &[]);

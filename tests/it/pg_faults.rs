@@ -1128,3 +1128,45 @@ fn a_commit_whose_acknowledgement_is_lost_is_settled_by_the_inbox_and_counted_on
         [["501", "501"]]
     );
 }
+
+#[test]
+fn a_server_that_answers_but_refuses_the_database_is_failing_not_unreachable() {
+    let db = PgDb::new();
+    // The server is up; the database the URI names is not there.
+    let uri = db.uri().replacen(db.name(), "no_such_database", 1);
+    let site = Site::new();
+    let metrics = site.dir.path().join("spoolite.prom");
+    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
+    let mut daemon = start(&site, &uri, &["--metrics-file", &metrics_arg]);
+    let file = batch_file("refused", &[keyed_event(900_001, 1, 0, false)], false);
+    drop_file(&site, &file);
+    let mut fault = Value::Null;
+    daemon.wait(Duration::from_secs(20), "status to show the fault", || {
+        fault = status(&site, &uri).1["database_fault"].clone();
+        fault.is_object()
+    });
+    assert_eq!(fault.get("unreachable"), None, "{fault}");
+    assert!(
+        fault["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no_such_database")),
+        "{fault}"
+    );
+    daemon.wait(
+        Duration::from_secs(10),
+        "the metrics to show the fault",
+        || metric(&metrics, "spoolite_database_up") == Some(0.0),
+    );
+    assert_eq!(metric(&metrics, "spoolite_database_unreachable"), Some(0.0));
+    let text = spoolite()
+        .args(["status", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", &uri])
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("failing since"), "{text}");
+    assert!(!text.contains("unreachable"), "{text}");
+    assert_eq!(site.rejected_names(), Vec::<String>::new());
+    stop(daemon);
+}

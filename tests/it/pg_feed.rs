@@ -644,6 +644,10 @@ fn status_names_a_postgres_database_and_says_when_it_cannot_be_read() {
         "{figures}"
     );
     assert_eq!(figures["wal_bytes"], Value::Null, "no WAL file to measure");
+    assert!(
+        !text.lines().any(|line| line.starts_with("wal")),
+        "PostgreSQL keeps its own WAL: {text}"
+    );
     let line = text.lines().next().expect("a first line");
     assert!(
         line.starts_with("database") && line.contains(db.name()) && !line.contains('('),

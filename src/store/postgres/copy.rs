@@ -176,6 +176,13 @@ pub fn sqlite_into_postgres(
                 known: open::SCHEMA_VERSION,
             });
         }
+        found if found > open::SCHEMA_VERSION => {
+            return Err(source_error(StoreError::NewerSchema {
+                path: from.to_owned(),
+                found,
+                known: open::SCHEMA_VERSION,
+            }));
+        }
         _ => {}
     }
     let mut store = PgStore::connect(to, true).map_err(target_error)?;
