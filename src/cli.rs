@@ -10,8 +10,8 @@ use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 
-/// spoolite: ingests flight duty event batches from a spool directory into SQLite,
-/// exactly once, however often a file arrives.
+/// spoolite: ingests flight duty event batches from a spool directory into SQLite
+/// or PostgreSQL, exactly once, however often a file arrives.
 #[derive(Debug, Parser)]
 #[command(version, propagate_version = true, after_help = SETTINGS_HELP)]
 pub struct Cli {

@@ -1,9 +1,9 @@
-//! spoolite: ingests flight duty event batches from a spool directory into SQLite,
-//! exactly once. See ARCHITECTURE.md for the map.
+//! spoolite: ingests flight duty event batches from a spool directory into SQLite
+//! or PostgreSQL, exactly once. See ARCHITECTURE.md for the map.
 //!
 //! Data flow: `watch` → `daemon` (one step per file) → `spool` (claim, archive,
 //! reject) → `ingest` (digest, inbox check) → `batch` (parse, canonicalise) →
-//! `store` (SQLite).
+//! `store` (SQLite or PostgreSQL).
 
 #![warn(clippy::unwrap_used)]
 
