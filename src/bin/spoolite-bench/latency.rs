@@ -23,6 +23,10 @@ const POLL_INTERVAL: Duration = Duration::from_millis(1);
 const WAIT_MAX: Duration = Duration::from_secs(30);
 /// Events of the latency files start here, far from every other file's events.
 const LATENCY_OFFSET: u64 = 500_000_000;
+/// The pause after a file is visible before the next is dropped that makes each a
+/// lone file: longer than the daemon's 50 ms between two listings that rings
+/// cause (`daemon::RING_LISTING_GAP`), which a file dropped sooner waits out.
+pub const LONE_FILE_PAUSE: Duration = Duration::from_millis(100);
 
 /// What the latency run needs.
 pub struct Plan<'a> {
@@ -35,6 +39,10 @@ pub struct Plan<'a> {
     /// A PostgreSQL URI (an empty database the daemon puts its schema into); `None`:
     /// `latency.db` in `dir`.
     pub postgres: Option<&'a str>,
+    /// How long after a file is visible the next one is dropped: zero drops them
+    /// back to back (a stream: each waits for the daemon's next listing, at most
+    /// 50 ms after the last one), `LONE_FILE_PAUSE` makes each a lone file.
+    pub pause: Duration,
 }
 
 /// The look-up of one file's inbox row (SQLite reads `$1` as the first parameter).
@@ -80,6 +88,7 @@ pub fn measure(plan: &Plan) -> BenchResult<Vec<f64>> {
         if number > 0 {
             latencies.push(latency.as_secs_f64());
         }
+        sleep(plan.pause);
     }
     drop(reader);
     daemon.stop()?;
