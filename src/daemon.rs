@@ -214,6 +214,11 @@ impl Daemon {
     fn work(&mut self, now: Instant) -> Report {
         if self.queue.is_empty() && self.listing_due(now) {
             self.list(now);
+            if self.queue.is_empty()
+                && let Some(report) = self.probe(now)
+            {
+                return report;
+            }
         }
         let database_wait = self.store_retry.waiting(now);
         if self.queue.is_empty() || database_wait.is_some() {
@@ -388,6 +393,33 @@ impl Daemon {
         match Store::open(&self.config.db) {
             Ok(store) => {
                 self.store = Some(store);
+                None
+            }
+            Err(error) => Some(self.database_fault(None, String::new(), &error, now)),
+        }
+    }
+
+    /// PostgreSQL, with nothing to ingest: a look at the server at each listing
+    /// (twice a minute when idle, with the default rescan), so that `status` and
+    /// the metrics tell an outage, and its end, without a file waiting. Not while
+    /// the database waits out a back-off. SQLite: nothing.
+    fn probe(&mut self, now: Instant) -> Option<Report> {
+        if !crate::store::postgres::is_uri(&self.config.db)
+            || self.store_retry.waiting(now).is_some()
+        {
+            return None;
+        }
+        if self.store.is_none()
+            && let Some(report) = self.open_store(now)
+        {
+            return Some(report);
+        }
+        match self.store.as_mut()?.probe() {
+            Ok(()) => {
+                if self.store_fault.is_some() {
+                    self.database_recovered();
+                    self.figures_changed = true;
+                }
                 None
             }
             Err(error) => Some(self.database_fault(None, String::new(), &error, now)),

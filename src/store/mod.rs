@@ -129,6 +129,16 @@ impl Store {
 
     /// Whether a batch with this digest is already committed (a quick look;
     /// `begin` checks again in its transaction).
+    /// Whether the database can still be used, for a daemon with nothing to
+    /// ingest: PostgreSQL, one round trip on the open connection (a server
+    /// stopped since fails it); SQLite, a local file, nothing to look at.
+    pub fn probe(&mut self) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(()),
+            Store::Postgres(store) => store.probe(),
+        }
+    }
+
     pub fn contains_batch(&mut self, digest: &str) -> Result<bool, StoreError> {
         match self {
             Store::Sqlite(store) => store.contains_batch(digest),

@@ -1170,3 +1170,53 @@ fn a_server_that_answers_but_refuses_the_database_is_failing_not_unreachable() {
     assert_eq!(site.rejected_names(), Vec::<String>::new());
     stop(daemon);
 }
+
+#[test]
+fn an_idle_daemon_tells_an_outage_and_its_end_without_a_file_waiting() {
+    let server = Server::own("");
+    let db = PgDb::on(server.clone());
+    let uri = db.uri();
+    let site = Site::new();
+    let metrics = site.dir.path().join("spoolite.prom");
+    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
+    // A listing a second, so that the look at the server comes soon.
+    let mut command = spoolite();
+    command
+        .args(["run", "--settle", SETTLE, "--rescan", "1s", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", &uri, "--metrics-file", &metrics_arg]);
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(&site);
+    wait_schema(&mut daemon, &db);
+    daemon.wait(
+        Duration::from_secs(10),
+        "the metrics to say the database is up",
+        || metric(&metrics, "spoolite_database_up") == Some(1.0),
+    );
+
+    server.stop("fast");
+    let mut fault = Value::Null;
+    daemon.wait(Duration::from_secs(15), "status to tell the outage", || {
+        fault = status(&site, &uri).1["database_fault"].clone();
+        fault.is_object()
+    });
+    assert_eq!(fault["unreachable"], true, "{fault}");
+    daemon.wait(
+        Duration::from_secs(10),
+        "the metrics to tell the outage",
+        || metric(&metrics, "spoolite_database_unreachable") == Some(1.0),
+    );
+    assert_eq!(metric(&metrics, "spoolite_database_up"), Some(0.0));
+
+    server.start_again();
+    // Back-offs double while the server is down; 40 s covers them.
+    daemon.wait(
+        Duration::from_secs(40),
+        "the metrics to tell the end",
+        || metric(&metrics, "spoolite_database_up") == Some(1.0),
+    );
+    let (code, value) = status(&site, &uri);
+    assert_eq!(value["database_fault"], Value::Null, "{value}");
+    assert_eq!(code, 0, "{value}");
+    stop(daemon);
+}

@@ -157,6 +157,12 @@ impl PgStore {
         Ok(())
     }
 
+    /// One round trip to the server on the open connection.
+    pub fn probe(&mut self) -> Result<(), StoreError> {
+        self.client.simple_query("SELECT 1")?;
+        Ok(())
+    }
+
     pub fn contains_batch(&mut self, digest: &str) -> Result<bool, StoreError> {
         Ok(self
             .client
