@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::support::{
-    COUNT_FIELDS, Daemon, EVENT_COLUMNS, Site, dump, has_open, names, query, sha256_hex,
+    COUNT_FIELDS, Daemon, EVENT_COLUMNS, Rng, Site, dump, has_open, names, query, sha256_hex,
     wait_until, write,
 };
 
@@ -777,28 +777,6 @@ fn links_fifos_sockets_and_folders_are_never_taken_and_the_daemon_stays_responsi
 // ---------------------------------------------------------------------------------
 // kill -9 at random moments
 // ---------------------------------------------------------------------------------
-
-/// splitmix64: a small deterministic generator, so a failing run can be repeated.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
-
-    fn index(&mut self, len: usize) -> usize {
-        usize::try_from(self.next() % len as u64).expect("fits")
-    }
-}
 
 /// One file the crash test drops.
 struct CrashFile {

@@ -537,13 +537,7 @@ fn a_daemon_serves_a_spool_into_postgres_and_status_and_dry_run_read_it() {
     let db = PgDb::new();
     let uri = db.uri();
     let site = crate::support::Site::new();
-    let mut command = crate::support::spoolite();
-    command
-        .args(["run", "--settle", "100ms", "--spool"])
-        .arg(&site.spool)
-        .args(["--db", &uri]);
-    let mut daemon = site.spawn(&mut command);
-    daemon.wait_serving(&site);
+    let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
     let batch = json_batch(&[
         event(
             "BA0117-20261129",
@@ -670,13 +664,7 @@ fn a_daemon_waiting_for_another_writers_apply_stops_at_sigterm_and_leaves_the_fi
     let db = PgDb::new();
     let uri = db.uri();
     let site = crate::support::Site::new();
-    let mut command = crate::support::spoolite();
-    command
-        .args(["run", "--settle", "100ms", "--spool"])
-        .arg(&site.spool)
-        .args(["--db", &uri]);
-    let mut daemon = site.spawn(&mut command);
-    daemon.wait_serving(&site);
+    let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
     daemon.wait(Duration::from_secs(20), "the schema created", || {
         db.query("SELECT (to_regclass('change_seq_counter') IS NOT NULL)::text") == [["true"]]
     });

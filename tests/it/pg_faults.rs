@@ -24,9 +24,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::support::{
-    Daemon, Site, event, ingest_command, names, sha256_hex, spoolite, wait_until, write,
+    Daemon, Rng, Site, event, ingest_command, names, sha256_hex, spoolite, wait_until, write,
 };
-use crate::support_pg::{PgDb, Server};
+use crate::support_pg::{PgDb, Server, start_daemon};
 
 const SETTLE: &str = "100ms";
 
@@ -49,20 +49,6 @@ fn timed_server() -> Arc<Server> {
 // ---------------------------------------------------------------------------------
 // Daemons, files, logs
 // ---------------------------------------------------------------------------------
-
-/// Starts `spoolite run` on `site` into `uri` (with `extra` options) and waits
-/// until it serves the spool.
-fn start(site: &Site, uri: &str, extra: &[&str]) -> Daemon {
-    let mut command = spoolite();
-    command
-        .args(["run", "--settle", SETTLE, "--rescan", "30s", "--spool"])
-        .arg(&site.spool)
-        .args(["--db", uri])
-        .args(extra);
-    let mut daemon = site.spawn(&mut command);
-    daemon.wait_serving(site);
-    daemon
-}
 
 /// SIGTERM, and the daemon exits 0.
 fn stop(mut daemon: Daemon) {
@@ -193,24 +179,6 @@ fn batch_file(stem: &str, lines: &[String], json: bool) -> File {
         )
     } else {
         File::new(format!("{stem}.ndjson"), lines.join("\n") + "\n")
-    }
-}
-
-/// splitmix64: a small deterministic generator, so that a failing run repeats.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
     }
 }
 
@@ -426,8 +394,8 @@ fn two_daemons_fed_the_same_files_at_once_commit_each_once() {
     let uri = db.uri();
     let (a, b) = (Site::new(), Site::new());
     // Both start on an empty database: the migrations are applied once.
-    let mut first = start(&a, &uri, &[]);
-    let second = start(&b, &uri, &[]);
+    let mut first = start_daemon(&a, &uri, &[]);
+    let second = start_daemon(&b, &uri, &[]);
     wait_schema(&mut first, &db);
     let files = disjoint_files();
     drop_at_once(&[&a, &b], &files);
@@ -498,8 +466,8 @@ fn two_daemons_on_overlapping_keys_end_as_the_files_applied_one_at_a_time_in_com
     let db = PgDb::on(server.clone());
     let uri = db.uri();
     let (a, b) = (Site::new(), Site::new());
-    let mut first = start(&a, &uri, &[]);
-    let second = start(&b, &uri, &[]);
+    let mut first = start_daemon(&a, &uri, &[]);
+    let second = start_daemon(&b, &uri, &[]);
     wait_schema(&mut first, &db);
     // Thirty files over one pool of keys (one big one); files 8…21 go into both
     // spools at once, 0…7 only into a, 22…29 only into b.
@@ -630,7 +598,7 @@ fn kill_9_cycles_against_postgres_lose_nothing_and_count_nothing_twice() {
          before the last start",
         site.waiting().len()
     );
-    let mut daemon = start(&site, &uri, &[]);
+    let mut daemon = start_daemon(&site, &uri, &[]);
     daemon.wait(Duration::from_secs(60), "incoming/ empty", || {
         site.waiting().is_empty()
     });
@@ -672,6 +640,24 @@ fn status(site: &Site, uri: &str) -> (i32, Value) {
     (output.status.code().expect("exit code"), value)
 }
 
+/// `spoolite status` of the site, its text.
+fn status_text(site: &Site, uri: &str) -> String {
+    let output = spoolite()
+        .args(["status", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", uri])
+        .output()
+        .expect("run spoolite status");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The metrics file of the site's daemon, and the path as `--metrics-file` takes it.
+fn metrics_file(site: &Site) -> (PathBuf, String) {
+    let metrics = site.dir.path().join("spoolite.prom");
+    let arg = metrics.to_str().expect("UTF-8 path").to_owned();
+    (metrics, arg)
+}
+
 /// How long the server is down.
 const OUTAGE: Duration = Duration::from_secs(20);
 
@@ -688,9 +674,8 @@ fn the_server_stopped_for_20_s_while_files_arrive_holds_them_back_and_they_go_in
     let db = PgDb::on(server.clone());
     let uri = db.uri();
     let site = Site::new();
-    let metrics = site.dir.path().join("spoolite.prom");
-    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
-    let mut daemon = start(&site, &uri, &["--metrics-file", &metrics_arg]);
+    let (metrics, metrics_arg) = metrics_file(&site);
+    let mut daemon = start_daemon(&site, &uri, &["--metrics-file", &metrics_arg]);
     let files: Vec<File> = (0..13_u64)
         .map(|f| {
             let lines: Vec<String> = (0..20)
@@ -744,13 +729,7 @@ fn the_server_stopped_for_20_s_while_files_arrive_holds_them_back_and_they_go_in
                     );
                     assert_eq!(metric(&metrics, "spoolite_database_up"), Some(0.0));
                     assert_eq!(metric(&metrics, "spoolite_database_unreachable"), Some(1.0));
-                    let text = spoolite()
-                        .args(["status", "--spool"])
-                        .arg(&site.spool)
-                        .args(["--db", &uri])
-                        .output()
-                        .expect("status");
-                    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+                    let text = status_text(&site, &uri);
                     assert!(
                         text.contains(&format!("unreachable since {since_text}")),
                         "{text}"
@@ -893,7 +872,7 @@ fn connections_terminated_at_random_moments_and_a_statement_timeout_double_nothi
         .step_by(6)
         .map(|file| file.renamed(format!("again-{}", file.name)))
         .collect();
-    let mut daemon = start(&site, &uri, &[]);
+    let mut daemon = start_daemon(&site, &uri, &[]);
     wait_schema(&mut daemon, &db);
     let stop_killing = AtomicBool::new(false);
     let kills = std::thread::scope(|scope| {
@@ -1055,9 +1034,8 @@ fn a_commit_whose_acknowledgement_is_lost_is_settled_by_the_inbox_and_counted_on
     let db = PgDb::on(server.clone());
     let uri = db.uri();
     let site = Site::new();
-    let metrics = site.dir.path().join("spoolite.prom");
-    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
-    let mut daemon = start(&site, &uri, &["--metrics-file", &metrics_arg]);
+    let (metrics, metrics_arg) = metrics_file(&site);
+    let mut daemon = start_daemon(&site, &uri, &["--metrics-file", &metrics_arg]);
     let first = batch_file("first", &[keyed_event(1, 1, 0, false)], true);
     drop_file(&site, &first);
     daemon.wait(Duration::from_secs(20), "first.json archived", || {
@@ -1135,9 +1113,8 @@ fn a_server_that_answers_but_refuses_the_database_is_failing_not_unreachable() {
     // The server is up; the database the URI names is not there.
     let uri = db.uri().replacen(db.name(), "no_such_database", 1);
     let site = Site::new();
-    let metrics = site.dir.path().join("spoolite.prom");
-    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
-    let mut daemon = start(&site, &uri, &["--metrics-file", &metrics_arg]);
+    let (metrics, metrics_arg) = metrics_file(&site);
+    let mut daemon = start_daemon(&site, &uri, &["--metrics-file", &metrics_arg]);
     let file = batch_file("refused", &[keyed_event(900_001, 1, 0, false)], false);
     drop_file(&site, &file);
     let mut fault = Value::Null;
@@ -1158,13 +1135,7 @@ fn a_server_that_answers_but_refuses_the_database_is_failing_not_unreachable() {
         || metric(&metrics, "spoolite_database_up") == Some(0.0),
     );
     assert_eq!(metric(&metrics, "spoolite_database_unreachable"), Some(0.0));
-    let text = spoolite()
-        .args(["status", "--spool"])
-        .arg(&site.spool)
-        .args(["--db", &uri])
-        .output()
-        .expect("status");
-    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let text = status_text(&site, &uri);
     assert!(text.contains("failing since"), "{text}");
     assert!(!text.contains("unreachable"), "{text}");
     assert_eq!(site.rejected_names(), Vec::<String>::new());
@@ -1177,16 +1148,13 @@ fn an_idle_daemon_tells_an_outage_and_its_end_without_a_file_waiting() {
     let db = PgDb::on(server.clone());
     let uri = db.uri();
     let site = Site::new();
-    let metrics = site.dir.path().join("spoolite.prom");
-    let metrics_arg = metrics.to_str().expect("UTF-8 path").to_owned();
+    let (metrics, metrics_arg) = metrics_file(&site);
     // A listing a second, so that the look at the server comes soon.
-    let mut command = spoolite();
-    command
-        .args(["run", "--settle", SETTLE, "--rescan", "1s", "--spool"])
-        .arg(&site.spool)
-        .args(["--db", &uri, "--metrics-file", &metrics_arg]);
-    let mut daemon = site.spawn(&mut command);
-    daemon.wait_serving(&site);
+    let mut daemon = start_daemon(
+        &site,
+        &uri,
+        &["--rescan", "1s", "--metrics-file", &metrics_arg],
+    );
     wait_schema(&mut daemon, &db);
     daemon.wait(
         Duration::from_secs(10),

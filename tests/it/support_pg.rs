@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tempfile::TempDir;
 
+use crate::support::{Daemon, Site, spoolite};
+
 /// How long `pg_ctl` waits for the server to start or stop, in seconds.
 const PG_CTL_WAIT_SECS: &str = "60";
 
@@ -129,6 +131,20 @@ impl Drop for PgDb {
             eprintln!("test server: {drop}: {e}");
         }
     }
+}
+
+/// Starts `spoolite run` on `site` into `uri` (`--settle 100ms`, then `extra`)
+/// and waits until it serves the spool.
+pub fn start_daemon(site: &Site, uri: &str, extra: &[&str]) -> Daemon {
+    let mut command = spoolite();
+    command
+        .args(["run", "--settle", "100ms", "--spool"])
+        .arg(&site.spool)
+        .args(["--db", uri])
+        .args(extra);
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(site);
+    daemon
 }
 
 /// A PostgreSQL server in a temporary folder: `data/` holds the cluster, the

@@ -514,11 +514,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
                 table::count(n),
                 ours.len()
             ),
-            format!(
-                "{} = {}",
-                table::seconds(spoolite_s),
-                table::rate(n, spoolite_s)
-            ),
+            table::timed(n, spoolite_s),
             format!(
                 "psql COPY floor {} = {}",
                 table::seconds(floor_s),
@@ -729,7 +725,7 @@ fn daemons(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()>
                 names.len(),
                 seconds[at].len()
             ),
-            format!("{} = {}", table::seconds(taken), table::rate(n, taken)),
+            table::timed(n, taken),
             format!("1 daemon: {}", table::rate(n, one)),
         );
         row.ratio = format!("{:.2}× one daemon's ev/s", one / taken);

@@ -239,11 +239,7 @@ impl Bench {
                 "first ingest, {} events .json, the indexes kept throughout (no sorted builds)",
                 table::count(json.events)
             ),
-            format!(
-                "{} = {}",
-                table::seconds(kept.seconds),
-                table::rate(json.events, kept.seconds)
-            ),
+            table::timed(json.events, kept.seconds),
             format!(
                 "first ingest as shipped {} ({ratio:.2}×)",
                 table::seconds(ingested.seconds)
@@ -400,7 +396,7 @@ impl Bench {
                     table::count(n),
                     spoolite.len()
                 ),
-                format!("{} = {}", table::seconds(ours), table::rate(n, ours)),
+                table::timed(n, ours),
                 format!(
                     "fair floor `{}` {} = {}, peak RSS {}",
                     variant.name,
@@ -431,11 +427,7 @@ impl Bench {
                     "`--dry-run` of the {} events .json, no database yet",
                     table::count(file.events)
                 ),
-                format!(
-                    "{} = {}",
-                    table::seconds(report.seconds),
-                    table::rate(file.events, report.seconds)
-                ),
+                table::timed(file.events, report.seconds),
                 format!("first ingest {}", table::seconds(first.seconds)),
             )
             .judged(
@@ -615,11 +607,7 @@ impl Bench {
                     Row::info(
                         "4",
                         &format!("{} events, {what}, full table", table::count(n)),
-                        format!(
-                            "{} = {}",
-                            table::seconds(run.seconds),
-                            table::rate(n, run.seconds)
-                        ),
+                        table::timed(n, run.seconds),
                         format!("{name} {}", table::seconds(first.seconds)),
                     )
                     .judged(
@@ -687,11 +675,7 @@ impl Bench {
                 Row::info(
                     "6",
                     &format!("speed-up over `sqlite-utils upsert`, .{extension}"),
-                    format!(
-                        "{} = {}",
-                        table::seconds(first.seconds),
-                        table::rate(n, first.seconds)
-                    ),
+                    table::timed(n, first.seconds),
                     format!(
                         "sqlite-utils {} = {}",
                         table::seconds(peer_seconds),
@@ -745,11 +729,7 @@ impl Bench {
                         table::count(n),
                         table::count(base)
                     ),
-                    format!(
-                        "{} = {}",
-                        table::seconds(grown.seconds),
-                        table::rate(n, grown.seconds)
-                    ),
+                    table::timed(n, grown.seconds),
                     format!("{name}: {}", table::rate(n, first.seconds)),
                 )
                 .judged(

@@ -122,6 +122,11 @@ pub fn rate(events: u64, seconds: f64) -> String {
     )
 }
 
+/// A time and the events per second it makes: `12.3 s = 81,301 ev/s`.
+pub fn timed(events: u64, seconds: f64) -> String {
+    format!("{} = {}", self::seconds(seconds), rate(events, seconds))
+}
+
 /// Decimal megabytes per second.
 pub fn throughput(bytes: u64, seconds: f64) -> String {
     format!("{:.1} MB/s", bytes as f64 / seconds / 1e6)
