@@ -132,7 +132,7 @@ fn field(out: &mut Vec<u8>, value: &str) {
 }
 
 /// Appends the fields of one COPY row, tab separated, newline ended; `None` is NULL.
-pub(super) fn row(out: &mut Vec<u8>, fields: &[Option<&str>]) {
+pub fn row(out: &mut Vec<u8>, fields: &[Option<&str>]) {
     for (at, value) in fields.iter().enumerate() {
         if at > 0 {
             out.push(b'\t');

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use postgres::Client;
 
 pub use batch::Batch;
+/// One row of COPY's text format (the benchmark's floor writes the same rows).
+pub use batch::row as copy_row;
 pub use connect::{use_password_file, with_causes};
 
 use super::{StoreError, Totals};
