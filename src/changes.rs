@@ -16,8 +16,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use notify::{RecursiveMode, Watcher};
 
 use crate::cli::ChangesArgs;
-use crate::store::changes::{Change, ChangeFeed, PAGE_ROWS, PageError};
-use crate::store::{FaultClass, StoreError};
+use crate::store::ChangeFeed;
+use crate::store::changes::{Change, PAGE_ROWS, PageError};
+use crate::store::{Db, FaultClass, StoreError};
 
 /// Exit code for an operating error (a missing, unreadable or older database).
 const EXIT_ERROR: u8 = 2;
@@ -177,51 +178,41 @@ fn watch_signals(stop: Arc<AtomicBool>, doorbell: Sender<()>) -> io::Result<()> 
 /// Opens the feed, prints what is committed after `options.since` and, when
 /// following, what is committed later, until a stop.
 fn print_changes(
-    db: &Path,
+    db: &Db,
     options: Options,
     stop: &AtomicBool,
     doorbell: Sender<()>,
     wake: &Receiver<()>,
 ) -> Result<(), Halt> {
-    let postgres = crate::store::postgres::is_uri(db);
     // A PostgreSQL database is not a file: the connection says whether it exists.
-    if !postgres && let Err(error) = std::fs::metadata(db) {
-        return Err(Halt::Error(match error.kind() {
-            io::ErrorKind::NotFound => ChangesError::Missing(db.to_owned()),
-            _ => ChangesError::Unreadable {
-                path: db.to_owned(),
-                source: error,
-            },
-        }));
+    if let Some(path) = db.file() {
+        require_file(path)?;
     }
     let mut feed = Some(open_feed(db)?);
     // The watch is in place before the first read, so no commit falls between them.
-    let _watcher = (options.follow && !postgres).then(|| watch_database(db, doorbell));
+    let _watcher = match db.file() {
+        Some(path) if options.follow => Some(watch_database(path, doorbell)),
+        _ => None,
+    };
     let mut printer = Printer {
         out: BufWriter::new(io::stdout().lock()),
         after: options.since,
         left: options.limit,
     };
-    let fallback = if postgres { PG_POLL } else { FALLBACK_WAIT };
+    let mut waits = Waits {
+        fallback: if db.is_file() { FALLBACK_WAIT } else { PG_POLL },
+        rechecks: &[],
+        lost: None,
+    };
     let mut seen_version = None;
-    let mut rechecks: &[Duration] = &[];
-    // Since when, and how long to wait before the next try, while a follower's
-    // PostgreSQL database cannot be reached.
-    let mut lost: Option<(Instant, Duration)> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
             return Err(Halt::Stopped);
         }
         let last_look = Instant::now();
-        match look_reopening(db, &mut feed, &mut seen_version, &mut printer, stop) {
-            Ok(()) => {
-                if let Some((since, _)) = lost.take() {
-                    log::info!(
-                        "read the change feed: the database answers again, after {:.1}s",
-                        since.elapsed().as_secs_f64()
-                    );
-                }
-            }
+        let looked = look_reopening(db, &mut feed, &mut seen_version, &mut printer, stop);
+        match looked {
+            Ok(()) => waits.answered(),
             // A follower outlasts a lock held past the busy timeout (a recovery
             // after a crash of the daemon): the next look tries again.
             Err(Halt::Error(ChangesError::Store(error))) if options.follow && error.is_busy() => {
@@ -230,16 +221,10 @@ fn print_changes(
             // ... and a PostgreSQL server that stops, restarts or drops the
             // connection: it connects again, with a growing wait.
             Err(Halt::Error(ChangesError::Store(error)))
-                if options.follow && postgres && passes(&error) =>
+                if options.follow && !db.is_file() && passes(&error) =>
             {
                 feed = None;
-                lost = Some(match lost {
-                    None => {
-                        log::warn!("read the change feed: {error}; connecting again");
-                        (Instant::now(), RETRY_WAITS.0)
-                    }
-                    Some((since, wait)) => (since, (wait * 2).min(RETRY_WAITS.1)),
-                });
+                waits.lost(&error);
             }
             Err(halt) => return Err(halt),
         }
@@ -249,16 +234,69 @@ fn print_changes(
         if stdout_is_closed() {
             return Err(Halt::Closed);
         }
-        let (wait, rest) = match lost {
+        waits.wait(wake, last_look);
+    }
+}
+
+/// A missing or unreadable SQLite file, as the feed's own error.
+fn require_file(path: &Path) -> Result<(), Halt> {
+    std::fs::metadata(path).map(drop).map_err(|error| {
+        Halt::Error(match error.kind() {
+            io::ErrorKind::NotFound => ChangesError::Missing(path.to_owned()),
+            _ => ChangesError::Unreadable {
+                path: path.to_owned(),
+                source: error,
+            },
+        })
+    })
+}
+
+/// How long a follower waits before its next look.
+struct Waits {
+    /// With no notification: `FALLBACK_WAIT` (SQLite) or `PG_POLL`.
+    fallback: Duration,
+    /// The looks still to make after a notification that found nothing new.
+    rechecks: &'static [Duration],
+    /// Since when, and how long to wait before the next try, while a follower's
+    /// PostgreSQL database cannot be reached.
+    lost: Option<(Instant, Duration)>,
+}
+
+impl Waits {
+    /// A look worked: a database that could not be reached answers again.
+    fn answered(&mut self) {
+        if let Some((since, _)) = self.lost.take() {
+            log::info!(
+                "read the change feed: the database answers again, after {:.1}s",
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// A look failed with a passing fault of the server: the wait grows.
+    fn lost(&mut self, error: &StoreError) {
+        self.lost = Some(match self.lost {
+            None => {
+                log::warn!("read the change feed: {error}; connecting again");
+                (Instant::now(), RETRY_WAITS.0)
+            }
+            Some((since, wait)) => (since, (wait * 2).min(RETRY_WAITS.1)),
+        });
+    }
+
+    /// Waits for a notification or the next timer.
+    fn wait(&mut self, wake: &Receiver<()>, last_look: Instant) {
+        let (wait, rest) = match self.lost {
             Some((_, retry)) => (retry, &[][..]),
-            None => rechecks
+            None => self
+                .rechecks
                 .split_first()
-                .map_or((fallback, &[][..]), |(first, rest)| (*first, rest)),
+                .map_or((self.fallback, &[][..]), |(first, rest)| (*first, rest)),
         };
-        rechecks = rest;
+        self.rechecks = rest;
         match wake.recv_timeout(wait) {
             Ok(()) => {
-                rechecks = &RECHECK_WAITS;
+                self.rechecks = &RECHECK_WAITS;
                 // Notifications come with every write of a large batch: look at
                 // most once per `LOOK_GAP_MIN`.
                 if let Some(gap) = LOOK_GAP_MIN.checked_sub(last_look.elapsed()) {
@@ -271,7 +309,7 @@ fn print_changes(
 }
 
 /// Opens the feed of `db`, naming an older schema as the feed's own error.
-fn open_feed(db: &Path) -> Result<ChangeFeed, Halt> {
+fn open_feed(db: &Db) -> Result<ChangeFeed, Halt> {
     ChangeFeed::open(db).map_err(|error| match error {
         StoreError::OlderSchema { path, found: 0, .. } => Halt::Error(ChangesError::NoSchema(path)),
         StoreError::OlderSchema { path, found, known } => {
@@ -294,7 +332,7 @@ fn passes(error: &StoreError) -> bool {
 /// `look`, on the feed in `slot`, opening it first when it is not open (after a
 /// lost connection); the feed stays in `slot` whatever the look returns.
 fn look_reopening(
-    db: &Path,
+    db: &Db,
     slot: &mut Option<ChangeFeed>,
     seen_version: &mut Option<i64>,
     printer: &mut Printer<impl Write>,

@@ -6,9 +6,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::builder::BoolishValueParser;
+use clap::builder::{BoolishValueParser, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
+
+use crate::store::Db;
 
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite
 /// or PostgreSQL, exactly once, however often a file arrives.
@@ -69,7 +71,7 @@ pub enum Command {
 
 impl Command {
     /// `--db` and `--db-password-file` of a command that takes them.
-    pub fn database(&self) -> Option<(&Path, Option<&Path>)> {
+    pub fn database(&self) -> Option<(&Db, Option<&Path>)> {
         let (db, password_file) = match self {
             Command::Run(args) => (&args.db.db, &args.db.password_file),
             Command::Ingest(args) => (&args.db.db, &args.db.password_file),
@@ -93,9 +95,10 @@ pub struct DbArg {
         long,
         env = "SPOOLITE_DB",
         default_value = "./spoolite.db",
-        value_name = "FILE"
+        value_name = "FILE",
+        value_parser = db_value_parser()
     )]
-    pub db: PathBuf,
+    pub db: Db,
     #[command(flatten)]
     pub password_file: DbPasswordFileArg,
 }
@@ -211,9 +214,10 @@ pub struct StatusArgs {
         long,
         env = "SPOOLITE_DB",
         default_value = "./spoolite.db",
-        value_name = "FILE"
+        value_name = "FILE",
+        value_parser = db_value_parser()
     )]
-    pub db: PathBuf,
+    pub db: Db,
     #[command(flatten)]
     pub password_file: DbPasswordFileArg,
     /// Print one JSON object instead of text.
@@ -232,9 +236,10 @@ pub struct ChangesArgs {
         long,
         env = "SPOOLITE_DB",
         default_value = "./spoolite.db",
-        value_name = "FILE"
+        value_name = "FILE",
+        value_parser = db_value_parser()
     )]
-    pub db: PathBuf,
+    pub db: Db,
     #[command(flatten)]
     pub password_file: DbPasswordFileArg,
     /// Print only the rows whose change_seq is greater than N: the last change_seq
@@ -262,8 +267,8 @@ pub struct CopyDbArgs {
     /// The PostgreSQL database to copy into, a libpq URI (postgres://… or
     /// postgresql://…, as --db takes it). It must hold no rows yet, unless
     /// --into-non-empty.
-    #[arg(long, env = "SPOOLITE_TO", value_name = "URI")]
-    pub to: PathBuf,
+    #[arg(long, env = "SPOOLITE_TO", value_name = "URI", value_parser = db_value_parser())]
+    pub to: Db,
     #[command(flatten)]
     pub password_file: DbPasswordFileArg,
     /// Copy into a database that already holds rows (another workstation's copy,
@@ -285,6 +290,12 @@ pub struct KeyArgs {
 }
 
 /// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
+/// `--db` (and `copy-db --to`) read once into a `Db`: which backend is decided
+/// here, at the edge, and never again.
+fn db_value_parser() -> impl TypedValueParser<Value = Db> {
+    clap::builder::OsStringValueParser::new().map(|text| Db::parse(&text))
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text

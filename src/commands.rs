@@ -14,7 +14,7 @@ use crate::ingest::{self, Outcome};
 use crate::names;
 use crate::report;
 use crate::status;
-use crate::store::{self, FaultClass, Store};
+use crate::store::{FaultClass, Store};
 
 /// Exit code when any file was rejected.
 const EXIT_REJECTED: u8 = 1;
@@ -22,21 +22,9 @@ const EXIT_REJECTED: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn ingest(args: &IngestArgs) -> ExitCode {
-    // A dry run opens the database read-only (or compares against an empty one in
-    // memory when it does not exist yet): it creates, upgrades and locks nothing.
-    // A PostgreSQL database always "exists": the server says whether it does, and
-    // one without spoolite's schema yet is compared against as an empty one.
-    let exists = store::postgres::is_uri(&args.db.db) || args.db.db.exists();
-    let opened = match (args.dry_run, exists) {
-        (false, _) => Store::open(&args.db.db),
-        (true, true) => Store::open_read_only(&args.db.db).and_then(|mut store| {
-            if store.has_no_schema()? {
-                return Store::open_empty_in_memory();
-            }
-            store.require_current_schema(&args.db.db)?;
-            Ok(store)
-        }),
-        (true, false) => Store::open_empty_in_memory(),
+    let opened = match args.dry_run {
+        false => Store::open(&args.db.db),
+        true => Store::open_for_dry_run(&args.db.db),
     };
     let mut store = match opened {
         Ok(store) => store,
@@ -79,33 +67,7 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
                 if matches!(outcome, Outcome::Rejected { .. }) {
                     code = code.max(EXIT_REJECTED);
                 }
-                if args.json {
-                    let mut line = report::outcome_json(&file, &outcome);
-                    if args.dry_run {
-                        line["dry_run"] = json!(true);
-                    }
-                    println!("{line}");
-                } else {
-                    let dry = if args.dry_run {
-                        " (dry run: nothing written)"
-                    } else {
-                        ""
-                    };
-                    println!(
-                        "{} {:.2}s{dry}",
-                        report::outcome_line(&shown, &outcome),
-                        elapsed.as_secs_f64()
-                    );
-                }
-                if let Outcome::Processed {
-                    resent_batch_id: Some(id),
-                    ..
-                } = &outcome
-                {
-                    log::warn!(
-                        "{shown}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
-                    );
-                }
+                print_outcome(args, (&file, &shown), &outcome, elapsed);
             }
             Err(error) => {
                 // The error may name the path itself: escaped too, it stays one line.
@@ -117,6 +79,42 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
         }
     }
     ExitCode::from(code)
+}
+
+/// Prints one file's outcome line (text or JSON) and warns of a re-sent batch.
+fn print_outcome(
+    args: &IngestArgs,
+    (file, shown): (&str, &str),
+    outcome: &Outcome,
+    elapsed: Duration,
+) {
+    if args.json {
+        let mut line = report::outcome_json(file, outcome);
+        if args.dry_run {
+            line["dry_run"] = json!(true);
+        }
+        println!("{line}");
+    } else {
+        let dry = if args.dry_run {
+            " (dry run: nothing written)"
+        } else {
+            ""
+        };
+        println!(
+            "{} {:.2}s{dry}",
+            report::outcome_line(shown, outcome),
+            elapsed.as_secs_f64()
+        );
+    }
+    if let Outcome::Processed {
+        resent_batch_id: Some(id),
+        ..
+    } = outcome
+    {
+        log::warn!(
+            "{shown}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)"
+        );
+    }
 }
 
 /// How long `ingest` keeps trying a file while the database is locked (by the
@@ -283,7 +281,8 @@ mod tests {
     #[test]
     fn a_value_the_database_refuses_is_the_files_rejection_not_an_operating_error() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut store = Store::open(&dir.path().join("spoolite.db")).expect("open");
+        let db = crate::store::Db::Sqlite(dir.path().join("spoolite.db"));
+        let mut store = Store::open(&db).expect("open");
         store.limit_value_bytes_for_tests(2000);
         let file = dir.path().join("big.json");
         let payload = "x".repeat(4000);

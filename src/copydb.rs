@@ -1,7 +1,7 @@
 //! `spoolite copy-db --from FILE --to URI`: moves a workstation's SQLite database
 //! into PostgreSQL when one workstation is outgrown, every table with it (the
 //! inbox too, so that files ingested before are still skipped as duplicates).
-//! The database work is `store::postgres::copy`; this is the command around it:
+//! The database work is `store::copy`; this is the command around it:
 //! a progress bar on a terminal, one summary line, the exit code.
 
 use std::io::IsTerminal;
@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::cli::CopyDbArgs;
-use crate::store;
-use crate::store::postgres::copy::{self, CopyError, CopyOptions, CopyProgress};
+use crate::store::Db;
+use crate::store::copy::{self, CopyError, CopyOptions, CopyProgress};
 
 /// Exit code when the target was refused: it holds rows (without
 /// `--into-non-empty`), or rows the source holds too.
@@ -20,6 +20,10 @@ const EXIT_REFUSED: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn run(args: &CopyDbArgs) -> ExitCode {
+    let Db::Postgres(to) = &args.to else {
+        eprintln!("spoolite: {}", CopyError::TargetNotPostgres(args.to.name()));
+        return ExitCode::from(EXIT_ERROR);
+    };
     let bar = std::io::stderr().is_terminal().then(progress_bar);
     let report = |progress: CopyProgress| {
         if let Some(bar) = &bar {
@@ -32,7 +36,7 @@ pub fn run(args: &CopyDbArgs) -> ExitCode {
     let options = CopyOptions {
         into_non_empty: args.into_non_empty,
     };
-    let result = copy::sqlite_into_postgres(&args.from, &args.to, options, &report);
+    let result = copy::sqlite_into_postgres(&args.from, to, options, &report);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -57,7 +61,7 @@ pub fn run(args: &CopyDbArgs) -> ExitCode {
                 source.quarantined,
                 source.flights,
                 args.from.display(),
-                store::db_name(&args.to),
+                to.name(),
                 started.elapsed().as_secs_f64(),
                 copied.next_change_seq,
             );

@@ -27,7 +27,7 @@ use crate::report;
 use crate::service::Notifier;
 use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
 use crate::state::{self, DaemonState, DatabaseFault};
-use crate::store::{CommitStatus, FaultClass, InDoubt, Store, StoreError};
+use crate::store::{CommitStatus, Db, FaultClass, InDoubt, Store, StoreError};
 
 /// Tries of one file that the database refuses for something in the file (a value
 /// too big, say) before the file is rejected.
@@ -44,7 +44,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub spool: PathBuf,
-    pub db: PathBuf,
+    pub db: Db,
     pub settle: Duration,
     pub partial_timeout: Duration,
     pub rescan: Duration,
@@ -404,9 +404,7 @@ impl Daemon {
     /// the metrics tell an outage, and its end, without a file waiting. Not while
     /// the database waits out a back-off. SQLite: nothing.
     fn probe(&mut self, now: Instant) -> Option<Report> {
-        if !crate::store::postgres::is_uri(&self.config.db)
-            || self.store_retry.waiting(now).is_some()
-        {
+        if self.config.db.is_file() || self.store_retry.waiting(now).is_some() {
             return None;
         }
         if self.store.is_none()
@@ -1062,7 +1060,7 @@ pub fn run(
     log::info!(
         "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
         config.spool.display(),
-        crate::store::db_name(&config.db),
+        config.db,
         config.settle,
         config.partial_timeout,
         config.rescan

@@ -667,7 +667,8 @@ mod tests {
 
     fn site() -> Site {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("spoolite.db")).expect("open the store");
+        let db = crate::store::Db::Sqlite(dir.path().join("spoolite.db"));
+        let store = Store::open(&db).expect("open the store");
         let path = dir.path().join("batch.ndjson");
         std::fs::write(&path, BATCH).expect("write the batch");
         Site {

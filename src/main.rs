@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
-use spoolite::{changes, commands, copydb, daemon, logging, store};
+use spoolite::store::{self, Db};
+use spoolite::{changes, commands, copydb, daemon, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -46,17 +47,19 @@ fn use_password_file(command: &Command) -> Result<(), String> {
     let Some((db, Some(password_file))) = command.database() else {
         return Ok(());
     };
-    if !store::postgres::is_uri(db) {
-        return Err(format!(
+    match db {
+        Db::Postgres(_) => {
+            store::postgres::use_password_file(password_file.to_owned());
+            Ok(())
+        }
+        Db::Sqlite(path) => Err(format!(
             "--db-password-file {} (SPOOLITE_DB_PASSWORD_FILE) is for a PostgreSQL database, \
              but --db {} is a SQLite file, which has no password: leave the password file \
              out, or point --db at a postgresql:// URI",
             password_file.display(),
-            db.display()
-        ));
+            path.display()
+        )),
     }
-    store::postgres::use_password_file(password_file.to_owned());
-    Ok(())
 }
 
 fn run(args: &RunArgs) -> ExitCode {

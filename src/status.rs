@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::spool::{LOCK_FILE, REASON_SUFFIX, Spool};
 use crate::state::{self, DatabaseFault};
-use crate::store::{Store, Totals};
+use crate::store::{Db, Store, Totals};
 
 /// Above this size the WAL is reported as a problem: checkpoints are being held
 /// back, most likely by a long-running analyst read.
@@ -55,6 +55,10 @@ pub struct Status {
     /// Whether the lock could be looked at (if not, `served_by` null means unknown).
     #[serde(skip)]
     pub lock_seen: bool,
+    /// Whether the database is a file (SQLite), which exists or not and keeps a
+    /// WAL beside it, rather than one on a server.
+    #[serde(skip)]
+    pub db_is_file: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -94,31 +98,18 @@ impl Status {
 
 /// Reads everything status tells. Never fails: what cannot be read is listed in
 /// `unreadable` and its figures are null.
-pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
-    let spool = Spool::at(spool_dir);
+pub fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
     let mut unreadable = Vec::new();
     let totals = read_totals(db, &mut unreadable);
     // A PostgreSQL database is no file: it exists when it could be read.
-    let postgres = crate::store::postgres::is_uri(db);
-    let db_exists = if postgres {
-        totals.is_some()
-    } else {
-        db.exists()
+    let db_exists = match db.file() {
+        Some(path) => path.exists(),
+        None => totals.is_some(),
     };
-    let spool_exists = match fs::metadata(spool_dir) {
-        Ok(meta) if meta.is_dir() => true,
-        Ok(_) => {
-            unreadable.push(format!("spool {}: not a folder", spool_dir.display()));
-            false
-        }
-        Err(e) => {
-            unreadable.push(format!("spool {}: {}", spool_dir.display(), cause(&e)));
-            false
-        }
-    };
+    let spool_exists = spool_is_folder(spool_dir, &mut unreadable);
     let mut status = Status {
         spool: spool_dir.display().to_string(),
-        db: crate::store::db_name(db),
+        db: db.name(),
         db_exists,
         served_by: None,
         batches: totals.as_ref().map(|t| t.batches),
@@ -134,28 +125,55 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
         settings_from: None,
         unreadable,
         lock_seen: !spool_exists,
+        db_is_file: db.is_file(),
     };
-    if db_exists && !postgres {
-        let wal_bytes = match wal_path(db).metadata() {
-            Ok(meta) => Some(meta.len()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
-            Err(_) => None,
-        };
-        status.wal_bytes = wal_bytes;
-        status.wal_warning = wal_bytes.is_some_and(|b| b > WAL_WARN_BYTES);
+    if let Some(path) = db.file().filter(|_| db_exists) {
+        read_wal_size(path, &mut status);
     }
-    if !spool_exists {
-        return status;
+    if spool_exists {
+        read_spool(spool_dir, now, &mut status);
     }
-    status.incoming_waiting = count_in(&spool.incoming, "incoming/", &mut status, |_| true);
-    status.rejected_files = count_in(&spool.rejected, "rejected/", &mut status, |name| {
+    status
+}
+
+/// Whether `spool_dir` is a folder, with the reason in `unreadable` when not.
+fn spool_is_folder(spool_dir: &Path, unreadable: &mut Vec<String>) -> bool {
+    match fs::metadata(spool_dir) {
+        Ok(meta) if meta.is_dir() => true,
+        Ok(_) => {
+            unreadable.push(format!("spool {}: not a folder", spool_dir.display()));
+            false
+        }
+        Err(e) => {
+            unreadable.push(format!("spool {}: {}", spool_dir.display(), cause(&e)));
+            false
+        }
+    }
+}
+
+/// The size of the SQLite file `db`'s WAL, and whether it is too large.
+fn read_wal_size(db: &Path, status: &mut Status) {
+    let wal_bytes = match wal_path(db).metadata() {
+        Ok(meta) => Some(meta.len()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
+        Err(_) => None,
+    };
+    status.wal_bytes = wal_bytes;
+    status.wal_warning = wal_bytes.is_some_and(|b| b > WAL_WARN_BYTES);
+}
+
+/// What the spool's folders, its lock and the serving daemon's state file tell.
+fn read_spool(spool_dir: &Path, now: SystemTime, status: &mut Status) {
+    let spool = Spool::at(spool_dir);
+    status.incoming_waiting = count_in(&spool.incoming, "incoming/", status, |_| true);
+    status.rejected_files = count_in(&spool.rejected, "rejected/", status, |name| {
         // Reason files are not rejected files, and neither is a hidden temporary
         // file a crash may leave while a reason file is being written.
         !name.ends_with(REASON_SUFFIX) && !name.starts_with('.')
     });
     match served(spool_dir) {
         Ok(Served::By(by)) => {
-            read_daemon_state(spool_dir, &by, now, &mut status);
+            read_daemon_state(spool_dir, &by, now, status);
             status.served_by = Some(by);
             status.lock_seen = true;
         }
@@ -165,30 +183,19 @@ pub fn gather(spool_dir: &Path, db: &Path, now: SystemTime) -> Status {
             .unreadable
             .push(format!("{LOCK_FILE}: {}", cause(&e))),
     }
-    status
 }
 
 /// The database's figures, or `None` with the reason in `unreadable`.
-fn read_totals(db: &Path, unreadable: &mut Vec<String>) -> Option<Totals> {
+fn read_totals(db: &Db, unreadable: &mut Vec<String>) -> Option<Totals> {
     // A PostgreSQL database is not a file: the connection says whether it exists.
-    if let Err(e) = fs::metadata(db).map(drop).or_else(|e| {
-        if crate::store::postgres::is_uri(db) {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    }) {
-        unreadable.push(format!(
-            "database {}: {}",
-            crate::store::db_name(db),
-            cause(&e)
-        ));
+    if let Some(Err(e)) = db.file().map(fs::metadata) {
+        unreadable.push(format!("database {db}: {}", cause(&e)));
         return None;
     }
     match Store::open_read_only(db).and_then(|mut store| store.totals()) {
         Ok(totals) => Some(totals),
         Err(e) => {
-            unreadable.push(format!("database {}: {e}", crate::store::db_name(db)));
+            unreadable.push(format!("database {db}: {e}"));
             None
         }
     }
@@ -324,46 +331,41 @@ const COLUMNS: usize = 80;
 /// The human form, within 80 columns.
 pub fn render(status: &Status) -> String {
     let mut out = String::new();
-    let mut line = |label: &str, value: &str| {
-        for (i, text) in wrap(value, COLUMNS - LABEL_WIDTH).iter().enumerate() {
+    for (label, value) in lines(status) {
+        for (i, text) in wrap(&value, COLUMNS - LABEL_WIDTH).iter().enumerate() {
             let label = if i == 0 { label } else { "" };
             out.push_str(&format!("{label:<LABEL_WIDTH$}{text}\n"));
         }
-    };
+    }
+    out
+}
+
+/// The text form's lines, each a label and its value, in order.
+fn lines(status: &Status) -> Vec<(&'static str, String)> {
     let figure = |value: Option<u64>| value.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
-    line(
-        "database",
-        &if status.db_exists {
-            status.db.clone()
-        } else if crate::store::postgres::is_uri(Path::new(&status.db)) {
-            // The server may be down as well as the database missing: stderr says.
-            format!("{} (cannot be read)", status.db)
-        } else {
-            format!("{} (does not exist)", status.db)
-        },
-    );
-    line("spool", &status.spool);
-    line("daemon", &daemon_text(status));
+    let mut lines = vec![
+        ("database", database_text(status)),
+        ("spool", status.spool.clone()),
+        ("daemon", daemon_text(status)),
+    ];
     if let Some(fault) = &status.database_fault {
         let state = if fault.unreachable {
             "unreachable"
         } else {
             "failing"
         };
-        line(
-            "database fault",
-            &format!("{state} since {}: {}", fault.since, fault.error),
-        );
+        let text = format!("{state} since {}: {}", fault.since, fault.error);
+        lines.push(("database fault", text));
     }
-    line("batches", &figure(status.batches));
-    line("events", &figure(status.events));
-    line("quarantined", &figure(status.quarantined));
+    lines.push(("batches", figure(status.batches)));
+    lines.push(("events", figure(status.events)));
+    lines.push(("quarantined", figure(status.quarantined)));
     let last = match (&status.last_ingest_at, status.batches) {
         (Some(at), _) => at.clone(),
         (None, Some(_)) => "never".to_owned(),
         (None, None) => "unknown".to_owned(),
     };
-    line("last ingest", &last);
+    lines.push(("last ingest", last));
     let oldest = status
         .oldest_waiting_age_s
         .map(|s| format!(" (oldest seen {s} s ago)"))
@@ -374,37 +376,49 @@ pub fn render(status: &Status) -> String {
             |n| format!("{n} in {folder}{more}"),
         )
     };
-    line(
+    lines.push((
         "waiting",
-        &in_folder(status.incoming_waiting, "incoming/", &oldest),
-    );
-    line(
+        in_folder(status.incoming_waiting, "incoming/", &oldest),
+    ));
+    lines.push((
         "rejected",
-        &in_folder(status.rejected_files, "rejected/", ""),
-    );
+        in_folder(status.rejected_files, "rejected/", ""),
+    ));
+    // PostgreSQL keeps its own WAL: no line for it.
+    if status.db_is_file {
+        lines.push(("wal", wal_text(status)));
+    }
+    if let Some(settings) = &status.settings_from {
+        let text = format!("{} from {}", settings.variables.join(", "), settings.file);
+        lines.push(("settings", text));
+    }
+    for problem in &status.unreadable {
+        lines.push(("cannot read", problem.clone()));
+    }
+    lines
+}
+
+fn database_text(status: &Status) -> String {
+    if status.db_exists {
+        status.db.clone()
+    } else if !status.db_is_file {
+        // The server may be down as well as the database missing: stderr says.
+        format!("{} (cannot be read)", status.db)
+    } else {
+        format!("{} (does not exist)", status.db)
+    }
+}
+
+fn wal_text(status: &Status) -> String {
     let warning = if status.wal_warning {
         "  WARNING: checkpoints held back by a long read?"
     } else {
         ""
     };
-    // PostgreSQL keeps its own WAL: no line for it.
-    if !crate::store::postgres::is_uri(Path::new(&status.db)) {
-        let wal = status.wal_bytes.map_or_else(
-            || "unknown".to_owned(),
-            |bytes| format!("{bytes} bytes{warning}"),
-        );
-        line("wal", &wal);
-    }
-    if let Some(settings) = &status.settings_from {
-        line(
-            "settings",
-            &format!("{} from {}", settings.variables.join(", "), settings.file),
-        );
-    }
-    for problem in &status.unreadable {
-        line("cannot read", problem);
-    }
-    out
+    status.wal_bytes.map_or_else(
+        || "unknown".to_owned(),
+        |bytes| format!("{bytes} bytes{warning}"),
+    )
 }
 
 fn daemon_text(status: &Status) -> String {

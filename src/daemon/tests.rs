@@ -43,10 +43,10 @@ impl Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let spool = Spool::create(&dir.path().join("spool")).expect("spool");
         let db = db(dir.path());
-        let store = open.then(|| Store::open(&db).expect("open store"));
+        let store = open.then(|| Store::open(&Db::Sqlite(db.clone())).expect("open store"));
         let config = Config {
             spool: spool.root.clone(),
-            db: db.clone(),
+            db: Db::Sqlite(db.clone()),
             settle: SETTLE,
             partial_timeout: PARTIAL,
             rescan: RESCAN,

@@ -34,11 +34,6 @@ pub enum StoreError {
     },
     #[error("database {path} is a folder, not a file; point --db at a file")]
     NotAFile { path: PathBuf },
-    #[error(
-        "--db {path} is a PostgreSQL URI handed to the SQLite opener (a bug in \
-         spoolite: please report it)"
-    )]
-    Unsupported { path: PathBuf },
     #[error("create database folder {path}: {source}")]
     CreateDir {
         path: PathBuf,
@@ -154,8 +149,7 @@ impl StoreError {
             StoreError::Spill(_) => return FaultClass::Database { reopen: false },
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
-            | StoreError::NotAFile { .. }
-            | StoreError::Unsupported { .. } => {
+            | StoreError::NotAFile { .. } => {
                 return FaultClass::Database { reopen: true };
             }
             StoreError::Stopped => return FaultClass::ThisFile,
@@ -189,9 +183,7 @@ impl StoreError {
             | StoreError::Copy(_)
             | StoreError::Disagreed(_) => return false,
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
-            StoreError::NewerSchema { .. }
-            | StoreError::NotAFile { .. }
-            | StoreError::Unsupported { .. } => return true,
+            StoreError::NewerSchema { .. } | StoreError::NotAFile { .. } => return true,
             _ => return false,
         };
         matches!(
@@ -223,7 +215,6 @@ impl StoreError {
             | StoreError::OlderSchema { .. }
             | StoreError::CreateDir { .. }
             | StoreError::NotAFile { .. }
-            | StoreError::Unsupported { .. }
             | StoreError::Spill(_)
             | StoreError::PgConnect { .. }
             | StoreError::PgConnection { .. }

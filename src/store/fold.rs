@@ -1,11 +1,16 @@
 //! The contract's outcome rules as one pure fold, the same for every backend:
-//! `decide` meets one incoming version of a key with the stored one, and `KeyFold`
+//! `decide` meets one incoming version of a key with the stored one; `KeyFold`
 //! folds a file's versions of one key, in file order, into their outcomes and the
-//! version left to write. No I/O: a backend fetches the stored row, offers the
-//! file's versions and writes what the fold says won, so two backends cannot
-//! decide differently.
+//! version left to write; `FileFold` is the loop over a file's keys that every
+//! backend drives (which version of each key the file writes, and whether a key
+//! left live rows behind), and `Tally` counts a file's events so that each gets
+//! exactly one outcome. No I/O: a backend fetches the stored rows, offers the
+//! file's versions and writes what the fold says, so two backends cannot decide
+//! differently.
 
 use std::cmp::Ordering;
+
+use super::{Finished, Reasons};
 
 /// What two versions of one key with the same revision are compared on: the
 /// canonical payload together with `retracted` (the contract's *content*).
@@ -195,6 +200,188 @@ impl Counts {
         self.stale += other.stale;
         self.conflicts += other.conflicts;
         self.invalid += other.invalid;
+    }
+}
+
+/// A file's fold, key by key, as every backend drives it: the backend hands it
+/// the file's valid versions in key order (file order within a key), starts each
+/// key from its stored row (`start_key`), or from the insert of its first
+/// version that proved it had none (`start_key_inserted`), and writes what each
+/// key's end says (`KeyEnd`). The fold counts every version's outcome.
+#[derive(Debug, Default)]
+pub struct FileFold {
+    fold: KeyFold,
+    counts: Counts,
+    /// The key being folded (its bytes as the backend names it), if one is.
+    key: Vec<u8>,
+    open: Option<KeyState>,
+}
+
+/// What the fold knows of the key being folded besides its versions.
+#[derive(Debug, Clone, Copy)]
+struct KeyState {
+    /// The table already holds the fold's latest version: the first version was
+    /// inserted outright and no later one has won.
+    written: bool,
+    /// The key's stored row was live when the file met it.
+    live_before: bool,
+    /// The file offered a live version of the key.
+    offered_live: bool,
+    /// Whether the table's row for the key is live (`None`: it has none), as the
+    /// file found it or as the backend inserted it.
+    table_live: Option<bool>,
+    /// No version has been offered yet.
+    fresh: bool,
+}
+
+/// What a key's end leaves for the backend to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyEnd<'a> {
+    /// The version the file leaves for the key, to be written over the table's
+    /// row; `None` when the table holds it already (nothing won, or the first
+    /// version was inserted outright and nothing won after it).
+    pub write: Option<Version<'a>>,
+    /// Whether the table's row for the key is live before that write (`None`: it
+    /// has none).
+    pub table_live: Option<bool>,
+    /// The key ends the file not live, though its stored row was live or the file
+    /// held a live version of it: what was taken from its live rows (a flight's
+    /// times) must be computed again.
+    pub left_live: bool,
+}
+
+impl FileFold {
+    pub fn new() -> FileFold {
+        FileFold::default()
+    }
+
+    /// Whether `key` is not the key being folded: the backend ends that one
+    /// (`end_key`) and starts this one.
+    pub fn is_next_key(&self, key: &[u8]) -> bool {
+        self.open.is_none() || self.key != key
+    }
+
+    /// Starts `key` from its stored version (`None`: it has none).
+    pub fn start_key(&mut self, key: &[u8], stored: Option<Version<'_>>) {
+        self.begin(key);
+        let live = stored.map(|version| !version.content.retracted);
+        self.fold.start(stored);
+        self.open = Some(KeyState {
+            written: false,
+            live_before: live == Some(true),
+            offered_live: false,
+            table_live: live,
+            fresh: true,
+        });
+    }
+
+    /// Starts `key` whose first version `first` the backend has already written
+    /// as its row, an insert that proves it had none stored: `first` must be
+    /// offered next, and is `Inserted`.
+    pub fn start_key_inserted(&mut self, key: &[u8], first: Version<'_>) {
+        self.begin(key);
+        self.fold.start(None);
+        self.open = Some(KeyState {
+            written: true,
+            live_before: false,
+            offered_live: false,
+            table_live: Some(!first.content.retracted),
+            fresh: true,
+        });
+    }
+
+    fn begin(&mut self, key: &[u8]) {
+        assert!(self.open.is_none(), "the key before was ended");
+        self.key.clear();
+        self.key.extend_from_slice(key);
+    }
+
+    /// Meets the key's next version in file order and counts its outcome.
+    pub fn offer(&mut self, incoming: Version<'_>) -> Outcome {
+        let state = self
+            .open
+            .as_mut()
+            .expect("a key is started before its versions");
+        let outcome = self.fold.offer(incoming);
+        if state.fresh && state.written {
+            assert_eq!(outcome, Outcome::Inserted, "an insert proves no stored row");
+        } else if outcome.wins() {
+            state.written = false;
+        }
+        state.fresh = false;
+        state.offered_live |= !incoming.content.retracted;
+        self.counts.count(outcome);
+        outcome
+    }
+
+    /// Ends the key being folded (`None`: none is): what the backend writes.
+    pub fn end_key(&mut self) -> Option<KeyEnd<'_>> {
+        let state = self.open.take()?;
+        let live_after = self.fold.latest().is_some_and(|v| !v.content.retracted);
+        Some(KeyEnd {
+            write: self.fold.winner().filter(|_| !state.written),
+            table_live: state.table_live,
+            left_live: !live_after && (state.live_before || state.offered_live),
+        })
+    }
+
+    /// The outcomes counted so far.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+}
+
+/// A file's events as they are read and folded: every one is counted as read
+/// (`read_valid`, `read_invalid`) and gets exactly one outcome, which `finish`
+/// asserts.
+#[derive(Debug, Default)]
+pub struct Tally {
+    counts: Counts,
+    /// Quarantined events by reason code.
+    reasons: Reasons,
+}
+
+impl Tally {
+    /// A valid event read: its outcome comes from the fold.
+    pub fn read_valid(&mut self) {
+        self.counts.events_total += 1;
+    }
+
+    /// An invalid event read, quarantined with `reason`: that is its outcome.
+    pub fn read_invalid(&mut self, reason: &'static str) {
+        self.counts.events_total += 1;
+        self.counts.invalid += 1;
+        *self.reasons.entry(reason).or_default() += 1;
+    }
+
+    /// Events read so far.
+    pub fn events(&self) -> u64 {
+        self.counts.events_total
+    }
+
+    /// Valid events read so far.
+    pub fn valid(&self) -> u64 {
+        self.counts.events_total - self.counts.invalid
+    }
+
+    /// What the file came to, once `fold` has met its every valid event.
+    pub fn finish(mut self, fold: &FileFold, resent: bool) -> Finished {
+        assert!(fold.open.is_none(), "every key was ended");
+        let applied = fold.counts();
+        self.counts.add(&applied);
+        if applied.conflicts > 0 {
+            self.reasons.insert(CONFLICT_REASON, applied.conflicts);
+        }
+        assert_eq!(
+            self.counts.events_total,
+            self.counts.outcomes(),
+            "every event has one outcome"
+        );
+        Finished {
+            counts: self.counts,
+            resent,
+            reasons: self.reasons,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 use spoolite::batch::{BatchReader, Format};
 use spoolite::ingest::{self, Outcome};
-use spoolite::store::Store;
+use spoolite::store::{Db, Store};
 
 use crate::BenchResult;
 
@@ -80,14 +80,10 @@ pub struct Measured {
 /// call alone. With `--dry-run` the store is opened as `spoolite ingest --dry-run`
 /// opens it.
 pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
-    let mut store = match (args.dry_run, args.db.exists()) {
-        (false, _) => Store::open(&args.db)?,
-        (true, true) => {
-            let mut store = Store::open_read_only(&args.db)?;
-            store.require_current_schema(&args.db)?;
-            store
-        }
-        (true, false) => Store::open_empty_in_memory()?,
+    let db = Db::Sqlite(args.db.clone());
+    let mut store = match args.dry_run {
+        false => Store::open(&db)?,
+        true => Store::open_for_dry_run(&db)?,
     };
     store.set_sorted_index_builds(!args.keep_indexes);
     let stop = AtomicBool::new(false);
@@ -115,7 +111,7 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
 /// reader, compute the key, one plain prepared INSERT per row, one transaction, the
 /// store's schema and pragmas; no outcomes, no staging, no inbox check.
 pub fn floor(args: &ChildArgs) -> BenchResult<()> {
-    let mut conn = spoolite::store::open::read_write(&args.db)?;
+    let mut conn = spoolite::store::sqlite::connect::read_write(&args.db)?;
     let name = args.file.to_string_lossy();
     let format = Format::from_name(&name).ok_or_else(|| format!("{name}: not a batch file"))?;
     let started = Instant::now();

@@ -207,7 +207,9 @@ impl Server {
         self.admin(&format!("CREATE DATABASE {name}"))?;
         let uri = self.uri(name);
         if schema {
-            drop(spoolite::store::Store::open(Path::new(&uri))?);
+            drop(spoolite::store::Store::open(&spoolite::store::Db::parse(
+                uri.as_ref(),
+            ))?);
         }
         Ok(uri)
     }

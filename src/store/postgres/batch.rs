@@ -10,7 +10,7 @@
 //! 3. `finish` locks the one `change_seq_counter` row, which serialises the apply
 //!    phase of every writer in commit order, then reads the staged events joined
 //!    to their stored rows in key order (file order within a key) through a
-//!    cursor, folds each key with `store::fold::KeyFold` exactly as SQLite does,
+//!    cursor, folds each key with `store::fold::FileFold` exactly as SQLite does,
 //!    COPYs the winners (each with the next `change_seq`) and conflicts out, applies
 //!    the winners with one revision-guarded `INSERT … ON CONFLICT … DO UPDATE`,
 //!    moves the counter on, fills in the inbox row's counts (reading back the
@@ -29,10 +29,9 @@ use postgres::{Client, Transaction};
 
 use crate::batch::{Header, Record};
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail,
+    CONFLICT_REASON, Content, Counts, FileFold, Outcome, Tally, Version, conflict_detail,
 };
-use crate::store::writer::{Finished, Reasons};
-use crate::store::{CommitStatus, InDoubt, StoreError};
+use crate::store::{CommitStatus, Finished, InDoubt, StoreError};
 
 /// Rows read from the fold's cursor at a time.
 const FETCH_ROWS: usize = 10_000;
@@ -41,14 +40,60 @@ const FETCH_ROWS: usize = 10_000;
 pub struct Batch<'c> {
     tx: Transaction<'c>,
     digest: String,
-    /// The file's name and the time its rows are written at; `None` in a dry run.
-    write: Option<(String, String)>,
-    counts: Counts,
-    reasons: Reasons,
-    /// COPY text of the chunk being staged and of its quarantine rows.
+    /// Where the results go: written (`Write`), or nowhere in a dry run
+    /// (`DryRun`), which classifies every event through the same fold.
+    effects: Box<dyn Effects>,
+    tally: Tally,
+    /// COPY text of the chunk being staged.
     staged: Vec<u8>,
-    quarantined: Vec<u8>,
 }
+
+/// Where a batch's results go: `Write` writes them, `DryRun` drops them. The
+/// staging, the cursor and the fold (`FileFold`) are the same for both.
+pub(super) trait Effects {
+    /// Claims the batch's digest in the inbox (a dry run only looks); `false`:
+    /// the inbox holds it already.
+    fn claim(&self, tx: &mut Transaction<'_>, digest: &str) -> Result<bool, StoreError>;
+
+    /// Quarantines the event at `index` in the file (its text `raw`), sent with
+    /// the next `flush`.
+    fn quarantine(&mut self, digest: &str, index: i64, reason: &str, detail: &str, raw: &str);
+
+    /// Starts the apply phase (see `lock_counter`).
+    fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError>;
+
+    /// The version of a key that won within the file, sent with the next `flush`.
+    fn winner(&mut self, key: &KeyColumns, version: Version<'_>);
+
+    /// Sends what was gathered since the last flush.
+    fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError>;
+
+    /// Ends the transaction: the winners applied, the counter moved and the inbox
+    /// row's counts written before the commit; or a rollback.
+    fn end(
+        self: Box<Self>,
+        tx: Transaction<'_>,
+        digest: String,
+        header: &Header,
+        finished: Finished,
+    ) -> Result<Finished, StoreError>;
+}
+
+/// The write path of one batch: the file its rows are written as, the time they
+/// are written at, the rows gathered for the next COPY, and the `change_seq`s.
+pub(super) struct Write {
+    file_name: String,
+    now: String,
+    quarantined: Vec<u8>,
+    winners: Vec<u8>,
+    /// The next `change_seq`, and the first this batch took (under the lock).
+    next_seq: i64,
+    first_seq: i64,
+}
+
+/// A dry run's effects: the inbox is only looked at, nothing is written, no lock
+/// is taken, and the transaction is rolled back.
+pub(super) struct DryRun;
 
 const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         key text COLLATE \"C\" NOT NULL,
@@ -72,12 +117,26 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         change_seq bigint NOT NULL
     ) ON COMMIT DROP";
 
+impl Write {
+    /// The write path of a batch written as `file_name` at `now`.
+    pub(super) fn new(file_name: &str, now: &str) -> Write {
+        Write {
+            file_name: file_name.to_owned(),
+            now: now.to_owned(),
+            quarantined: Vec::new(),
+            winners: Vec::new(),
+            next_seq: 0,
+            first_seq: 0,
+        }
+    }
+}
+
 /// Starts the transaction of one batch: claims its digest in the inbox (a dry
-/// run, `write` `None`, only looks). `None`: the inbox holds it already.
+/// run only looks). `None`: the inbox holds it already.
 pub(super) fn begin<'c>(
     client: &'c mut Client,
     digest: &str,
-    write: Option<(&str, &str)>,
+    effects: Box<dyn Effects>,
 ) -> Result<Option<Batch<'c>>, StoreError> {
     // READ COMMITTED: every statement after the counter lock sees what the writer
     // before committed (a snapshot per statement, taken after the lock is held).
@@ -85,24 +144,7 @@ pub(super) fn begin<'c>(
         .build_transaction()
         .isolation_level(postgres::IsolationLevel::ReadCommitted)
         .start()?;
-    let new = match write {
-        Some((file_name, now)) => {
-            tx.execute(
-                "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at,
-                     events_total, inserted, updated, unchanged, stale, conflicts, invalid)
-                 VALUES ($1, NULL, $2, $3, 0, 0, 0, 0, 0, 0, 0)
-                 ON CONFLICT (batch_digest) DO NOTHING",
-                &[&digest, &file_name, &now],
-            )? == 1
-        }
-        None => tx
-            .query_opt(
-                "SELECT 1 FROM ingest_inbox WHERE batch_digest = $1",
-                &[&digest],
-            )?
-            .is_none(),
-    };
-    if !new {
+    if !effects.claim(&mut tx, digest)? {
         tx.rollback()?;
         return Ok(None);
     }
@@ -110,11 +152,9 @@ pub(super) fn begin<'c>(
     Ok(Some(Batch {
         tx,
         digest: digest.to_owned(),
-        write: write.map(|(name, now)| (name.to_owned(), now.to_owned())),
-        counts: Counts::default(),
-        reasons: Reasons::new(),
+        effects,
+        tally: Tally::default(),
         staged: Vec::new(),
-        quarantined: Vec::new(),
     }))
 }
 
@@ -194,51 +234,63 @@ const APPLY: &str = "INSERT INTO duty_event_data AS d (key, flight_id, event_kin
 
 /// The key being folded: its columns (the same in every version of it).
 #[derive(Default)]
-struct KeyColumns {
+pub(super) struct KeyColumns {
     key: String,
     flight_id: String,
     event_kind: String,
     instant_utc: String,
 }
 
+impl KeyColumns {
+    /// The columns of a row of the fold's cursor (`FOLD_CURSOR`).
+    fn take(&mut self, row: &postgres::Row) {
+        for (column, at) in [
+            (&mut self.key, 0),
+            (&mut self.flight_id, 6),
+            (&mut self.event_kind, 7),
+            (&mut self.instant_utc, 8),
+        ] {
+            column.clear();
+            column.push_str(row.get(at));
+        }
+    }
+}
+
 /// How long one wait for the counter lock lasts before the stop flag is looked
 /// at again (the wait then goes on).
 const LOCK_WAIT: &str = "500ms";
 
-impl Batch<'_> {
-    /// Locks the `change_seq_counter` row until the commit and returns the next
-    /// `change_seq`. While another writer applies, the wait is cut into spans of
-    /// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
-    /// transaction), so that a stop is honoured while waiting.
-    fn lock_counter(&mut self, stop: &AtomicBool) -> Result<i64, StoreError> {
-        self.tx
-            .batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"))?;
-        loop {
-            let mut attempt = self.tx.savepoint("spoolite_counter_lock")?;
-            match attempt.query_one(
-                "SELECT next_seq FROM change_seq_counter WHERE one FOR UPDATE",
-                &[],
-            ) {
-                Ok(row) => {
-                    let next: i64 = row.get(0);
-                    // Released, the savepoint's row lock passes to the transaction.
-                    attempt.commit()?;
-                    self.tx.batch_execute("SET LOCAL lock_timeout = 0")?;
-                    return Ok(next);
-                }
-                Err(error)
-                    if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
-                {
-                    attempt.rollback()?;
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(StoreError::Stopped);
-                    }
-                }
-                Err(error) => return Err(error.into()),
+/// Locks the `change_seq_counter` row until the commit and returns the next
+/// `change_seq`. While another writer applies, the wait is cut into spans of
+/// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
+/// transaction), so that a stop is honoured while waiting.
+fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, StoreError> {
+    tx.batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"))?;
+    loop {
+        let mut attempt = tx.savepoint("spoolite_counter_lock")?;
+        match attempt.query_one(
+            "SELECT next_seq FROM change_seq_counter WHERE one FOR UPDATE",
+            &[],
+        ) {
+            Ok(row) => {
+                let next: i64 = row.get(0);
+                // Released, the savepoint's row lock passes to the transaction.
+                attempt.commit()?;
+                tx.batch_execute("SET LOCAL lock_timeout = 0")?;
+                return Ok(next);
             }
+            Err(error) if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                attempt.rollback()?;
+                if stop.load(Ordering::Relaxed) {
+                    return Err(StoreError::Stopped);
+                }
+            }
+            Err(error) => return Err(error.into()),
         }
     }
+}
 
+impl Batch<'_> {
     /// Adds a run of records, in file order: valid events to the staging table,
     /// invalid ones to quarantine (one COPY each per run).
     pub fn stage(&mut self, records: &[Record]) -> Result<(), StoreError> {
@@ -267,32 +319,19 @@ impl Batch<'_> {
                             Some(&record.raw),
                         ],
                     );
+                    self.tally.read_valid();
                 }
                 Err(invalid) => {
                     let reason = invalid.reason.code();
-                    if let Some((file_name, now)) = &self.write {
-                        row(
-                            &mut self.quarantined,
-                            &[
-                                Some(&self.digest),
-                                Some(file_name),
-                                Some(&index),
-                                Some(reason),
-                                Some(&invalid.detail),
-                                Some(&record.raw),
-                                Some(now),
-                            ],
-                        );
-                    }
-                    self.counts.invalid += 1;
-                    *self.reasons.entry(reason).or_default() += 1;
+                    let at = record.index as i64;
+                    self.effects
+                        .quarantine(&self.digest, at, reason, &invalid.detail, &record.raw);
+                    self.tally.read_invalid(reason);
                 }
             }
-            self.counts.events_total += 1;
         }
         copy(&mut self.tx, COPY_STAGE, &mut self.staged)?;
-        copy(&mut self.tx, COPY_QUARANTINE, &mut self.quarantined)?;
-        Ok(())
+        self.effects.flush(&mut self.tx)
     }
 
     /// Folds the staged events onto their stored rows, writes the winners,
@@ -300,103 +339,11 @@ impl Batch<'_> {
     /// `stop` set from outside abandons the batch (rolled back) with
     /// `StoreError::Stopped`.
     pub fn finish(mut self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
-        let default_revision = header.source_revision.unwrap_or(0);
         // The apply phase of every writer in turn, from here to the commit: the
         // stored rows read below are those the writer before committed, and the
         // change_seq taken here is larger than every one committed.
-        let mut next_seq: i64 = if self.write.is_some() {
-            self.lock_counter(stop)?
-        } else {
-            0
-        };
-        let first_seq = next_seq;
-        self.tx.batch_execute(FOLD_CURSOR)?;
-        let mut fold = KeyFold::new();
-        let mut counts = Counts::default();
-        let mut current: Option<KeyColumns> = None;
-        let mut winners: Vec<u8> = Vec::new();
-        let mut conflicts: Vec<u8> = Vec::new();
-        let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_fold");
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return Err(StoreError::Stopped);
-            }
-            let rows = self.tx.query(&fetch, &[])?;
-            for stored in &rows {
-                let key: &str = stored.get(0);
-                if current.as_ref().is_none_or(|c| c.key != key) {
-                    if let Some(done) = &current {
-                        end_key(&fold, done, &mut next_seq, &mut winners);
-                    }
-                    let columns = current.get_or_insert_with(KeyColumns::default);
-                    columns.key.clear();
-                    columns.key.push_str(key);
-                    columns.flight_id.clear();
-                    columns.flight_id.push_str(stored.get(6));
-                    columns.event_kind.clear();
-                    columns.event_kind.push_str(stored.get(7));
-                    columns.instant_utc.clear();
-                    columns.instant_utc.push_str(stored.get(8));
-                    let revision: Option<i64> = stored.get(9);
-                    fold.start(revision.map(|revision| Version {
-                        revision,
-                        content: Content {
-                            payload: stored.get(10),
-                            retracted: stored.get(11),
-                        },
-                    }));
-                }
-                let revision: Option<i64> = stored.get(2);
-                let incoming = Version {
-                    revision: revision.unwrap_or(default_revision),
-                    content: Content {
-                        payload: stored.get(4),
-                        retracted: stored.get(3),
-                    },
-                };
-                let outcome = fold.offer(incoming);
-                if outcome == Outcome::Conflict
-                    && let Some((file_name, now)) = &self.write
-                {
-                    let index: i64 = stored.get(1);
-                    row(
-                        &mut conflicts,
-                        &[
-                            Some(&self.digest),
-                            Some(file_name),
-                            Some(&index.to_string()),
-                            Some(CONFLICT_REASON),
-                            Some(&conflict_detail(incoming)),
-                            Some(stored.get(5)),
-                            Some(now),
-                        ],
-                    );
-                }
-                counts.count(outcome);
-            }
-            let done = rows.len() < FETCH_ROWS;
-            if done && let Some(last) = current.take() {
-                end_key(&fold, &last, &mut next_seq, &mut winners);
-            }
-            if self.write.is_some() {
-                copy(&mut self.tx, COPY_WINNER, &mut winners)?;
-                copy(&mut self.tx, COPY_QUARANTINE, &mut conflicts)?;
-            }
-            if done {
-                break;
-            }
-        }
-        self.tx.batch_execute("CLOSE spoolite_fold")?;
-        self.counts.add(&counts);
-        if counts.conflicts > 0 {
-            self.reasons.insert(CONFLICT_REASON, counts.conflicts);
-        }
-        let counts = self.counts;
-        assert_eq!(
-            counts.events_total,
-            counts.outcomes(),
-            "every event has one outcome"
-        );
+        self.effects.lock(&mut self.tx, stop)?;
+        let fold = self.fold_staged(header.source_revision.unwrap_or(0), stop)?;
         let resent = match &header.batch_id {
             None => false,
             Some(id) => self
@@ -407,59 +354,174 @@ impl Batch<'_> {
                 )?
                 .is_some(),
         };
-        let finished = Finished {
-            counts,
-            resent,
-            reasons: self.reasons,
+        let finished = self.tally.finish(&fold, resent);
+        self.effects.end(self.tx, self.digest, header, finished)
+    }
+
+    /// Reads the staged events joined to their stored rows through a cursor, a
+    /// page at a time, and folds them (`FileFold`); what each page decides is
+    /// sent before the next is read.
+    fn fold_staged(
+        &mut self,
+        default_revision: i64,
+        stop: &AtomicBool,
+    ) -> Result<FileFold, StoreError> {
+        self.tx.batch_execute(FOLD_CURSOR)?;
+        let mut fold = FileFold::new();
+        let mut columns = KeyColumns::default();
+        let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_fold");
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(StoreError::Stopped);
+            }
+            let rows = self.tx.query(&fetch, &[])?;
+            for row in &rows {
+                self.fold_row(&mut fold, &mut columns, row, default_revision);
+            }
+            let done = rows.len() < FETCH_ROWS;
+            if done && let Some(version) = fold.end_key().and_then(|ended| ended.write) {
+                self.effects.winner(&columns, version);
+            }
+            self.effects.flush(&mut self.tx)?;
+            if done {
+                break;
+            }
+        }
+        self.tx.batch_execute("CLOSE spoolite_fold")?;
+        Ok(fold)
+    }
+
+    /// Folds one row of the cursor: a staged event, with its key's stored row.
+    fn fold_row(
+        &mut self,
+        fold: &mut FileFold,
+        columns: &mut KeyColumns,
+        row: &postgres::Row,
+        default_revision: i64,
+    ) {
+        let key: &str = row.get(0);
+        if fold.is_next_key(key.as_bytes()) {
+            if let Some(version) = fold.end_key().and_then(|ended| ended.write) {
+                self.effects.winner(columns, version);
+            }
+            columns.take(row);
+            let revision: Option<i64> = row.get(9);
+            let stored = revision.map(|revision| Version {
+                revision,
+                content: Content {
+                    payload: row.get(10),
+                    retracted: row.get(11),
+                },
+            });
+            fold.start_key(key.as_bytes(), stored);
+        }
+        let revision: Option<i64> = row.get(2);
+        let incoming = Version {
+            revision: revision.unwrap_or(default_revision),
+            content: Content {
+                payload: row.get(4),
+                retracted: row.get(3),
+            },
         };
-        let Some((_, now)) = &self.write else {
-            self.tx.rollback()?;
-            return Ok(finished);
-        };
-        let written = self.tx.execute(APPLY, &[&self.digest, now])?;
-        let expected = (next_seq - first_seq) as u64;
+        if fold.offer(incoming) == Outcome::Conflict {
+            let detail = conflict_detail(incoming);
+            self.effects.quarantine(
+                &self.digest,
+                row.get(1),
+                CONFLICT_REASON,
+                &detail,
+                row.get(5),
+            );
+        }
+    }
+}
+
+impl Effects for Write {
+    fn claim(&self, tx: &mut Transaction<'_>, digest: &str) -> Result<bool, StoreError> {
+        let claimed = tx.execute(
+            "INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at,
+                 events_total, inserted, updated, unchanged, stale, conflicts, invalid)
+             VALUES ($1, NULL, $2, $3, 0, 0, 0, 0, 0, 0, 0)
+             ON CONFLICT (batch_digest) DO NOTHING",
+            &[&digest, &self.file_name, &self.now],
+        )?;
+        Ok(claimed == 1)
+    }
+
+    fn quarantine(&mut self, digest: &str, index: i64, reason: &str, detail: &str, raw: &str) {
+        row(
+            &mut self.quarantined,
+            &[
+                Some(digest),
+                Some(&self.file_name),
+                Some(&index.to_string()),
+                Some(reason),
+                Some(detail),
+                Some(raw),
+                Some(&self.now),
+            ],
+        );
+    }
+
+    fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
+        self.next_seq = lock_counter(tx, stop)?;
+        self.first_seq = self.next_seq;
+        Ok(())
+    }
+
+    fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
+        let revision = version.revision.to_string();
+        let seq = self.next_seq.to_string();
+        row(
+            &mut self.winners,
+            &[
+                Some(&key.key),
+                Some(&key.flight_id),
+                Some(&key.event_kind),
+                Some(&key.instant_utc),
+                Some(&revision),
+                Some(version.content.payload),
+                Some(bool_text(version.content.retracted)),
+                Some(&seq),
+            ],
+        );
+        self.next_seq += 1;
+    }
+
+    fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError> {
+        copy(tx, COPY_WINNER, &mut self.winners)?;
+        copy(tx, COPY_QUARANTINE, &mut self.quarantined)
+    }
+
+    fn end(
+        self: Box<Self>,
+        mut tx: Transaction<'_>,
+        digest: String,
+        header: &Header,
+        finished: Finished,
+    ) -> Result<Finished, StoreError> {
+        let written = tx.execute(APPLY, &[&digest, &self.now])?;
+        let expected = (self.next_seq - self.first_seq) as u64;
         if written != expected {
             return Err(StoreError::Disagreed(format!(
                 "the revision guard wrote {written} rows where the outcome rules chose \
                  {expected}; the batch was rolled back"
             )));
         }
-        self.tx.execute(
+        tx.execute(
             "UPDATE change_seq_counter SET next_seq = $1 WHERE one",
-            &[&next_seq],
+            &[&self.next_seq],
         )?;
-        let count = |n: u64| n as i64;
-        // The transaction's id comes back with the counts (no round trip more): if
-        // the COMMIT goes unacknowledged, the server can be asked about it later.
-        let xid: String = self
-            .tx
-            .query_one(
-                "UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
-                     updated = $5, unchanged = $6, stale = $7, conflicts = $8, invalid = $9
-                 WHERE batch_digest = $1
-                 RETURNING pg_current_xact_id()::text",
-                &[
-                    &self.digest,
-                    &header.batch_id,
-                    &count(counts.events_total),
-                    &count(counts.inserted),
-                    &count(counts.updated),
-                    &count(counts.unchanged),
-                    &count(counts.stale),
-                    &count(counts.conflicts),
-                    &count(counts.invalid),
-                ],
-            )?
-            .get(0);
+        let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;
         // An error here leaves the outcome open: the COMMIT may have been carried
         // out with its acknowledgement lost. The batch is not tried again blindly:
         // the next try finds its digest in the inbox or takes it over, and
         // `commit_status` tells whether this transaction was the one committed.
-        match self.tx.commit() {
+        match tx.commit() {
             Ok(()) => Ok(finished),
             Err(source) => Err(StoreError::CommitInDoubt {
                 batch: Box::new(InDoubt {
-                    digest: self.digest,
+                    digest,
                     xid,
                     batch_id: header.batch_id.clone(),
                     finished,
@@ -467,6 +529,70 @@ impl Batch<'_> {
                 source,
             }),
         }
+    }
+}
+
+/// Fills in the inbox row's counts; returns the transaction's id, read back with
+/// them (no round trip more), so that if the COMMIT goes unacknowledged the
+/// server can be asked about it later.
+fn write_inbox_counts(
+    tx: &mut Transaction<'_>,
+    digest: &str,
+    header: &Header,
+    counts: &Counts,
+) -> Result<String, StoreError> {
+    let count = |n: u64| n as i64;
+    Ok(tx
+        .query_one(
+            "UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
+                 updated = $5, unchanged = $6, stale = $7, conflicts = $8, invalid = $9
+             WHERE batch_digest = $1
+             RETURNING pg_current_xact_id()::text",
+            &[
+                &digest,
+                &header.batch_id,
+                &count(counts.events_total),
+                &count(counts.inserted),
+                &count(counts.updated),
+                &count(counts.unchanged),
+                &count(counts.stale),
+                &count(counts.conflicts),
+                &count(counts.invalid),
+            ],
+        )?
+        .get(0))
+}
+
+impl Effects for DryRun {
+    fn claim(&self, tx: &mut Transaction<'_>, digest: &str) -> Result<bool, StoreError> {
+        let found = tx.query_opt(
+            "SELECT 1 FROM ingest_inbox WHERE batch_digest = $1",
+            &[&digest],
+        )?;
+        Ok(found.is_none())
+    }
+
+    fn quarantine(&mut self, _: &str, _: i64, _: &str, _: &str, _: &str) {}
+
+    fn lock(&mut self, _: &mut Transaction<'_>, _: &AtomicBool) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn winner(&mut self, _: &KeyColumns, _: Version<'_>) {}
+
+    fn flush(&mut self, _: &mut Transaction<'_>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn end(
+        self: Box<Self>,
+        tx: Transaction<'_>,
+        _: String,
+        _: &Header,
+        finished: Finished,
+    ) -> Result<Finished, StoreError> {
+        tx.rollback()?;
+        Ok(finished)
     }
 }
 
@@ -482,30 +608,6 @@ pub(super) fn commit_status(client: &mut Client, xid: &str) -> Result<CommitStat
         Some("in progress") => CommitStatus::InProgress,
         _ => CommitStatus::Unknown,
     })
-}
-
-/// Ends the fold of a key: the version that won within this file, if one did, is
-/// added to the winners with the next `change_seq`.
-fn end_key(fold: &KeyFold, key: &KeyColumns, next_seq: &mut i64, winners: &mut Vec<u8>) {
-    let Some(version) = fold.winner() else {
-        return;
-    };
-    let revision = version.revision.to_string();
-    let seq = next_seq.to_string();
-    row(
-        winners,
-        &[
-            Some(&key.key),
-            Some(&key.flight_id),
-            Some(&key.event_kind),
-            Some(&key.instant_utc),
-            Some(&revision),
-            Some(version.content.payload),
-            Some(bool_text(version.content.retracted)),
-            Some(&seq),
-        ],
-    );
-    *next_seq += 1;
 }
 
 #[cfg(test)]

@@ -12,14 +12,12 @@
 //! always every `change_seq` up to some number: no row can later commit under a
 //! number a reader has already passed.
 
-use std::path::Path;
-
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Statement};
 
 use super::PgStore;
-use crate::store::StoreError;
 use crate::store::changes::{Change, PAGE_ROWS, PageError};
+use crate::store::{PgTarget, StoreError};
 
 /// The columns of `duty_event_all`, in its order. `change_seq > $1 ORDER BY
 /// change_seq` walks the unique index on `duty_event_data.change_seq`.
@@ -37,8 +35,8 @@ pub struct PgChangeFeed {
 impl PgChangeFeed {
     /// Connects to the database `db` names and refuses a schema older (only the
     /// daemon upgrades a database) or newer than this spoolite's.
-    pub fn open(db: &Path) -> Result<PgChangeFeed, StoreError> {
-        let mut store = PgStore::connect(db, false)?;
+    pub fn open(target: &PgTarget) -> Result<PgChangeFeed, StoreError> {
+        let mut store = PgStore::connect(target, false)?;
         store.require_current_schema()?;
         let mut client = store.client;
         let page = client.prepare(PAGE_SQL)?;

@@ -8,9 +8,8 @@
 mod batch;
 pub mod changes;
 mod connect;
-pub mod copy;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use postgres::Client;
 
@@ -19,7 +18,7 @@ pub use batch::Batch;
 pub use batch::row as copy_row;
 pub use connect::{use_password_file, with_causes};
 
-use super::{StoreError, Totals};
+use super::{PgTarget, StoreError, Totals};
 
 /// The migrations, in order; `spoolite_schema` holds one row per version applied.
 const MIGRATIONS: &[&str] = &[include_str!("../../../schema/postgres/0001_initial.sql")];
@@ -30,12 +29,6 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// The advisory lock the migrations are applied under (any constant works; this
 /// one is "spoolite" in ASCII), so that writers starting together apply each once.
 const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
-
-/// Whether `--db` names a PostgreSQL database rather than a SQLite file.
-pub fn is_uri(db: &Path) -> bool {
-    let text = db.to_string_lossy().to_ascii_lowercase();
-    text.starts_with("postgres://") || text.starts_with("postgresql://")
-}
 
 /// The URI with any password in it replaced, for logs and error messages.
 pub fn redacted(uri: &str) -> String {
@@ -73,7 +66,7 @@ pub fn redacted(uri: &str) -> String {
 
 /// A connection to a spoolite PostgreSQL database.
 pub struct PgStore {
-    client: Client,
+    pub(in crate::store) client: Client,
     /// The URI without its password, to name the database in messages.
     name: String,
 }
@@ -81,10 +74,9 @@ pub struct PgStore {
 impl PgStore {
     /// Connects and brings the schema up to date (`migrate`), or, for `status`
     /// and dry runs (`migrate` false), only refuses a newer schema.
-    pub fn connect(db: &Path, migrate: bool) -> Result<PgStore, StoreError> {
-        let uri = db.to_string_lossy().into_owned();
-        let name = redacted(&uri);
-        let client = connect::connect(&uri)?;
+    pub fn connect(target: &PgTarget, migrate: bool) -> Result<PgStore, StoreError> {
+        let name = target.name();
+        let client = connect::connect(target.uri())?;
         let mut store = PgStore { client, name };
         if migrate {
             store.migrate()?;
@@ -202,7 +194,11 @@ impl PgStore {
         file_name: &str,
         now: &str,
     ) -> Result<Option<Batch<'_>>, StoreError> {
-        batch::begin(&mut self.client, digest, Some((file_name, now)))
+        batch::begin(
+            &mut self.client,
+            digest,
+            Box::new(batch::Write::new(file_name, now)),
+        )
     }
 
     /// Whether the transaction `xid` committed (`batch::commit_status`).
@@ -212,7 +208,7 @@ impl PgStore {
 
     /// A dry run: the same staging and fold, rolled back, writing nothing.
     pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
-        batch::begin(&mut self.client, digest, None)
+        batch::begin(&mut self.client, digest, Box::new(batch::DryRun))
     }
 }
 
@@ -248,12 +244,5 @@ mod tests {
             redacted("postgresql://ops@db/spoolite"),
             "postgresql://ops@db/spoolite"
         );
-    }
-
-    #[test]
-    fn postgres_uris_are_told_from_file_names() {
-        assert!(is_uri(Path::new("postgres://h/db")));
-        assert!(is_uri(Path::new("PostgreSQL:///db?host=/tmp")));
-        assert!(!is_uri(Path::new("./postgres.db")));
     }
 }

@@ -10,14 +10,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, Statement, Transaction, params};
+use rusqlite::{
+    Connection, OptionalExtension, Statement, Transaction, TransactionBehavior, params,
+};
 
-use super::StoreError;
 use super::flights::{self, Flights};
-use super::fold::{CONFLICT_REASON, Content, Counts, KeyFold, Outcome, Version, conflict_detail};
 use super::rebuild;
 use super::runs::{Runs, Staged};
 use crate::batch::{Event, Header, Record};
+use crate::store::fold::{
+    CONFLICT_REASON, Content, Counts, FileFold, KeyEnd, Outcome, Tally, Version, conflict_detail,
+};
+use crate::store::{Finished, StoreError};
 
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;
@@ -27,37 +31,62 @@ const STOP_CHECK_ROWS: u64 = 4096;
 /// without finishing rolls everything back.
 pub struct Batch<'c> {
     tx: Transaction<'c>,
-    /// Where the results go; `None` in a dry run, which classifies every event
-    /// through the same fold and writes nothing.
-    writer: Option<Writer>,
-    counts: Counts,
-    /// Quarantined events by reason code.
-    reasons: Reasons,
+    /// Where the results go: written (`Writer`), or nowhere in a dry run
+    /// (`DryRun`), which classifies every event through the same fold.
+    effects: Box<dyn Effects>,
+    tally: Tally,
     /// The valid events staged so far, being sorted.
     runs: Runs,
-    /// The batch's flights, numbered and their times kept as events are staged.
-    flights: Flights,
     /// The time spent in `stage` (logged at debug level: how much of the read the
     /// writer's thread was busy).
     staging: std::time::Duration,
 }
 
-/// What a committed (or, in a dry run, classified) batch came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finished {
-    pub counts: Counts,
-    /// Another batch with the same `batch_id` and other bytes was ingested before.
-    pub resent: bool,
-    /// Quarantined events by reason code.
-    pub reasons: Reasons,
+/// Where a batch's results go: `Writer` writes them, `DryRun` drops them. The
+/// staging, the runs and the fold (`FileFold`) are the same for both.
+pub(super) trait Effects {
+    /// The transaction the batch runs in: a write lock at once, or a read.
+    fn behavior(&self) -> TransactionBehavior;
+
+    /// Takes what the batch numbers its rows from, in its transaction.
+    fn begin(&mut self, tx: &Connection) -> Result<(), StoreError>;
+
+    /// The flight number of a valid event being staged.
+    fn flight_ref(&mut self, tx: &Connection, event: &Event) -> Result<i64, StoreError>;
+
+    /// Quarantines the event at `index` in the file (its text `raw`).
+    fn quarantine(
+        &self,
+        tx: &Connection,
+        index: u64,
+        reason: &str,
+        detail: &str,
+        raw: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Folds the staged events (`valid` of them) onto their stored rows and
+    /// writes what the fold says.
+    fn apply(
+        &mut self,
+        tx: &Connection,
+        runs: Runs,
+        valid: u64,
+        default_revision: i64,
+        stop: &AtomicBool,
+    ) -> Result<FileFold, StoreError>;
+
+    /// Ends the transaction: the inbox row and the commit, or a rollback.
+    fn end(
+        self: Box<Self>,
+        tx: Transaction<'_>,
+        header: &Header,
+        counts: &Counts,
+    ) -> Result<(), StoreError>;
 }
 
-/// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
-pub type Reasons = std::collections::BTreeMap<&'static str, u64>;
-
 /// The write path of one batch: the file its rows are written as (its digest, its
-/// name, the time every row of it is written at, its number in the inbox) and the
-/// next `change_seq` to give a row it writes.
+/// name, the time every row of it is written at, its number in the inbox), its
+/// flights, and the next `change_seq` to give a row it writes.
 pub(super) struct Writer {
     pub(super) digest: String,
     pub(super) file_name: String,
@@ -69,6 +98,8 @@ pub(super) struct Writer {
     /// Per batch, how many of the rows it last wrote this batch replaced, so that
     /// each inbox row's `rows_last_written` stays a count kept, not computed.
     replaced: RefCell<HashMap<i64, i64>>,
+    /// The batch's flights, numbered and their times kept as events are staged.
+    flights: Flights,
     /// Whether a batch large against the table drops and builds again its
     /// secondary indexes (`store::rebuild`).
     pub(super) sorted_index_builds: bool,
@@ -84,52 +115,34 @@ impl Writer {
             next_change_seq: Cell::new(0),
             rows_written: Cell::new(0),
             replaced: RefCell::new(HashMap::new()),
+            flights: Flights::default(),
             sorted_index_builds: true,
         }
     }
 }
 
+/// A dry run's effects: nothing is written, and no write lock is taken, so a dry
+/// run works on a read-only connection and never holds the daemon up.
+pub(super) struct DryRun;
+
 /// Starts the transaction of one batch: `None` when the inbox already holds its
-/// digest. With a `writer` it takes the write lock at once (`BEGIN IMMEDIATE`);
-/// without one it only reads, so a dry run works on a read-only connection and
-/// never holds the daemon up.
+/// digest.
 pub(super) fn begin<'c>(
     conn: &'c mut Connection,
     runs: Runs,
     digest: &str,
-    writer: Option<Writer>,
+    mut effects: Box<dyn Effects>,
 ) -> Result<Option<Batch<'c>>, StoreError> {
-    let behavior = if writer.is_some() {
-        rusqlite::TransactionBehavior::Immediate
-    } else {
-        rusqlite::TransactionBehavior::Deferred
-    };
-    let tx = conn.transaction_with_behavior(behavior)?;
+    let tx = conn.transaction_with_behavior(effects.behavior())?;
     if super::inbox_has(&tx, digest)? {
         return Ok(None);
     }
-    let mut writer = writer;
-    if let Some(writer) = &mut writer {
-        // Under the write lock, so no other batch takes the same numbers; a row's
-        // change_seq is larger than every one committed before.
-        writer.batch_ref = tx.query_row(
-            "SELECT coalesce(max(batch_ref), 0) + 1 FROM ingest_inbox",
-            [],
-            |row| row.get(0),
-        )?;
-        writer.next_change_seq.set(tx.query_row(
-            "SELECT coalesce(max(change_seq), 0) + 1 FROM duty_event_data",
-            [],
-            |row| row.get(0),
-        )?);
-    }
+    effects.begin(&tx)?;
     Ok(Some(Batch {
         tx,
-        writer,
-        counts: Counts::default(),
-        reasons: Reasons::new(),
+        effects,
+        tally: Tally::default(),
         runs,
-        flights: Flights::default(),
         staging: std::time::Duration::ZERO,
     }))
 }
@@ -141,38 +154,29 @@ impl Batch<'_> {
         let started = std::time::Instant::now();
         for record in records {
             match &record.event {
-                Ok(event) => self.stage_event(event, record)?,
+                Ok(event) => {
+                    self.stage_event(event, record)?;
+                    self.tally.read_valid();
+                }
                 Err(invalid) => {
                     let reason = invalid.reason.code();
-                    if let Some(writer) = &self.writer {
-                        writer.quarantine(
-                            &self.tx,
-                            record.index,
-                            reason,
-                            &invalid.detail,
-                            &record.raw,
-                        )?;
-                    }
-                    self.counts.invalid += 1;
-                    *self.reasons.entry(reason).or_default() += 1;
+                    self.effects.quarantine(
+                        &self.tx,
+                        record.index,
+                        reason,
+                        &invalid.detail,
+                        &record.raw,
+                    )?;
+                    self.tally.read_invalid(reason);
                 }
             }
-            self.counts.events_total += 1;
         }
         self.staging += started.elapsed();
         Ok(())
     }
 
     fn stage_event(&mut self, event: &Event, record: &Record) -> Result<(), StoreError> {
-        let flight_ref = match self.writer {
-            Some(_) => self.flights.stage(
-                &self.tx,
-                (event.flight_id(), event.event_kind(), event.instant_utc()),
-                event.retracted(),
-            )?,
-            // A dry run numbers no flight: it writes nothing.
-            None => 0,
-        };
+        let flight_ref = self.effects.flight_ref(&self.tx, event)?;
         self.runs
             .push(&Staged {
                 key: event.key(),
@@ -195,55 +199,20 @@ impl Batch<'_> {
     pub fn finish(mut self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
         log::debug!(
             "staged {} events in {:?} of the writer's time",
-            self.counts.events_total,
+            self.tally.events(),
             self.staging
         );
         let default_revision = header.source_revision.unwrap_or(0);
         let started = std::time::Instant::now();
         let runs = std::mem::replace(&mut self.runs, Runs::new(Vec::new(), 0));
-        let applied = match &self.writer {
-            Some(writer) => {
-                let mut flights = std::mem::take(&mut self.flights);
-                flights.end_run(&self.tx)?;
-                let valid = self.counts.events_total - self.counts.invalid;
-                let dropped =
-                    match writer.sorted_index_builds && rebuild::worth_it(&self.tx, valid)? {
-                        true => Some(rebuild::drop_secondary(&self.tx)?),
-                        false => None,
-                    };
-                let counts = writer.apply(&self.tx, runs, default_revision, stop, &mut flights)?;
-                if let Some(dropped) = dropped {
-                    let built = std::time::Instant::now();
-                    dropped.rebuild(&self.tx)?;
-                    log::debug!("built the secondary indexes again in {:?}", built.elapsed());
-                }
-                // After the rebuild: a flight's times are recomputed through the
-                // index on flight_ref.
-                flights.finish(&self.tx)?;
-                counts
-            }
-            None => {
-                let mut lookup = self.tx.prepare(LOOKUP)?;
-                let start = |row: &Staged<'_>, _: Version<'_>, fold: &mut KeyFold| {
-                    start_from_stored(&mut lookup, row.key, fold).map(|row| Start::Stored { row })
-                };
-                fold_merged(runs, default_revision, stop, start, |_| Ok(()))?
-            }
-        };
+        let valid = self.tally.valid();
+        let fold = self
+            .effects
+            .apply(&self.tx, runs, valid, default_revision, stop)?;
         log::debug!(
             "applied {} staged events in {:?}",
-            applied.outcomes(),
+            fold.counts().outcomes(),
             started.elapsed()
-        );
-        self.counts.add(&applied);
-        if applied.conflicts > 0 {
-            self.reasons.insert(CONFLICT_REASON, applied.conflicts);
-        }
-        let counts = self.counts;
-        assert_eq!(
-            counts.events_total,
-            counts.outcomes(),
-            "every event has one outcome"
         );
         let resent = match &header.batch_id {
             None => false,
@@ -254,61 +223,150 @@ impl Batch<'_> {
                 .optional()?
                 .is_some(),
         };
-        let finished = Finished {
-            counts,
-            resent,
-            reasons: self.reasons,
-        };
-        match self.writer {
-            Some(writer) => writer.commit(self.tx, header, &counts)?,
-            None => self.tx.rollback()?,
-        }
+        let finished = self.tally.finish(&fold, resent);
+        self.effects.end(self.tx, header, &finished.counts)?;
         Ok(finished)
     }
 }
 
-/// What the fold of the staged events leaves for the write path to do.
-enum Effect<'a> {
-    /// The event at `index` in the file (its text `raw`) conflicts: quarantine it.
-    Conflict {
+impl Effects for Writer {
+    fn behavior(&self) -> TransactionBehavior {
+        TransactionBehavior::Immediate
+    }
+
+    fn begin(&mut self, tx: &Connection) -> Result<(), StoreError> {
+        // Under the write lock, so no other batch takes the same numbers; a row's
+        // change_seq is larger than every one committed before.
+        self.batch_ref = tx.query_row(
+            "SELECT coalesce(max(batch_ref), 0) + 1 FROM ingest_inbox",
+            [],
+            |row| row.get(0),
+        )?;
+        self.next_change_seq.set(tx.query_row(
+            "SELECT coalesce(max(change_seq), 0) + 1 FROM duty_event_data",
+            [],
+            |row| row.get(0),
+        )?);
+        Ok(())
+    }
+
+    fn flight_ref(&mut self, tx: &Connection, event: &Event) -> Result<i64, StoreError> {
+        self.flights.stage(
+            tx,
+            (event.flight_id(), event.event_kind(), event.instant_utc()),
+            event.retracted(),
+        )
+    }
+
+    /// Writes one quarantine row: the event at `index` in the file.
+    fn quarantine(
+        &self,
+        tx: &Connection,
         index: u64,
-        version: Version<'a>,
-        raw: &'a str,
-    },
-    /// `version` won for `key`: write it, with the rest of its row, over the row
-    /// the batch `replaces` wrote (`None`: no row).
-    Write {
-        key: &'a [u8; 32],
-        columns: &'a KeyColumns,
-        version: Version<'a>,
-        replaces: Option<i64>,
-        /// The stored row's `retracted` differs from the version's.
-        retracted_changes: bool,
-    },
-    /// A key of the flight `flight_ref`, of a timed kind, ends the file not live
-    /// though it was live before or the file held a live version of it (which its
-    /// flight's times took in as it was read): they must be computed again.
-    Untimed { flight_ref: i64 },
+        reason: &str,
+        detail: &str,
+        raw: &str,
+    ) -> Result<(), StoreError> {
+        tx.prepare_cached(
+            "INSERT INTO quarantine
+                 (batch_digest, file_name, record_index, reason, detail, raw, quarantined_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            self.digest,
+            self.file_name,
+            index as i64,
+            reason,
+            detail,
+            raw,
+            self.now
+        ])?;
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        tx: &Connection,
+        runs: Runs,
+        valid: u64,
+        default_revision: i64,
+        stop: &AtomicBool,
+    ) -> Result<FileFold, StoreError> {
+        let mut flights = std::mem::take(&mut self.flights);
+        flights.end_run(tx)?;
+        let dropped = match self.sorted_index_builds && rebuild::worth_it(tx, valid)? {
+            true => Some(rebuild::drop_secondary(tx)?),
+            false => None,
+        };
+        let fold = self.write(tx, runs, default_revision, stop, &mut flights)?;
+        if let Some(dropped) = dropped {
+            let built = std::time::Instant::now();
+            dropped.rebuild(tx)?;
+            log::debug!("built the secondary indexes again in {:?}", built.elapsed());
+        }
+        // After the rebuild: a flight's times are recomputed through the index on
+        // flight_ref.
+        flights.finish(tx)?;
+        Ok(fold)
+    }
+
+    fn end(
+        self: Box<Self>,
+        tx: Transaction<'_>,
+        header: &Header,
+        counts: &Counts,
+    ) -> Result<(), StoreError> {
+        self.commit(tx, header, counts)
+    }
 }
 
-/// How the fold of a key was started, by the backend, from its first version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Start {
-    /// From the key's stored row, looked up (`None`: it has none).
-    Stored { row: Option<StoredRow> },
-    /// From no row: the first version was inserted outright, which proves the key
-    /// had none, and is in the table as the fold's first winner, written by the
-    /// batch `batch_ref`.
-    Inserted { batch_ref: i64 },
-}
+impl Effects for DryRun {
+    fn behavior(&self) -> TransactionBehavior {
+        TransactionBehavior::Deferred
+    }
 
-/// What the fold needs of a key's stored row besides its version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct StoredRow {
-    /// Not retracted.
-    live: bool,
-    /// The batch that last wrote it.
-    batch_ref: i64,
+    fn begin(&mut self, _: &Connection) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// A dry run numbers no flight: it writes nothing.
+    fn flight_ref(&mut self, _: &Connection, _: &Event) -> Result<i64, StoreError> {
+        Ok(0)
+    }
+
+    fn quarantine(
+        &self,
+        _: &Connection,
+        _: u64,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        tx: &Connection,
+        runs: Runs,
+        _: u64,
+        default_revision: i64,
+        stop: &AtomicBool,
+    ) -> Result<FileFold, StoreError> {
+        let mut lookup = tx.prepare(LOOKUP)?;
+        fold_runs(
+            runs,
+            default_revision,
+            stop,
+            |fold, row, _| start_from_stored(&mut lookup, row.key, fold).map(drop),
+            |_, _| Ok(()),
+            |_, _| Ok(()),
+        )
+    }
+
+    fn end(self: Box<Self>, tx: Transaction<'_>, _: &Header, _: &Counts) -> Result<(), StoreError> {
+        Ok(tx.rollback()?)
+    }
 }
 
 /// The columns of a key's row besides its version, from its first event (every
@@ -337,34 +395,20 @@ impl KeyColumns {
 const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM duty_event_data
      WHERE lower(hex(key)) = lower(hex(?1))";
 
-/// The key being folded: its columns, whether the table already holds what the
-/// fold would write (its first version, inserted outright, still winning), whether
-/// its stored row was live, and whether the file holds a live version of it.
-struct Current {
-    columns: KeyColumns,
-    written: bool,
-    live_before: bool,
-    offered_live: bool,
-    /// The batch that wrote the row the table holds for the key (`None`: none).
-    table_batch: Option<i64>,
-    /// Whether the row the table holds for the key is live (`None`: no row).
-    table_live: Option<bool>,
-}
-
-/// Folds the merged events key by key onto their stored rows and hands `effect`
-/// what is to be written; returns the counts of the staged (valid) events'
-/// outcomes. The same for a real ingest and a dry run: `start` (which starts a
-/// key's fold from its first version) and `effect` differ.
-fn fold_merged(
+/// Drives the file's fold (`FileFold`) over the merged runs, in key order (file
+/// order within a key): `start` starts each key from its first row and version,
+/// `end` writes what a key's end says (with the key's columns), `conflict`
+/// quarantines a conflicting row. Returns the fold, with its counts.
+fn fold_runs(
     runs: Runs,
     default_revision: i64,
     stop: &AtomicBool,
-    mut start: impl FnMut(&Staged<'_>, Version<'_>, &mut KeyFold) -> Result<Start, StoreError>,
-    mut effect: impl FnMut(Effect<'_>) -> Result<(), StoreError>,
-) -> Result<Counts, StoreError> {
-    let mut fold = KeyFold::new();
-    let mut counts = Counts::default();
-    let mut current: Option<Current> = None;
+    mut start: impl FnMut(&mut FileFold, &Staged<'_>, Version<'_>) -> Result<(), StoreError>,
+    mut end: impl FnMut(KeyEnd<'_>, &KeyColumns) -> Result<(), StoreError>,
+    mut conflict: impl FnMut(&Staged<'_>, Version<'_>) -> Result<(), StoreError>,
+) -> Result<FileFold, StoreError> {
+    let mut fold = FileFold::new();
+    let mut columns = KeyColumns::default();
     let mut applied: u64 = 0;
     runs.for_each(StoreError::Spill, |row| {
         applied += 1;
@@ -378,78 +422,34 @@ fn fold_merged(
                 retracted: row.retracted,
             },
         };
-        let first = current
-            .as_ref()
-            .is_none_or(|key| key.columns.key != *row.key);
-        if first {
-            if let Some(done) = &current {
-                end_key(&fold, done, &mut effect)?;
+        if fold.is_next_key(row.key) {
+            if let Some(ended) = fold.end_key() {
+                end(ended, &columns)?;
             }
-            let key = current.get_or_insert_with(|| Current {
-                columns: KeyColumns::default(),
-                written: false,
-                live_before: false,
-                offered_live: false,
-                table_batch: None,
-                table_live: None,
-            });
-            key.columns.take(row);
-            key.offered_live = false;
-            (
-                key.written,
-                key.live_before,
-                key.table_batch,
-                key.table_live,
-            ) = match start(row, incoming, &mut fold)? {
-                Start::Inserted { batch_ref } => (
-                    true,
-                    false,
-                    Some(batch_ref),
-                    Some(!incoming.content.retracted),
-                ),
-                Start::Stored { row } => (
-                    false,
-                    row.is_some_and(|row| row.live),
-                    row.map(|row| row.batch_ref),
-                    row.map(|row| row.live),
-                ),
-            };
+            columns.take(row);
+            start(&mut fold, row, incoming)?;
         }
-        let outcome = fold.offer(incoming);
-        if let Some(key) = &mut current {
-            key.offered_live |= !incoming.content.retracted;
-            if first && key.written {
-                assert_eq!(outcome, Outcome::Inserted, "an insert proves no stored row");
-            } else if outcome.wins() {
-                key.written = false;
-            }
+        if fold.offer(incoming) == Outcome::Conflict {
+            conflict(row, incoming)?;
         }
-        if outcome == Outcome::Conflict {
-            effect(Effect::Conflict {
-                index: row.index,
-                version: incoming,
-                raw: row.raw,
-            })?;
-        }
-        counts.count(outcome);
         Ok(())
     })?;
-    if let Some(done) = &current {
-        end_key(&fold, done, &mut effect)?;
+    if let Some(ended) = fold.end_key() {
+        end(ended, &columns)?;
     }
-    Ok(counts)
+    Ok(fold)
 }
 
-/// Starts the fold of `key` from its stored row; returns what else the fold needs
-/// of that row (`None`: it has none).
+/// Starts the fold of `key` from its stored row; returns the batch that last
+/// wrote that row (`None`: it has none).
 fn start_from_stored(
     lookup: &mut Statement<'_>,
     key: &[u8; 32],
-    fold: &mut KeyFold,
-) -> Result<Option<StoredRow>, StoreError> {
+    fold: &mut FileFold,
+) -> Result<Option<i64>, StoreError> {
     let mut rows = lookup.query([key])?;
     let Some(row) = rows.next()? else {
-        fold.start(None);
+        fold.start_key(key, None);
         return Ok(None);
     };
     let stored = Version {
@@ -459,12 +459,8 @@ fn start_from_stored(
             retracted: row.get(2)?,
         },
     };
-    let found = StoredRow {
-        live: !stored.content.retracted,
-        batch_ref: row.get(3)?,
-    };
-    fold.start(Some(stored));
-    Ok(Some(found))
+    fold.start_key(key, Some(stored));
+    Ok(Some(row.get(3)?))
 }
 
 /// Column `index` of `row` as text borrowed from SQLite, valid until the row
@@ -474,39 +470,6 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r st
     value.as_str().map_err(|error| {
         rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), Box::new(error))
     })
-}
-
-/// Ends the fold of a key: hands `effect` the version of the key that won within
-/// this file, if one did and the table does not hold it yet, and says when the
-/// key's flight times must be computed again.
-fn end_key(
-    fold: &KeyFold,
-    done: &Current,
-    effect: &mut impl FnMut(Effect<'_>) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    if let Some(version) = fold.winner()
-        && !done.written
-    {
-        effect(Effect::Write {
-            key: &done.columns.key,
-            columns: &done.columns,
-            version,
-            replaces: done.table_batch,
-            retracted_changes: done
-                .table_live
-                .is_some_and(|live| live == version.content.retracted),
-        })?;
-    }
-    let live_after = fold.latest().is_some_and(|v| !v.content.retracted);
-    if !live_after
-        && (done.live_before || done.offered_live)
-        && flights::is_timed(&done.columns.event_kind)
-    {
-        effect(Effect::Untimed {
-            flight_ref: done.columns.flight_ref,
-        })?;
-    }
-    Ok(())
 }
 
 /// The columns of a new row, in the order `insert_new_sql` and `upsert_sql` bind
@@ -576,60 +539,68 @@ impl Writer {
     /// inserted outright, and looked up only when the insert meets a stored row;
     /// after a key that was stored, the next one is looked up first. Either way
     /// the fold decides from the stored row or the proof that there is none.
-    fn apply(
+    fn write(
         &self,
         tx: &Connection,
         runs: Runs,
         default_revision: i64,
         stop: &AtomicBool,
         flights: &mut Flights,
-    ) -> Result<Counts, StoreError> {
+    ) -> Result<FileFold, StoreError> {
         let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
         let mut lookup = tx.prepare(LOOKUP)?;
         let mut expect_new = true;
-        let start = |row: &Staged<'_>, first: Version<'_>, fold: &mut KeyFold| {
+        // The batch that wrote the table's row of the key being folded (`None`:
+        // no row), whose `rows_last_written` a write over it takes one from.
+        let table_batch = Cell::new(None);
+        let start = |fold: &mut FileFold, row: &Staged<'_>, first: Version<'_>| {
             if expect_new && self.insert_new(&mut insert_new, row, first)? {
-                fold.start(None);
-                return Ok(Start::Inserted {
-                    batch_ref: self.batch_ref,
-                });
+                fold.start_key_inserted(row.key, first);
+                table_batch.set(Some(self.batch_ref));
+                return Ok(());
             }
-            let row = start_from_stored(&mut lookup, row.key, fold)?;
-            expect_new = row.is_none();
-            Ok(Start::Stored { row })
+            let stored_by = start_from_stored(&mut lookup, row.key, fold)?;
+            expect_new = stored_by.is_none();
+            table_batch.set(stored_by);
+            Ok(())
         };
         // The upsert is prepared at the first winner that needs it: prepared before
         // the apply, SQLite's lookaside memory ran short during it (five times the
         // fallbacks to malloc) and the ingest took 1.9% more instructions
         // (cachegrind, 20k events).
         let mut upserts: [Option<Statement<'_>>; 2] = [None, None];
-        fold_merged(runs, default_revision, stop, start, |effect| match effect {
-            Effect::Conflict {
-                index,
-                version,
-                raw,
-            } => self.quarantine(tx, index, CONFLICT_REASON, &conflict_detail(version), raw),
-            Effect::Write {
-                key,
-                columns,
-                version,
-                replaces,
-                retracted_changes,
-            } => {
+        let end = |ended: KeyEnd<'_>, columns: &KeyColumns| {
+            if let Some(version) = ended.write {
+                // The stored row's `retracted` differs from the version's.
+                let retracted_changes = ended
+                    .table_live
+                    .is_some_and(|live| live == version.content.retracted);
                 let upsert = match &mut upserts[usize::from(retracted_changes)] {
                     Some(upsert) => upsert,
                     slot => {
                         slot.insert(self.prepare_row_statement(tx, &upsert_sql(retracted_changes))?)
                     }
                 };
-                self.upsert(upsert, key, columns, version)?;
-                if let Some(batch_ref) = replaces {
+                self.upsert(upsert, columns, version)?;
+                if let Some(batch_ref) = table_batch.get() {
                     *self.replaced.borrow_mut().entry(batch_ref).or_default() += 1;
                 }
-                Ok(())
             }
-            Effect::Untimed { flight_ref } => flights.recompute(tx, flight_ref),
-        })
+            if ended.left_live && flights::is_timed(&columns.event_kind) {
+                flights.recompute(tx, columns.flight_ref)?;
+            }
+            Ok(())
+        };
+        let conflict = |row: &Staged<'_>, version: Version<'_>| {
+            self.quarantine(
+                tx,
+                row.index,
+                CONFLICT_REASON,
+                &conflict_detail(version),
+                row.raw,
+            )
+        };
+        fold_runs(runs, default_revision, stop, start, end, conflict)
     }
 
     /// The `change_seq` of the next row written, once it is written.
@@ -679,12 +650,11 @@ impl Writer {
     fn upsert(
         &self,
         upsert: &mut Statement<'_>,
-        key: &[u8; 32],
         columns: &KeyColumns,
         version: Version<'_>,
     ) -> Result<(), StoreError> {
         let columns = (
-            key,
+            &columns.key,
             columns.flight_ref,
             columns.event_kind.as_str(),
             columns.instant_utc.as_str(),
@@ -695,32 +665,6 @@ impl Writer {
             "the revision guard agrees with the outcome rules"
         );
         self.wrote_row();
-        Ok(())
-    }
-
-    /// Writes one quarantine row: the event at `index` in the file.
-    fn quarantine(
-        &self,
-        tx: &Connection,
-        index: u64,
-        reason: &str,
-        detail: &str,
-        raw: &str,
-    ) -> Result<(), StoreError> {
-        tx.prepare_cached(
-            "INSERT INTO quarantine
-                 (batch_digest, file_name, record_index, reason, detail, raw, quarantined_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?
-        .execute(params![
-            self.digest,
-            self.file_name,
-            index as i64,
-            reason,
-            detail,
-            raw,
-            self.now
-        ])?;
         Ok(())
     }
 
@@ -772,7 +716,7 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::batch::Event;
-    use crate::store::{SqliteStore as Store, runs};
+    use crate::store::sqlite::{SqliteStore as Store, runs};
 
     /// `count` events over a few flights and keys, several versions of most keys
     /// spread over the file (revisions 0-3, two payloads, some without a revision

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The migrations, in order; `PRAGMA user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
-    include_str!("../../schema/0001_initial.sql"),
-    include_str!("../../schema/0002_analyst_views.sql"),
-    include_str!("../../schema/0003_binary_key.sql"),
-    include_str!("../../schema/0004_times_sort.sql"),
-    include_str!("../../schema/0005_retractions_change_feed.sql"),
+    include_str!("../../../schema/0001_initial.sql"),
+    include_str!("../../../schema/0002_analyst_views.sql"),
+    include_str!("../../../schema/0003_binary_key.sql"),
+    include_str!("../../../schema/0004_times_sort.sql"),
+    include_str!("../../../schema/0005_retractions_change_feed.sql"),
 ];
 
 /// The schema version this spoolite writes: every migration applied.
@@ -45,7 +45,6 @@ pub fn read_write(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_owned(),
         source,
     };
-    refuse_uri(path)?;
     if path.is_dir() {
         return Err(StoreError::NotAFile {
             path: path.to_owned(),
@@ -64,18 +63,6 @@ pub fn read_write(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Refuses a PostgreSQL connection URI, which SQLite would take for a file name (a
-/// file `postgres:` in the current folder, silently).
-fn refuse_uri(path: &Path) -> Result<(), StoreError> {
-    let text = path.to_string_lossy().to_ascii_lowercase();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return Err(StoreError::Unsupported {
-            path: path.to_owned(),
-        });
-    }
-    Ok(())
-}
-
 /// Opens an existing database without writing to it (for `status` and
 /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
 /// version has; a newer one is refused.
@@ -84,7 +71,6 @@ pub fn read_only(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_owned(),
         source,
     };
-    refuse_uri(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
     wait_for_locks(&conn, true).map_err(open_error)?;
@@ -151,7 +137,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 }
 
 /// The number of migrations applied to the database (`PRAGMA user_version`).
-pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+pub(in crate::store) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 

@@ -12,7 +12,7 @@
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The index the upserts' conflict target is: never dropped.
 const KEY_INDEX: &str = "duty_event_data_key";

@@ -19,9 +19,9 @@ use postgres::Transaction;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use super::PgStore;
-use super::batch::row;
-use crate::store::{StoreError, open};
+use super::postgres::{PgStore, copy_row as row};
+use super::sqlite::connect;
+use super::{PgTarget, StoreError};
 
 /// Bytes of COPY text gathered before they are sent.
 const SEND_BYTES: usize = 1 << 20;
@@ -145,75 +145,45 @@ pub enum CopyError {
 /// verified by counting every table on both sides before the commit.
 pub fn sqlite_into_postgres(
     from: &Path,
-    to: &Path,
+    to: &PgTarget,
     options: CopyOptions,
     progress: &dyn Fn(CopyProgress),
 ) -> Result<Copied, CopyError> {
-    let target = crate::store::db_name(to);
-    if !super::is_uri(to) {
-        return Err(CopyError::TargetNotPostgres(target));
-    }
+    let target = to.name();
     let source_error = |source| CopyError::Source {
         path: from.to_owned(),
         source,
     };
-    let target_error = |source| CopyError::Target {
+    let target_error = |source: postgres::Error| CopyError::Target {
+        target: target.clone(),
+        source: source.into(),
+    };
+    let mut source = open_source(from)?;
+    let mut store = PgStore::connect(to, true).map_err(|source| CopyError::Target {
         target: target.clone(),
         source,
-    };
-    // Looked for first: SQLite would report a missing file only as "unable to
-    // open", and nothing is done to the target for a source that is not there.
-    if !from.exists() {
-        return Err(CopyError::SourceMissing(from.to_owned()));
-    }
-    let mut source = open::read_only(from).map_err(source_error)?;
-    match open::user_version(&source).map_err(|e| source_error(e.into()))? {
-        0 => return Err(CopyError::SourceNotSpoolite(from.to_owned())),
-        found if found < open::SCHEMA_VERSION => {
-            return Err(CopyError::SourceOlder {
-                path: from.to_owned(),
-                found,
-                known: open::SCHEMA_VERSION,
-            });
-        }
-        found if found > open::SCHEMA_VERSION => {
-            return Err(source_error(StoreError::NewerSchema {
-                path: from.to_owned(),
-                found,
-                known: open::SCHEMA_VERSION,
-            }));
-        }
-        _ => {}
-    }
-    let mut store = PgStore::connect(to, true).map_err(target_error)?;
+    })?;
     // The source's snapshot: every read below is in this one read transaction, so
     // a daemon committing meanwhile is seen wholly or not at all.
     let snapshot = source
         .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)
         .map_err(|e| source_error(e.into()))?;
     let counted = source_tally(&snapshot).map_err(|e| source_error(e.into()))?;
-    let mut tx = store
-        .client
-        .transaction()
-        .map_err(|e| target_error(e.into()))?;
+    let mut tx = store.client.transaction().map_err(target_error)?;
     // Writers wait (analysts still read) until the copy commits, so that the
     // target is counted, filled and counted again with nothing in between.
     tx.batch_execute(
         "LOCK TABLE ingest_inbox, duty_event_data, quarantine, change_seq_counter
          IN EXCLUSIVE MODE",
     )
-    .map_err(|e| target_error(e.into()))?;
-    let before = target_tally(&mut tx).map_err(|e| target_error(e.into()))?;
+    .map_err(target_error)?;
+    let before = target_tally(&mut tx).map_err(target_error)?;
     if before.rows() > 0 && !options.into_non_empty {
         return Err(CopyError::NotEmpty { target, before });
     }
-    let next_seq: i64 = tx
-        .query_one("SELECT next_seq FROM change_seq_counter WHERE one", &[])
-        .map_err(|e| target_error(e.into()))?
-        .get(0);
     // Every copied change_seq is above every one the target has given, so that a
     // follower of its feed sees the copied rows as changes after those.
-    let shift = next_seq - 1;
+    let shift = next_change_seq(&mut tx).map_err(target_error)? - 1;
     let mut sent = Sent {
         done: 0,
         total: counted.rows(),
@@ -225,26 +195,8 @@ pub fn sqlite_into_postgres(
             TableError::Target(e) => overlap(&target, table.name, e),
         })?;
     }
-    tx.execute(
-        "UPDATE change_seq_counter SET next_seq = greatest(next_seq,
-             coalesce((SELECT max(change_seq) FROM duty_event_data), 0) + 1)
-         WHERE one",
-        &[],
-    )
-    .map_err(|e| target_error(e.into()))?;
-    let after = target_tally(&mut tx).map_err(|e| target_error(e.into()))?;
-    let differences = differences(&counted, &before, &after);
-    if !differences.is_empty() {
-        return Err(CopyError::Mismatch {
-            target,
-            differences: differences.join(", "),
-        });
-    }
-    let next_change_seq: i64 = tx
-        .query_one("SELECT next_seq FROM change_seq_counter WHERE one", &[])
-        .map_err(|e| target_error(e.into()))?
-        .get(0);
-    tx.commit().map_err(|e| target_error(e.into()))?;
+    let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
+    tx.commit().map_err(target_error)?;
     drop(snapshot);
     Ok(Copied {
         source: counted,
@@ -252,6 +204,73 @@ pub fn sqlite_into_postgres(
         change_seq_shift: shift,
         next_change_seq,
     })
+}
+
+/// Opens the source read-only, refusing a file that is missing, no spoolite
+/// database, or of another schema than this spoolite's. Looked for first:
+/// SQLite would report a missing file only as "unable to open", and nothing is
+/// done to the target for a source that is not there.
+fn open_source(from: &Path) -> Result<Connection, CopyError> {
+    let source_error = |source| CopyError::Source {
+        path: from.to_owned(),
+        source,
+    };
+    if !from.exists() {
+        return Err(CopyError::SourceMissing(from.to_owned()));
+    }
+    let source = connect::read_only(from).map_err(source_error)?;
+    match connect::user_version(&source).map_err(|e| source_error(e.into()))? {
+        0 => Err(CopyError::SourceNotSpoolite(from.to_owned())),
+        found if found < connect::SCHEMA_VERSION => Err(CopyError::SourceOlder {
+            path: from.to_owned(),
+            found,
+            known: connect::SCHEMA_VERSION,
+        }),
+        found if found > connect::SCHEMA_VERSION => Err(source_error(StoreError::NewerSchema {
+            path: from.to_owned(),
+            found,
+            known: connect::SCHEMA_VERSION,
+        })),
+        _ => Ok(source),
+    }
+}
+
+/// The target's next `change_seq`.
+fn next_change_seq(tx: &mut Transaction<'_>) -> Result<i64, postgres::Error> {
+    Ok(tx
+        .query_one("SELECT next_seq FROM change_seq_counter WHERE one", &[])?
+        .get(0))
+}
+
+/// Moves the target's counter past the copied `change_seq`s and counts every
+/// table again: each must have grown by what the source holds. Returns the next
+/// `change_seq`.
+fn verify_target(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    counted: &Tally,
+    before: &Tally,
+) -> Result<i64, CopyError> {
+    let target_error = |source: postgres::Error| CopyError::Target {
+        target: target.to_owned(),
+        source: source.into(),
+    };
+    tx.execute(
+        "UPDATE change_seq_counter SET next_seq = greatest(next_seq,
+             coalesce((SELECT max(change_seq) FROM duty_event_data), 0) + 1)
+         WHERE one",
+        &[],
+    )
+    .map_err(target_error)?;
+    let after = target_tally(tx).map_err(target_error)?;
+    let differences = differences(counted, before, &after);
+    if !differences.is_empty() {
+        return Err(CopyError::Mismatch {
+            target: target.to_owned(),
+            differences: differences.join(", "),
+        });
+    }
+    next_change_seq(tx).map_err(target_error)
 }
 
 /// A unique key the target already holds (a batch digest, an idempotency key, a

@@ -15,7 +15,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The event kinds a flight's times are made of, in the order of `flight`'s four
 /// columns; the first two count their earliest event, the last two their latest.

@@ -1,0 +1,123 @@
+//! Which database `--db` names, decided once from its text: a SQLite file or a
+//! PostgreSQL URI. Every command and the daemon take a `Db`; `Store::open` is the
+//! one `match` that picks the backend, and nothing else asks what the text was.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The database a command reads or writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Db {
+    /// A SQLite file (or where one is to be created).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database many writers share.
+    Postgres(PgTarget),
+}
+
+/// A PostgreSQL database as libpq names it: `postgres://…` or `postgresql://…`
+/// (`host=` a socket folder included). Its text may hold a password, so it is
+/// shown only through `name`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgTarget {
+    uri: String,
+}
+
+impl PgTarget {
+    /// The URI as given, password included: for the connection only.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The URI with any password in it replaced, for logs and messages.
+    pub fn name(&self) -> String {
+        super::postgres::redacted(&self.uri)
+    }
+}
+
+impl fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PgTarget").field(&self.name()).finish()
+    }
+}
+
+impl Db {
+    /// Reads `--db`: a `postgres://` or `postgresql://` URI (any case) names a
+    /// PostgreSQL database; anything else is a SQLite file's path.
+    pub fn parse(text: &OsStr) -> Db {
+        let lower = text.to_string_lossy().to_ascii_lowercase();
+        match text.to_str() {
+            Some(uri) if lower.starts_with("postgres://") || lower.starts_with("postgresql://") => {
+                Db::Postgres(PgTarget {
+                    uri: uri.to_owned(),
+                })
+            }
+            _ => Db::Sqlite(PathBuf::from(text)),
+        }
+    }
+
+    /// The database as logs and messages name it: a path, or a URI without its
+    /// password.
+    pub fn name(&self) -> String {
+        match self {
+            Db::Sqlite(path) => path.display().to_string(),
+            Db::Postgres(target) => target.name(),
+        }
+    }
+
+    /// The SQLite file, or `None` for a database on a server (which is no file
+    /// that exists or not, and keeps no WAL beside it).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Db::Sqlite(path) => Some(path),
+            Db::Postgres(_) => None,
+        }
+    }
+
+    /// Whether the database is one file, with its WAL beside it.
+    pub fn is_file(&self) -> bool {
+        self.file().is_some()
+    }
+}
+
+impl fmt::Display for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_uri_in_any_case_is_postgres_and_anything_else_a_file() {
+        for uri in [
+            "postgres://h/db",
+            "PostgreSQL:///db?host=/tmp",
+            "postgresql://u@h/d",
+        ] {
+            assert!(!Db::parse(OsStr::new(uri)).is_file(), "{uri}");
+        }
+        for path in [
+            "./postgres.db",
+            "postgres:/x",
+            "spoolite.db",
+            "/var/lib/postgres://x",
+        ] {
+            assert_eq!(
+                Db::parse(OsStr::new(path)),
+                Db::Sqlite(PathBuf::from(path)),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_password_never_shows_in_the_name_debug_or_display() {
+        let db = Db::parse(OsStr::new("postgresql://spoolite:s3cret@h/db"));
+        for shown in [db.name(), format!("{db}"), format!("{db:?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+}

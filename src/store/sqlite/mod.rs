@@ -1,0 +1,241 @@
+//! The SQLite backend: one database file that one daemon writes and analysts
+//! read. `connect` opens it (pragmas, the busy handler, the migrations in
+//! `schema/`); `batch` is one file's transaction, its valid events sorted in
+//! bounded runs (`runs`), folded by `store::fold` and written, its flights kept
+//! by `flights`, its indexes built again by sorting when it is large
+//! (`rebuild`); `changes` reads the change feed.
+
+pub mod batch;
+pub mod changes;
+pub mod connect;
+mod flights;
+mod rebuild;
+mod runs;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{StoreError, Totals};
+
+/// A SQLite database file (or, for a dry run, an empty one in memory).
+pub struct SqliteStore {
+    conn: Connection,
+    /// The file, as errors name it (`:memory:` for a dry run's empty database).
+    path: PathBuf,
+    /// Where a large batch's sorted runs spill, in order of preference: the
+    /// database's folder (the same disk, already writable by the daemon), then,
+    /// for a dry run on a folder the reader may not write, the system's.
+    spill_dirs: Vec<PathBuf>,
+    /// The size of a sorted run of a batch's events (`runs::RUN_BYTES` but in
+    /// tests, which make runs small to spill a few events).
+    run_bytes: usize,
+    /// See `Store::set_sorted_index_builds`.
+    sorted_index_builds: bool,
+}
+
+/// The folder of the database file at `path`.
+fn folder_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database at `path` and brings its schema up
+    /// to date.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
+            conn: connect::read_write(path)?,
+            path: path.to_owned(),
+            spill_dirs: vec![folder_of(path)],
+            run_bytes: runs::RUN_BYTES,
+            sorted_index_builds: true,
+        })
+    }
+
+    /// Opens an existing database without writing to it (for `status` and
+    /// `ingest --dry-run`). An older schema is accepted: `status` reads what every
+    /// version has; see `require_current_schema`.
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
+            conn: connect::read_only(path)?,
+            path: path.to_owned(),
+            spill_dirs: vec![folder_of(path), std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
+            sorted_index_builds: true,
+        })
+    }
+
+    /// An empty database in memory with the current schema: what a dry run
+    /// compares against when the database file does not exist yet.
+    pub fn open_empty_in_memory() -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
+            conn: connect::empty_in_memory()?,
+            path: PathBuf::from(":memory:"),
+            spill_dirs: vec![std::env::temp_dir()],
+            run_bytes: runs::RUN_BYTES,
+            sorted_index_builds: true,
+        })
+    }
+
+    fn schema_version(&self) -> Result<i64, StoreError> {
+        Ok(connect::user_version(&self.conn)?)
+    }
+
+    /// Refuses a database whose schema is older than this spoolite's: a dry run
+    /// opened read-only cannot upgrade it, and its statements need the current one.
+    pub fn require_current_schema(&self) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found < connect::SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: self.path.clone(),
+                found,
+                known: connect::SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// Lowers SQLite's limit on one value's size, so that tests can meet a value the
+    /// database refuses (SQLITE_TOOBIG) without gigabytes of input.
+    #[cfg(test)]
+    pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
+        // SAFETY: the handle is open for the life of `self.conn`.
+        unsafe {
+            rusqlite::ffi::sqlite3_limit(
+                self.conn.handle(),
+                rusqlite::ffi::SQLITE_LIMIT_LENGTH,
+                bytes,
+            );
+        }
+    }
+
+    /// Makes a batch's sorted runs `bytes` long, so that tests spill a few events.
+    #[cfg(test)]
+    pub(crate) fn set_run_bytes_for_tests(&mut self, bytes: usize) {
+        self.run_bytes = bytes;
+    }
+
+    /// See `Store::set_sorted_index_builds`.
+    pub fn set_sorted_index_builds(&mut self, on: bool) {
+        self.sorted_index_builds = on;
+    }
+
+    /// Whether a batch with this digest is already committed (a quick look before
+    /// taking the write lock; `Store::begin` checks again under the lock).
+    pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
+        inbox_has(&self.conn, digest)
+    }
+
+    /// Copies the WAL back into the database and truncates it, as far as readers
+    /// allow, without waiting for them: an analyst's long read holds back only
+    /// the frames it still needs. Returns whether the WAL was fully checkpointed.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        connect::wait_for_locks(&self.conn, false)?;
+        let result = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        connect::wait_for_locks(&self.conn, true)?;
+        match result.map_err(StoreError::from) {
+            Ok(busy) => Ok(busy == 0),
+            Err(e) if e.is_busy() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn totals(&self) -> Result<Totals, StoreError> {
+        let count = |sql: &str| -> Result<u64, StoreError> {
+            Ok(self.conn.query_row(sql, [], |row| row.get::<_, i64>(0))? as u64)
+        };
+        // A daemon creating the database has made the file but not yet committed its
+        // schema: nothing is ingested yet, which is not an error.
+        if self.schema_version()? == 0 && count("SELECT count(*) FROM sqlite_schema")? == 0 {
+            return Ok(Totals::default());
+        }
+        Ok(Totals {
+            batches: count("SELECT count(*) FROM ingest_inbox")?,
+            // The view joins every row to its flight; the table has the same rows.
+            // A database not yet upgraded (status reads any version) has the table
+            // under the view's name.
+            events: count(if self.schema_version()? >= 3 {
+                "SELECT count(*) FROM duty_event_data"
+            } else {
+                "SELECT count(*) FROM duty_event"
+            })?,
+            quarantined: count("SELECT count(*) FROM quarantine")?,
+            last_ingest_at: self.conn.query_row(
+                "SELECT max(ingested_at) FROM ingest_inbox",
+                [],
+                |row| row.get(0),
+            )?,
+        })
+    }
+
+    /// How a batch's events are sorted: in runs of what size, spilled where.
+    fn spill(&self) -> runs::Runs {
+        runs::Runs::new(self.spill_dirs.clone(), self.run_bytes)
+    }
+
+    /// Starts the `BEGIN IMMEDIATE` transaction for one batch file, written as
+    /// `file_name` at `now`. Returns `None` when the batch is already in the inbox:
+    /// a duplicate, with nothing to do.
+    pub fn begin(
+        &mut self,
+        digest: &str,
+        file_name: &str,
+        now: &str,
+    ) -> Result<Option<batch::Batch<'_>>, StoreError> {
+        let mut writer = batch::Writer::new(digest, file_name, now);
+        writer.sorted_index_builds = self.sorted_index_builds;
+        let runs = self.spill();
+        batch::begin(&mut self.conn, runs, digest, Box::new(writer))
+    }
+
+    /// Starts a dry run of one batch file: the same staging and outcome fold as
+    /// `begin`, in a read transaction with no write path. Outcomes are counted,
+    /// nothing is written to the database, and no write lock is taken, so a dry
+    /// run works on a read-only connection and never holds the daemon up. `None`
+    /// when the batch is already in the inbox.
+    pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<batch::Batch<'_>>, StoreError> {
+        let runs = self.spill();
+        batch::begin(&mut self.conn, runs, digest, Box::new(batch::DryRun))
+    }
+}
+
+/// Whether the inbox holds a batch with this digest.
+fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM ingest_inbox WHERE batch_digest = ?1")?
+        .query_row([digest], |_| Ok(()))
+        .optional()?;
+    Ok(found.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_file_whose_schema_is_not_committed_yet_reads_as_empty() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        // As a daemon leaves it between creating the file and committing schema 1.
+        let conn = Connection::open(&path).expect("create");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        drop(conn);
+        let store = SqliteStore::open_read_only(&path).expect("open read-only");
+        assert_eq!(store.totals().expect("totals"), Totals::default());
+        // A file of someone else's tables is no spoolite database: an error.
+        Connection::open(&path)
+            .expect("open")
+            .execute_batch("CREATE TABLE other (x)")
+            .expect("create other");
+        let store = SqliteStore::open_read_only(&path).expect("open read-only");
+        assert!(store.totals().is_err());
+    }
+}
