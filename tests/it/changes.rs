@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -15,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Site, event, ingest_json, json_batch, query, spoolite, wait_until};
+use crate::support::{
+    Daemon, Site, event, ingest_json, json_batch, let_others_traverse, query, spoolite,
+    spoolite_as, wait_until,
+};
 
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
@@ -777,16 +779,6 @@ fn a_follower_sees_each_change_once_while_the_daemon_is_killed_and_restarted() {
 /// uid and gid of the analyst: nobody and nogroup.
 const ANALYST: u32 = 65534;
 
-/// Makes every folder from `/` down to `dir` traversable by the analyst.
-fn let_analyst_traverse(dir: &Path) {
-    for ancestor in dir.ancestors() {
-        let mode = fs::metadata(ancestor).expect("stat").permissions().mode();
-        if mode & 0o001 == 0 {
-            fs::set_permissions(ancestor, fs::Permissions::from_mode(mode | 0o005)).expect("chmod");
-        }
-    }
-}
-
 #[test]
 fn an_analyst_who_may_not_write_the_folder_follows_the_feed() {
     // SAFETY: geteuid has no preconditions.
@@ -797,7 +789,7 @@ fn an_analyst_who_may_not_write_the_folder_follows_the_feed() {
     );
     let (dir, db) = database_with_changes();
     let state = db.parent().expect("state folder");
-    let_analyst_traverse(dir.path());
+    let_others_traverse(dir.path());
     // As on a packaged host: the folder and the files are the daemon's, the
     // analysts' group may read them and list the folder, and write neither.
     for path in fs::read_dir(state)
@@ -810,14 +802,8 @@ fn an_analyst_who_may_not_write_the_folder_follows_the_feed() {
     std::os::unix::fs::chown(state, Some(0), Some(ANALYST)).expect("chown folder");
     fs::set_permissions(state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
     let files_before = crate::support::names(state);
-    let mut command = spoolite();
-    command
-        .arg("changes")
-        .arg("--db")
-        .arg(&db)
-        .uid(ANALYST)
-        .gid(ANALYST)
-        .current_dir("/");
+    let mut command = spoolite_as(ANALYST, ANALYST);
+    command.arg("changes").arg("--db").arg(&db).current_dir("/");
     let mut follower = Follower::start(&mut command);
     let lines = follower.read_through(max_seq(&db), "the rows already committed");
     assert_eq!(lines, feed_rows(&db, ""));

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -43,11 +42,7 @@ fn assert_root() {
 /// Hands the site's folders to nobody, so a daemon running as nobody can serve it.
 fn give_to_nobody(site: &Site) {
     fs::set_permissions(site.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
-    for ancestor in site.dir.path().ancestors().skip(1) {
-        let mode = fs::metadata(ancestor).expect("stat").permissions().mode();
-        fs::set_permissions(ancestor, fs::Permissions::from_mode(mode | 0o001))
-            .expect("let nobody traverse");
-    }
+    let_others_traverse(site.dir.path());
     for dir in [
         site.spool.clone(),
         site.incoming(),
@@ -62,11 +57,8 @@ fn give_to_nobody(site: &Site) {
 
 /// `spoolite run` as nobody, with a short settle and back-off-friendly rescan.
 fn start_as_nobody(site: &Site) -> Daemon {
-    let mut command = site.run_command();
-    command
-        .args(["--settle", "200ms", "--rescan", "30s"])
-        .uid(NOBODY)
-        .gid(NOBODY);
+    let mut command = site.run_command_as(NOBODY, NOBODY);
+    command.args(["--settle", "200ms", "--rescan", "30s"]);
     let mut daemon = site.spawn(&mut command);
     daemon.wait_serving(site);
     daemon

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Daemon, Site, dump, event, ingest_command, json_batch, parse_lines, query, sha256_hex, spoolite,
+    Daemon, Site, dump, event, ingest_command, json_batch, let_others_traverse, parse_lines, query,
+    sha256_hex, spoolite, spoolite_as,
 };
 
 /// The longest any single wait of these tests may take.
@@ -989,8 +990,8 @@ fn status_run_by_an_analyst_who_cannot_read_incoming_prints_the_database() {
     for dir in [site.incoming(), site.rejected()] {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
     }
-    let mut command = site.status_command();
-    command.arg("--json").uid(ANALYST).gid(ANALYST);
+    let mut command = site.status_command_as(ANALYST, ANALYST);
+    command.arg("--json");
     let (code, stdout, stderr) = run_status(&mut command);
     assert_eq!(code, 2, "{stdout}{stderr}");
     let status: Value = serde_json::from_str(&stdout).expect("one JSON object");
@@ -1462,23 +1463,6 @@ impl Drop for Analyst {
     }
 }
 
-/// Makes every folder from `/` down to `dir` traversable by the analyst.
-fn let_analyst_traverse(dir: &Path) {
-    for ancestor in dir.ancestors() {
-        let meta = fs::metadata(ancestor).expect("stat ancestor");
-        if meta.mode() & 0o001 == 0 {
-            assert!(
-                ancestor.starts_with(std::env::temp_dir()),
-                "{} is not traversable by others; run the tests with TMPDIR elsewhere",
-                ancestor.display()
-            );
-            let mode = meta.permissions().mode() | 0o005;
-            fs::set_permissions(ancestor, fs::Permissions::from_mode(mode))
-                .expect("chmod temp folder");
-        }
-    }
-}
-
 /// Fails unless the test runs as root, which the tests that play another uid need.
 fn assert_root() {
     // SAFETY: geteuid has no preconditions.
@@ -1498,7 +1482,7 @@ fn analyst_site_with_day1() -> Site {
     fs::create_dir_all(&state).expect("mkdir state");
     std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown state");
     fs::set_permissions(&state, fs::Permissions::from_mode(0o2750)).expect("chmod state");
-    let_analyst_traverse(site.dir.path());
+    let_others_traverse(site.dir.path());
     let mut daemon = site.start_packaged(&[]);
     site.deliver(&mut daemon, "day1.json", day1());
     daemon.stop();
@@ -1738,14 +1722,11 @@ fn a_dry_run_needs_no_write_access_to_the_database() {
     assert_root();
     let site = analyst_site_with_day1();
 
-    // The analyst tries tomorrow's file before it is sent, with a copy of the
-    // binary where their uid can run it.
-    let binary = site.dir.path().join("spoolite");
-    fs::copy(env!("CARGO_BIN_EXE_spoolite"), &binary).expect("copy the binary");
+    // The analyst tries tomorrow's file before it is sent.
     let batch = site.dir.path().join("day2.ndjson");
     fs::write(&batch, day2()).expect("write day2");
     let tables = crate::support::snapshot(&site.db);
-    let output = Command::new(&binary)
+    let output = spoolite_as(ANALYST, ANALYST)
         .arg("ingest")
         .arg("--db")
         .arg(&site.db)
@@ -1753,8 +1734,6 @@ fn a_dry_run_needs_no_write_access_to_the_database() {
         .arg(&batch)
         .env_clear()
         .current_dir("/")
-        .uid(ANALYST)
-        .gid(ANALYST)
         .output()
         .expect("run ingest --dry-run as the analyst");
     assert_eq!(

@@ -1,18 +1,100 @@
-//! Shared helpers: the binary, temp folders, whole-table dumps, bounded waits, and a
-//! site served by `spoolite run`.
+//! Shared helpers: the binary (and a copy other users can run), temp folders,
+//! whole-table dumps, bounded waits, and a site served by `spoolite run`.
 
 #![allow(dead_code)]
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 /// The spoolite binary under test.
 pub fn spoolite() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spoolite"));
+    spoolite_from(Path::new(env!("CARGO_BIN_EXE_spoolite")))
+}
+
+/// The spoolite binary under test, run as `uid` and `gid`: the copy of
+/// `binary_for_other_users`, which that account can reach.
+pub fn spoolite_as(uid: u32, gid: u32) -> Command {
+    let mut command = spoolite_from(binary_for_other_users());
+    command.uid(uid).gid(gid);
+    command
+}
+
+/// The folder of `binary_for_other_users`, removed when the test process exits.
+static FOR_OTHER_USERS: OnceLock<PathBuf> = OnceLock::new();
+
+/// A copy of the spoolite binary that any account can run, for the tests that run
+/// it as another user (nobody, an analyst): the one in the build's `target/` lies in
+/// the clone, which may sit in a folder only its owner may enter (a home folder, a
+/// `mktemp -d`), and the clone and its parents are not the tests' to open up. One
+/// copy per test process, file and folder mode 0755, in the temp folder; it goes
+/// when the process exits.
+pub fn binary_for_other_users() -> &'static Path {
+    FOR_OTHER_USERS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("spoolite-for-other-users.")
+            .tempdir()
+            .expect("temp dir for the binary")
+            .keep();
+        // SAFETY: atexit only registers a function; the one given takes no arguments
+        // and reads a static set before it can run.
+        let registered = unsafe { libc::atexit(remove_binary_for_other_users) };
+        assert_eq!(registered, 0, "atexit");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+        let_others_traverse(&dir);
+        let binary = dir.join("spoolite");
+        // Copied by another process: were the copy written here, a child that another
+        // test forks meanwhile could inherit the file open for writing, and running
+        // the copy would fail with "text file busy" until that child execs.
+        let status = Command::new("cp")
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_spoolite"))
+            .arg(&binary)
+            .status()
+            .expect("run cp");
+        assert!(status.success(), "cp the binary to {}", binary.display());
+        fs::set_permissions(&binary, fs::Permissions::from_mode(0o755)).expect("chmod binary");
+        binary
+    })
+}
+
+extern "C" fn remove_binary_for_other_users() {
+    if let Some(dir) = FOR_OTHER_USERS.get().and_then(|binary| binary.parent()) {
+        let _ = fs::remove_dir_all(dir);
+    }
+}
+
+/// Makes every folder from `/` down to `dir` traversable (and listable) by other
+/// users. Only folders in the temp folder are opened up: any other folder that is
+/// closed to others (a private clone, a home folder) fails the test instead.
+pub fn let_others_traverse(dir: &Path) {
+    for ancestor in dir.ancestors() {
+        let mode = fs::metadata(ancestor)
+            .expect("stat ancestor")
+            .permissions()
+            .mode();
+        if mode & 0o001 == 0 {
+            assert!(
+                ancestor.starts_with(std::env::temp_dir()),
+                "{} is not traversable by others; run the tests with TMPDIR elsewhere",
+                ancestor.display()
+            );
+            fs::set_permissions(ancestor, fs::Permissions::from_mode(mode | 0o005))
+                .expect("chmod temp folder");
+        }
+    }
+}
+
+/// `program` (the binary under test or a copy of it) with no `RUST_LOG` or
+/// `SPOOLITE_*` variable of the test runner's.
+fn spoolite_from(program: &Path) -> Command {
+    let mut command = Command::new(program);
     command.env_remove("RUST_LOG");
     // No SPOOLITE_* variable of the test runner's environment leaks in.
     for (key, _) in std::env::vars() {
@@ -280,9 +362,23 @@ impl Site {
         self.command("status")
     }
 
+    /// `spoolite run --spool SPOOL --db DB` as `uid` and `gid` (see `spoolite_as`).
+    pub fn run_command_as(&self, uid: u32, gid: u32) -> Command {
+        self.command_from(spoolite_as(uid, gid), "run")
+    }
+
+    /// `spoolite status --spool SPOOL --db DB` as `uid` and `gid` (see `spoolite_as`).
+    pub fn status_command_as(&self, uid: u32, gid: u32) -> Command {
+        self.command_from(spoolite_as(uid, gid), "status")
+    }
+
     /// `spoolite SUBCOMMAND --spool SPOOL --db DB`.
     fn command(&self, subcommand: &str) -> Command {
-        let mut command = spoolite();
+        self.command_from(spoolite(), subcommand)
+    }
+
+    /// `command` (a spoolite) with `SUBCOMMAND --spool SPOOL --db DB`.
+    fn command_from(&self, mut command: Command, subcommand: &str) -> Command {
         command
             .arg(subcommand)
             .arg("--spool")
