@@ -245,8 +245,9 @@ pub struct KeyEnd<'a> {
     /// has none).
     pub table_live: Option<bool>,
     /// The key ends the file not live, though its stored row was live or the file
-    /// held a live version of it: what was taken from its live rows (a flight's
-    /// times) must be computed again.
+    /// held a live version of it (whatever that version's outcome): what was
+    /// taken from its live versions (a flight's times, merged as the file is
+    /// staged) must be computed again.
     pub left_live: bool,
 }
 
@@ -611,5 +612,117 @@ mod tests {
             "source_revision 7 is already stored with other content (its payload, or \
              whether it is retracted, differs); a higher source_revision replaces it"
         );
+    }
+
+    /// One key through a `FileFold`: started from `stored` (or, with `inserted`,
+    /// from the insert of the file's first version), offered `file`; returns the
+    /// outcomes and the key's end.
+    fn fold_key(
+        stored: Option<Version<'static>>,
+        inserted: bool,
+        file: &[Version<'static>],
+    ) -> (Vec<Outcome>, Option<Version<'static>>, Option<bool>, bool) {
+        let mut fold = FileFold::new();
+        assert!(fold.is_next_key(b"k"));
+        if inserted {
+            fold.start_key_inserted(b"k", file[0]);
+        } else {
+            fold.start_key(b"k", stored);
+        }
+        assert!(!fold.is_next_key(b"k") && fold.is_next_key(b"other"));
+        let outcomes = file.iter().map(|v| fold.offer(*v)).collect();
+        let end = fold.end_key().expect("a key is open");
+        let write = end.write.map(|v| {
+            let version = file
+                .iter()
+                .find(|f| **f == v)
+                .expect("a version of the file");
+            *version
+        });
+        let ended = (outcomes, write, end.table_live, end.left_live);
+        assert_eq!(fold.end_key(), None, "ended once");
+        ended
+    }
+
+    #[test]
+    fn a_key_end_says_what_to_write_and_whether_live_rows_were_left() {
+        let live = version((1, "{}"));
+        let higher = version((2, "{}"));
+        let gone = retracted((2, "{}"));
+        // A new key: its version is written.
+        assert_eq!(
+            fold_key(None, false, &[live]),
+            (vec![Inserted], Some(live), None, false)
+        );
+        // Inserted outright: the table holds it, nothing more to write...
+        assert_eq!(
+            fold_key(None, true, &[live]),
+            (vec![Inserted], None, Some(true), false)
+        );
+        // ... unless a later version of the file won.
+        assert_eq!(
+            fold_key(None, true, &[live, higher]),
+            (vec![Inserted, Updated], Some(higher), Some(true), false)
+        );
+        // A live stored row retracted: written, and its live rows left behind.
+        assert_eq!(
+            fold_key(Some(live), false, &[gone]),
+            (vec![Updated], Some(gone), Some(true), true)
+        );
+        // A new key offered live, then retracted in the same file: left too.
+        assert_eq!(
+            fold_key(None, false, &[live, gone]),
+            (vec![Inserted, Updated], Some(gone), None, true)
+        );
+        // A conflict and a stale version write nothing and leave nothing.
+        let other = version((1, "{\"x\":1}"));
+        assert_eq!(
+            fold_key(Some(live), false, &[other, version((0, "{}"))]),
+            (vec![Conflict, Stale], None, Some(true), false)
+        );
+        // A retracted row that stays retracted, offered a stale live version:
+        // that version's instant was taken into its flight's times as the file
+        // was staged, so they are computed again.
+        assert_eq!(
+            fold_key(Some(gone), false, &[version((1, "{}"))]),
+            (vec![Stale], None, Some(false), true)
+        );
+        assert_eq!(
+            fold_key(Some(gone), false, &[retracted((1, "{}"))]),
+            (vec![Stale], None, Some(false), false)
+        );
+    }
+
+    #[test]
+    fn a_tally_gives_every_event_one_outcome_and_names_the_conflicts() {
+        let mut tally = Tally::default();
+        let mut fold = FileFold::new();
+        fold.start_key(b"a", Some(version((1, "{}"))));
+        for incoming in [version((1, "{\"x\":1}")), version((2, "{}"))] {
+            tally.read_valid();
+            fold.offer(incoming);
+        }
+        tally.read_invalid("bad_instant");
+        assert_eq!((tally.events(), tally.valid()), (3, 2));
+        fold.end_key();
+        let finished = tally.finish(&fold, false);
+        assert_eq!(
+            (
+                finished.counts.conflicts,
+                finished.counts.updated,
+                finished.counts.invalid
+            ),
+            (1, 1, 1)
+        );
+        let reasons: Vec<_> = finished.reasons.into_iter().collect();
+        assert_eq!(reasons, [("bad_instant", 1), ("conflict", 1)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "every event has one outcome")]
+    fn a_tally_refuses_an_event_the_fold_never_met() {
+        let mut tally = Tally::default();
+        tally.read_valid();
+        tally.finish(&FileFold::new(), false);
     }
 }
