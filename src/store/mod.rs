@@ -42,6 +42,16 @@ pub struct Finished {
 /// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
 pub type Reasons = std::collections::BTreeMap<&'static str, u64>;
 
+/// An event bound for quarantine: its place in the file (from 0), its text as
+/// sent, and why (a reason code and a detail a person can act on).
+#[derive(Debug, Clone, Copy)]
+pub struct Quarantined<'a> {
+    pub index: u64,
+    pub raw: &'a str,
+    pub reason: &'a str,
+    pub detail: &'a str,
+}
+
 /// What `status` reads from the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {

@@ -31,7 +31,7 @@ use crate::batch::{Header, Record};
 use crate::store::fold::{
     CONFLICT_REASON, Content, Counts, FileFold, Outcome, Tally, Version, conflict_detail,
 };
-use crate::store::{CommitStatus, Finished, InDoubt, StoreError};
+use crate::store::{CommitStatus, Finished, InDoubt, Quarantined, StoreError};
 
 /// Rows read from the fold's cursor at a time.
 const FETCH_ROWS: usize = 10_000;
@@ -55,9 +55,8 @@ pub(super) trait Effects {
     /// the inbox holds it already.
     fn claim(&self, tx: &mut Transaction<'_>, digest: &str) -> Result<bool, StoreError>;
 
-    /// Quarantines the event at `index` in the file (its text `raw`), sent with
-    /// the next `flush`.
-    fn quarantine(&mut self, digest: &str, index: i64, reason: &str, detail: &str, raw: &str);
+    /// Quarantines an event of the batch `digest`, sent with the next `flush`.
+    fn quarantine(&mut self, digest: &str, event: Quarantined<'_>);
 
     /// Starts the apply phase (see `lock_counter`).
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError>;
@@ -323,9 +322,13 @@ impl Batch<'_> {
                 }
                 Err(invalid) => {
                     let reason = invalid.reason.code();
-                    let at = record.index as i64;
-                    self.effects
-                        .quarantine(&self.digest, at, reason, &invalid.detail, &record.raw);
+                    let event = Quarantined {
+                        index: record.index,
+                        raw: &record.raw,
+                        reason,
+                        detail: &invalid.detail,
+                    };
+                    self.effects.quarantine(&self.digest, event);
                     self.tally.read_invalid(reason);
                 }
             }
@@ -424,14 +427,14 @@ impl Batch<'_> {
             },
         };
         if fold.offer(incoming) == Outcome::Conflict {
-            let detail = conflict_detail(incoming);
-            self.effects.quarantine(
-                &self.digest,
-                row.get(1),
-                CONFLICT_REASON,
-                &detail,
-                row.get(5),
-            );
+            let index: i64 = row.get(1);
+            let event = Quarantined {
+                index: index as u64,
+                raw: row.get(5),
+                reason: CONFLICT_REASON,
+                detail: &conflict_detail(incoming),
+            };
+            self.effects.quarantine(&self.digest, event);
         }
     }
 }
@@ -448,16 +451,16 @@ impl Effects for Write {
         Ok(claimed == 1)
     }
 
-    fn quarantine(&mut self, digest: &str, index: i64, reason: &str, detail: &str, raw: &str) {
+    fn quarantine(&mut self, digest: &str, event: Quarantined<'_>) {
         row(
             &mut self.quarantined,
             &[
                 Some(digest),
                 Some(&self.file_name),
-                Some(&index.to_string()),
-                Some(reason),
-                Some(detail),
-                Some(raw),
+                Some(&event.index.to_string()),
+                Some(event.reason),
+                Some(event.detail),
+                Some(event.raw),
                 Some(&self.now),
             ],
         );
@@ -572,7 +575,7 @@ impl Effects for DryRun {
         Ok(found.is_none())
     }
 
-    fn quarantine(&mut self, _: &str, _: i64, _: &str, _: &str, _: &str) {}
+    fn quarantine(&mut self, _: &str, _: Quarantined<'_>) {}
 
     fn lock(&mut self, _: &mut Transaction<'_>, _: &AtomicBool) -> Result<(), StoreError> {
         Ok(())

@@ -21,7 +21,7 @@ use crate::batch::{Event, Header, Record};
 use crate::store::fold::{
     CONFLICT_REASON, Content, Counts, FileFold, KeyEnd, Outcome, Tally, Version, conflict_detail,
 };
-use crate::store::{Finished, StoreError};
+use crate::store::{Finished, Quarantined, StoreError};
 
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;
@@ -54,15 +54,8 @@ pub(super) trait Effects {
     /// The flight number of a valid event being staged.
     fn flight_ref(&mut self, tx: &Connection, event: &Event) -> Result<i64, StoreError>;
 
-    /// Quarantines the event at `index` in the file (its text `raw`).
-    fn quarantine(
-        &self,
-        tx: &Connection,
-        index: u64,
-        reason: &str,
-        detail: &str,
-        raw: &str,
-    ) -> Result<(), StoreError>;
+    /// Quarantines an event of the file.
+    fn quarantine(&self, tx: &Connection, event: Quarantined<'_>) -> Result<(), StoreError>;
 
     /// Folds the staged events (`valid` of them) onto their stored rows and
     /// writes what the fold says.
@@ -160,13 +153,13 @@ impl Batch<'_> {
                 }
                 Err(invalid) => {
                     let reason = invalid.reason.code();
-                    self.effects.quarantine(
-                        &self.tx,
-                        record.index,
+                    let event = Quarantined {
+                        index: record.index,
+                        raw: &record.raw,
                         reason,
-                        &invalid.detail,
-                        &record.raw,
-                    )?;
+                        detail: &invalid.detail,
+                    };
+                    self.effects.quarantine(&self.tx, event)?;
                     self.tally.read_invalid(reason);
                 }
             }
@@ -258,15 +251,8 @@ impl Effects for Writer {
         )
     }
 
-    /// Writes one quarantine row: the event at `index` in the file.
-    fn quarantine(
-        &self,
-        tx: &Connection,
-        index: u64,
-        reason: &str,
-        detail: &str,
-        raw: &str,
-    ) -> Result<(), StoreError> {
+    /// Writes one quarantine row.
+    fn quarantine(&self, tx: &Connection, event: Quarantined<'_>) -> Result<(), StoreError> {
         tx.prepare_cached(
             "INSERT INTO quarantine
                  (batch_digest, file_name, record_index, reason, detail, raw, quarantined_at)
@@ -275,10 +261,10 @@ impl Effects for Writer {
         .execute(params![
             self.digest,
             self.file_name,
-            index as i64,
-            reason,
-            detail,
-            raw,
+            event.index as i64,
+            event.reason,
+            event.detail,
+            event.raw,
             self.now
         ])?;
         Ok(())
@@ -334,14 +320,7 @@ impl Effects for DryRun {
         Ok(0)
     }
 
-    fn quarantine(
-        &self,
-        _: &Connection,
-        _: u64,
-        _: &str,
-        _: &str,
-        _: &str,
-    ) -> Result<(), StoreError> {
+    fn quarantine(&self, _: &Connection, _: Quarantined<'_>) -> Result<(), StoreError> {
         Ok(())
     }
 
@@ -592,13 +571,13 @@ impl Writer {
             Ok(())
         };
         let conflict = |row: &Staged<'_>, version: Version<'_>| {
-            self.quarantine(
-                tx,
-                row.index,
-                CONFLICT_REASON,
-                &conflict_detail(version),
-                row.raw,
-            )
+            let event = Quarantined {
+                index: row.index,
+                raw: row.raw,
+                reason: CONFLICT_REASON,
+                detail: &conflict_detail(version),
+            };
+            self.quarantine(tx, event)
         };
         fold_runs(runs, default_revision, stop, start, end, conflict)
     }
