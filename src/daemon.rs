@@ -438,6 +438,7 @@ impl Daemon {
             progress: Some(&progress),
             dry_run: false,
             stop: &self.stop,
+            clock: &*self.clock,
         };
         let store = self
             .store
