@@ -23,11 +23,18 @@ use crate::ingest::{self, IngestError, Outcome, Progress};
 use crate::metrics::Metrics;
 use crate::names;
 use crate::readiness::{Backoff, Readiness, Rules, Tracked};
-use crate::report;
 use crate::service::Notifier;
 use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
 use crate::state::{self, DaemonState, DatabaseFault};
 use crate::store::{CommitStatus, FaultClass, InDoubt, Store, StoreError};
+
+mod report;
+
+pub use report::{Fault, Left, Report, log_report};
+
+/// Every part of the daemon logs under this target, the module's own, so that its
+/// lines read as they did when it was one file.
+const LOG_TARGET: &str = module_path!();
 
 /// Tries of one file that the database refuses for something in the file (a value
 /// too big, say) before the file is rejected.
@@ -64,56 +71,6 @@ pub enum DaemonError {
         path: PathBuf,
         source: notify::Error,
     },
-}
-
-/// What one step did.
-#[derive(Debug)]
-pub enum Report {
-    /// A file was taken: processed, skipped as a duplicate or rejected, and moved
-    /// out of incoming/ as `final_name`.
-    Took {
-        name: String,
-        outcome: Outcome,
-        final_name: String,
-        elapsed: Duration,
-    },
-    /// A file was looked at and left in incoming/ for now.
-    Waiting { name: String, why: Left },
-    /// A try failed for a reason that is not in the file; it (or, for a database
-    /// fault, every file) is tried again after a back-off.
-    RetryLater { name: String, fault: Fault },
-    /// A stop was asked for while a file was in hand: it was rolled back and left
-    /// untouched in incoming/.
-    Stopped { name: String },
-    /// Nothing to do until `wake_in` passes or the doorbell rings.
-    Idle { wake_in: Option<Duration> },
-}
-
-/// Why a file was left in incoming/.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Left {
-    /// Its content ends early: the rest may still come (`detail` says where).
-    StillArriving { detail: String },
-    /// It changed since it was listed or while it was read: it is taken again once
-    /// it has settled. `committed` is what was committed of the bytes that were read,
-    /// when they were (the change came between the commit and the move): that batch
-    /// is in the inbox, and its file is not in archive/.
-    Changed { committed: Option<Box<Outcome>> },
-    /// It is gone (moved or deleted by someone else) or no longer a regular file.
-    Gone,
-}
-
-/// A passing fault, and whether it holds back every file or this one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fault {
-    pub error: String,
-    /// The database failed: every file waits.
-    pub database: bool,
-    /// Failures in a row of what failed (the database, or this file).
-    pub attempts: u32,
-    pub next_in: Duration,
-    /// Whether this failure is to be logged (the first, then once per 30 s).
-    pub log: bool,
 }
 
 pub struct Daemon {
@@ -609,7 +566,8 @@ impl Daemon {
         let moved = match &outcome {
             Outcome::Rejected { .. } => {
                 let rejected_at = format_millis(self.clock.wall());
-                let reason = |_: &str| report::reason_json(&recorded, &outcome, &rejected_at);
+                let reason =
+                    |_: &str| crate::report::reason_json(&recorded, &outcome, &rejected_at);
                 self.spool.reject(name, read, outcome.digest(), reason)
             }
             _ => self.spool.archive(name, read),
@@ -929,100 +887,6 @@ fn progress_logger(name: String, started: Instant) -> impl Fn(Progress) {
             mib(progress.bytes_total),
             now.duration_since(started).as_secs_f64()
         );
-    }
-}
-
-/// Logs what a step did: outcomes at info (rejections and quarantines at warn),
-/// faults once per interval with their count.
-pub fn log_report(report: &Report) {
-    match report {
-        Report::Took {
-            name,
-            outcome,
-            final_name,
-            elapsed,
-        } => {
-            let line = report::outcome_line(&names::escaped(name), outcome);
-            let millis = elapsed.as_millis();
-            let kept = if final_name != name {
-                format!(" (kept as {})", names::escaped(final_name))
-            } else {
-                String::new()
-            };
-            match outcome {
-                Outcome::Rejected { .. } => log::warn!("{line} {millis}ms{kept}"),
-                _ => log::info!("{line} {millis}ms{kept}"),
-            }
-            if let Outcome::Processed {
-                reasons,
-                resent_batch_id,
-                ..
-            } = outcome
-            {
-                if !reasons.is_empty() {
-                    let total: u64 = reasons.values().sum();
-                    let by_reason: Vec<String> = reasons
-                        .iter()
-                        .map(|(code, n)| format!("{code}={n}"))
-                        .collect();
-                    let events = if total == 1 { "event" } else { "events" };
-                    log::warn!(
-                        "{}: {total} {events} quarantined: {}",
-                        names::escaped(name),
-                        by_reason.join(" ")
-                    );
-                }
-                if let Some(id) = resent_batch_id {
-                    log::warn!(
-                        "{}: batch_id {id:?} was ingested before with other bytes (a re-sent batch)",
-                        names::escaped(name)
-                    );
-                }
-            }
-        }
-        Report::Waiting { name, why } => match why {
-            Left::StillArriving { detail } => log::info!(
-                "{} looks incomplete ({detail}); waiting for the rest",
-                names::escaped(name)
-            ),
-            Left::Changed { committed: None } => log::info!(
-                "{} changed while it was ingested; left in incoming/ to be taken again",
-                names::escaped(name)
-            ),
-            Left::Changed {
-                committed: Some(outcome),
-            } => log::warn!(
-                "{}; then the file changed while it was ingested, before it could be moved: \
-                 the batch read is committed (its bytes are not in archive/), the file is \
-                 left in incoming/ to be taken again",
-                report::outcome_line(&names::escaped(name), outcome)
-            ),
-            Left::Gone => log::debug!("{} is gone from incoming/", names::escaped(name)),
-        },
-        Report::RetryLater { name, fault } if fault.log => {
-            let what = if name.is_empty() {
-                "files wait in incoming/".to_owned()
-            } else {
-                format!("{} waits in incoming/", names::escaped(name))
-            };
-            let failed = if fault.database {
-                "database failed"
-            } else {
-                "file failed"
-            };
-            log::warn!(
-                "{what}: {} ({failed} {} times in a row, next try in {:?})",
-                fault.error,
-                fault.attempts,
-                fault.next_in
-            );
-        }
-        Report::RetryLater { .. } => {}
-        Report::Stopped { name } => log::info!(
-            "stopping: {} rolled back and left in incoming/",
-            names::escaped(name)
-        ),
-        Report::Idle { .. } => {}
     }
 }
 
