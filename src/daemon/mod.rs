@@ -20,16 +20,18 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::batch::Limits;
 use crate::clock::{Clock, SystemClock, format_millis};
 use crate::ingest::{self, IngestError, Outcome, Progress};
-use crate::metrics::Metrics;
 use crate::names;
 use crate::readiness::{Backoff, Readiness, Rules, Tracked};
 use crate::service::Notifier;
 use crate::spool::{self, FileIdentity, MoveError, Spool, SpoolError};
-use crate::state::{self, DaemonState, DatabaseFault};
 use crate::store::{CommitStatus, FaultClass, InDoubt, Store, StoreError};
 
+mod database;
+mod publish;
 mod report;
 
+use database::Database;
+use publish::{Publisher, WaitingFiles};
 pub use report::{Fault, Left, Report, log_report};
 
 /// Every part of the daemon logs under this target, the module's own, so that its
@@ -39,8 +41,6 @@ const LOG_TARGET: &str = module_path!();
 /// Tries of one file that the database refuses for something in the file (a value
 /// too big, say) before the file is rejected.
 const IN_FILE_TRIES_MAX: u32 = 3;
-/// The metrics and state files are rewritten at most this often.
-const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// Listings caused by the doorbell are at least this far apart, so that a burst of
 /// uploads (each ringing) costs a few listings, not one per file; a lone file is
 /// listed at once.
@@ -79,10 +79,7 @@ pub struct Daemon {
     rules: Rules,
     stop: Arc<AtomicBool>,
     clock: Box<dyn Clock + Send>,
-    /// None until the database opens; dropped when a fault can outlive it.
-    store: Option<Store>,
-    store_retry: Backoff,
-    store_fault: Option<DatabaseFault>,
+    database: Database,
     /// Every regular file of incoming/ at the last listing, temp-named ones too.
     tracked: HashMap<OsString, Tracked<FileIdentity>>,
     /// Entries of incoming/ that are never taken, logged once each.
@@ -96,17 +93,7 @@ pub struct Daemon {
     /// When it was last listed.
     listed_at: Option<Instant>,
     list_retry: Backoff,
-    metrics: Metrics,
-    /// A figure (counts, waiting files, listings, a fault) changed since the last
-    /// publish.
-    figures_changed: bool,
-    published_at: Option<Instant>,
-    state: DaemonState,
-    state_written: Option<DaemonState>,
-    /// The metrics or state files whose last write failed (logged once).
-    publish_failing: HashSet<PathBuf>,
-    /// Something was committed since the last checkpoint.
-    wal_dirty: bool,
+    publisher: Publisher,
     /// The file (by name) whose batch's COMMIT went unacknowledged, and what that
     /// batch came to: its next try asks the server which commit the inbox holds.
     in_doubt: Option<(OsString, InDoubt)>,
@@ -124,20 +111,18 @@ impl Daemon {
             settle: config.settle,
             partial_timeout: config.partial_timeout,
         };
-        let state = DaemonState {
-            pid: std::process::id(),
-            since: format_millis(clock.wall()),
-            ..DaemonState::default()
-        };
+        let publisher = Publisher::new(
+            config.metrics_file.clone(),
+            spool.root.clone(),
+            clock.wall(),
+        );
         Daemon {
             spool,
             config,
             rules,
             stop,
             clock,
-            store,
-            store_retry: Backoff::default(),
-            store_fault: None,
+            database: Database::new(store),
             tracked: HashMap::new(),
             ignored: HashSet::new(),
             queue: VecDeque::new(),
@@ -145,13 +130,7 @@ impl Daemon {
             list_at: None,
             listed_at: None,
             list_retry: Backoff::default(),
-            metrics: Metrics::default(),
-            figures_changed: true,
-            published_at: None,
-            state,
-            state_written: None,
-            publish_failing: HashSet::new(),
-            wal_dirty: false,
+            publisher,
             in_doubt: None,
         }
     }
@@ -177,14 +156,14 @@ impl Daemon {
                 return report;
             }
         }
-        let database_wait = self.store_retry.waiting(now);
+        let database_wait = self.database.waiting(now);
         if self.queue.is_empty() || database_wait.is_some() {
             self.idle(now);
             return Report::Idle {
                 wake_in: Some(self.soonest(now, database_wait)),
             };
         }
-        if self.store.is_none()
+        if !self.database.is_open()
             && let Some(report) = self.open_store(now)
         {
             return report;
@@ -260,7 +239,7 @@ impl Daemon {
         let listing = self
             .list_at
             .map_or(self.config.rescan, |at| at.saturating_duration_since(now));
-        let publish = self.figures_changed.then(|| self.publish_wait(now));
+        let publish = self.publisher.wait(now);
         [Some(listing), self.ring_listing_wait(now), publish, extra]
             .into_iter()
             .flatten()
@@ -272,8 +251,7 @@ impl Daemon {
     fn list(&mut self, now: Instant) {
         self.notified = false;
         self.listed_at = Some(now);
-        self.metrics.scans += 1;
-        self.figures_changed = true;
+        self.publisher.listed();
         let mut list_at = now + self.config.rescan;
         let listing = match self.spool.list_incoming() {
             Ok(listing) => {
@@ -349,7 +327,7 @@ impl Daemon {
     fn open_store(&mut self, now: Instant) -> Option<Report> {
         match Store::open(&self.config.db) {
             Ok(store) => {
-                self.store = Some(store);
+                self.database.opened(store);
                 None
             }
             Err(error) => Some(self.database_fault(None, String::new(), &error, now)),
@@ -361,21 +339,19 @@ impl Daemon {
     /// the metrics tell an outage, and its end, without a file waiting. Not while
     /// the database waits out a back-off. SQLite: nothing.
     fn probe(&mut self, now: Instant) -> Option<Report> {
-        if !crate::store::postgres::is_uri(&self.config.db)
-            || self.store_retry.waiting(now).is_some()
+        if !crate::store::postgres::is_uri(&self.config.db) || self.database.waiting(now).is_some()
         {
             return None;
         }
-        if self.store.is_none()
+        if !self.database.is_open()
             && let Some(report) = self.open_store(now)
         {
             return Some(report);
         }
-        match self.store.as_mut()?.probe() {
+        match self.database.store_mut()?.probe() {
             Ok(()) => {
-                if self.store_fault.is_some() {
-                    self.database_recovered();
-                    self.figures_changed = true;
+                if self.database.recovered() {
+                    self.publisher.changed();
                 }
                 None
             }
@@ -398,8 +374,8 @@ impl Daemon {
             clock: &*self.clock,
         };
         let store = self
-            .store
-            .as_mut()
+            .database
+            .store_mut()
             .expect("the store is open before a take");
         let ingested = match ingest::ingest(store, &path, options) {
             Ok(ingested) => ingested,
@@ -432,7 +408,7 @@ impl Daemon {
             outcome,
             Outcome::Processed { .. } | Outcome::SkippedDuplicate { .. }
         ) {
-            self.database_recovered();
+            self.database.recovered();
         }
         if let Outcome::Rejected { rejection, .. } = &mut outcome
             && rejection.reason.may_still_arrive()
@@ -496,7 +472,10 @@ impl Daemon {
             );
             return Ok(outcome);
         }
-        let store = self.store.as_mut().expect("the store is open after a take");
+        let store = self
+            .database
+            .store_mut()
+            .expect("the store is open after a take");
         let status = match store.commit_status(&batch.xid) {
             Ok(status) => status,
             Err(error) => {
@@ -577,7 +556,7 @@ impl Daemon {
             Err(MoveError::Changed) => {
                 let committed = matches!(outcome, Outcome::Processed { .. });
                 if committed {
-                    self.wal_dirty = true;
+                    self.database.committed();
                 }
                 let mut report = self.changed(recorded);
                 if let Report::Waiting {
@@ -595,7 +574,7 @@ impl Daemon {
             }
         };
         if matches!(outcome, Outcome::Processed { .. }) {
-            self.wal_dirty = true;
+            self.database.committed();
         }
         self.tracked.remove(name);
         Report::Took {
@@ -645,8 +624,8 @@ impl Daemon {
         }
     }
 
-    /// The database failed: every file waits one back-off; a fault that can outlive
-    /// the connection closes it, so the next try opens the database again.
+    /// The database failed: every file waits one back-off, and this one (`name`,
+    /// when a file was in hand) stays first in line.
     fn database_fault(
         &mut self,
         name: Option<&OsStr>,
@@ -654,52 +633,14 @@ impl Daemon {
         error: &StoreError,
         now: Instant,
     ) -> Report {
-        if let FaultClass::Database { reopen: true } = error.class() {
-            self.store = None;
-        }
-        let text = error.to_string();
-        let log = self.store_retry.fail(now, &text);
-        // Since the first failure; the error and whether the server can be reached
-        // at all are the latest try's.
-        let wall = self.clock.wall();
-        let fault = self.store_fault.get_or_insert_with(|| DatabaseFault {
-            since: format_millis(wall),
-            error: String::new(),
-            unreachable: false,
-        });
-        fault.error.clone_from(&text);
-        fault.unreachable = error.is_unreachable();
-        if self.metrics.database_failing_since_unix_s.is_none() {
-            let since = wall
-                .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                .unwrap_or_default();
-            self.metrics.database_failing_since_unix_s = Some(since.as_secs_f64());
-        }
-        self.metrics.database_unreachable = fault.unreachable;
-        // The file was not taken: it stays first in line.
+        let fault = self.database.failed(error, self.clock.wall(), now);
         if let Some(name) = name {
             self.queue.push_front(name.to_owned());
         }
         Report::RetryLater {
             name: recorded,
-            fault: Fault {
-                error: text,
-                database: true,
-                attempts: self.store_retry.failures(),
-                next_in: self.store_retry.delay(),
-                log,
-            },
+            fault,
         }
-    }
-
-    fn database_recovered(&mut self) {
-        let failures = self.store_retry.recover();
-        if failures > 0 {
-            log::info!("database usable again after {failures} failed attempts");
-        }
-        self.store_fault = None;
-        self.metrics.database_failing_since_unix_s = None;
-        self.metrics.database_unreachable = false;
     }
 
     /// This file failed: it alone waits its back-off; later files keep flowing.
@@ -731,19 +672,7 @@ impl Daemon {
 
     /// With nothing ready: checkpoint what was committed, publish the figures.
     fn idle(&mut self, now: Instant) {
-        if self.wal_dirty
-            && let Some(store) = &self.store
-        {
-            match store.checkpoint() {
-                Ok(complete) => {
-                    self.wal_dirty = !complete;
-                    if !complete {
-                        log::debug!("checkpoint held back by a reader; trying again when idle");
-                    }
-                }
-                Err(error) => log::warn!("checkpoint: {error}"),
-            }
-        }
+        self.database.checkpoint();
         self.publish(now);
     }
 
@@ -752,9 +681,7 @@ impl Daemon {
         match report {
             Report::Took {
                 outcome, elapsed, ..
-            } => self
-                .metrics
-                .observe_outcome(outcome, *elapsed, self.clock.wall()),
+            } => self.publisher.taken(outcome, *elapsed, self.clock.wall()),
             // A batch committed before its file changed counts like any other.
             Report::Waiting {
                 why: Left::Changed {
@@ -762,92 +689,28 @@ impl Daemon {
                 },
                 ..
             } => self
-                .metrics
-                .observe_outcome(outcome, Duration::ZERO, self.clock.wall()),
+                .publisher
+                .taken(outcome, Duration::ZERO, self.clock.wall()),
             _ => {}
         }
         if !matches!(report, Report::Idle { .. }) {
-            self.figures_changed = true;
+            self.publisher.changed();
             self.publish(now);
         }
     }
 
-    /// The figures of waiting files and of the database, from what is tracked
-    /// (one pass over the tracked files: done when publishing, at most once a
-    /// second, not on every step of a backlog).
-    fn refresh_state(&mut self, now: Instant) {
-        let oldest = self.tracked.values().map(|t| t.first_seen).min();
-        let waiting = self.tracked.len() as u64;
-        let age = oldest.map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-        self.metrics.files_waiting = waiting;
-        self.metrics.oldest_waiting_age_s = age;
-        // The wall time of the first sight, from the two clocks read together: the
-        // step's `now` may be seconds old (a file that waited on a lock).
-        let (mono_now, wall_now) = (self.clock.now(), self.clock.wall());
-        self.state.files_waiting = waiting;
-        self.state.oldest_waiting_seen_at = oldest.map(|at| {
-            let ago = mono_now.saturating_duration_since(at);
-            format_millis(wall_now.checked_sub(ago).unwrap_or(wall_now))
-        });
-        self.state.database_fault = self.store_fault.clone();
-    }
-
-    /// Logs a failed write of the metrics or state file once, and its recovery, not
-    /// once a second; returns whether it was written.
-    fn note_publish(&mut self, path: &std::path::Path, written: std::io::Result<()>) -> bool {
-        match written {
-            Ok(()) => {
-                if self.publish_failing.remove(path) {
-                    log::info!("{} is written again", path.display());
-                }
-                true
-            }
-            Err(error) => {
-                if self.publish_failing.insert(path.to_owned()) {
-                    log::warn!(
-                        "write {}: {error}; trying again at every change, logged when it works",
-                        path.display()
-                    );
-                }
-                false
-            }
-        }
-    }
-
-    /// How long until the once-a-second limit lets the figures be written again.
-    fn publish_wait(&self, now: Instant) -> Duration {
-        self.published_at.map_or(Duration::ZERO, |at| {
-            (at + PUBLISH_EVERY).saturating_duration_since(now)
-        })
-    }
-
-    /// Writes the metrics file and (when it differs) the state file after a figure
-    /// changed, at most once a second.
+    /// Writes the metrics and state files when a figure changed, at most once a
+    /// second.
     fn publish(&mut self, now: Instant) {
-        if !self.figures_changed || !self.publish_wait(now).is_zero() {
+        if !self.publisher.due(now) {
             return;
         }
-        self.figures_changed = false;
-        self.published_at = Some(now);
-        self.refresh_state(now);
-        if let Some(path) = self.config.metrics_file.clone() {
-            let written = self.metrics.write(&path);
-            self.note_publish(&path, written);
-        }
-        let unchanged = self.state_written.as_ref().is_some_and(|written| {
-            let mut current = self.state.clone();
-            current.written_at.clone_from(&written.written_at);
-            current == *written
-        });
-        if unchanged {
-            return;
-        }
-        self.state.written_at = format_millis(self.clock.wall());
-        let written = state::write(&self.spool.root, &self.state);
-        let path = state::path(&self.spool.root);
-        if self.note_publish(&path, written) {
-            self.state_written = Some(self.state.clone());
-        }
+        let waiting = WaitingFiles {
+            count: self.tracked.len() as u64,
+            oldest_seen: self.tracked.values().map(|t| t.first_seen).min(),
+        };
+        let outage = self.database.outage();
+        self.publisher.publish(waiting, outage, now, &*self.clock);
     }
 }
 

@@ -96,7 +96,7 @@ impl Harness {
     }
 
     fn scans(&self) -> u64 {
-        self.daemon.metrics.scans
+        self.daemon.publisher.metrics().scans
     }
 }
 
@@ -228,14 +228,14 @@ fn a_database_that_cannot_be_opened_holds_files_back_and_is_opened_again() {
         }
     }
     assert_eq!(attempts, [1, 2, 3], "the back-off counts its own attempts");
-    assert!(h.daemon.state.database_fault.is_some());
+    assert!(h.daemon.publisher.state().database_fault.is_some());
     fs::remove_dir(&h.db).expect("rmdir");
     let reports = h.until_idle(t + 30.0);
     assert_eq!(
         took(reports.last().expect("a report")),
         ("a.json", "processed")
     );
-    assert_eq!(h.daemon.state.database_fault, None);
+    assert_eq!(h.daemon.publisher.state().database_fault, None);
 }
 
 #[test]
@@ -262,8 +262,8 @@ fn a_file_that_cannot_be_read_waits_alone_while_later_files_flow() {
 fn a_value_the_database_refuses_rejects_only_its_file_after_a_few_tries() {
     let mut h = Harness::new();
     h.daemon
-        .store
-        .as_ref()
+        .database
+        .store()
         .expect("open")
         .limit_value_bytes_for_tests(2000);
     let big = format!(
