@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::take::ProgressLog;
 use super::*;
 
 /// A wall clock that stands still: what is written down does not matter here.
