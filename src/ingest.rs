@@ -587,6 +587,8 @@ fn coarse_clock_ns() -> io::Result<i128> {
 /// change time more than a second ahead of the clock (the clock was set back) is
 /// taken as it is: a later write gets an earlier time, which differs all the same.
 fn identity_before_reading(file: &File, stop: &AtomicBool) -> io::Result<Option<Metadata>> {
+    // The system's clocks, not `Options::clock`: this waits for the kernel's clock,
+    // the one that stamps the file, and only for as long as a tick or a granule.
     let started = std::time::Instant::now();
     loop {
         let clock = coarse_clock_ns()?;

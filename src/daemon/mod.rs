@@ -8,11 +8,13 @@
 //! only when the doorbell rang, a timer (settle, partial timeout, back-off, rescan)
 //! came due, or at start.
 //!
-//! Its parts: `schedule` (the tracked files, the queue, the timers and a file's
-//! retries), `take` (one file through `ingest` and out of incoming/), `database`
-//! (the store, its back-off and checkpoints), `in_doubt` (PostgreSQL's
-//! unacknowledged commits), `publish` (the metrics and state files) and `report`
-//! (what a step did, and its log lines).
+//! The daemon reads every instant from the step's `now` and from the `Clock` it is
+//! given, which it hands to `ingest` for the time written into the inbox, so that
+//! its tests choose them all. Its parts: `schedule` (the tracked files, the queue,
+//! the timers and a file's retries), `take` (one file through `ingest` and out of
+//! incoming/), `database` (the store, its back-off and checkpoints), `in_doubt`
+//! (PostgreSQL's unacknowledged commits), `publish` (the metrics and state files)
+//! and `report` (what a step did, and its log lines).
 
 mod database;
 mod in_doubt;
@@ -281,14 +283,14 @@ pub fn run(
     let longest_sleep = notifier
         .watchdog_every()
         .map_or(config.rescan, |w| w.min(config.rescan));
-    let clock = Box::new(SystemClock);
-    let mut daemon = Daemon::new(spool, store, config, stop.clone(), clock);
+    let clock = SystemClock;
+    let mut daemon = Daemon::new(spool, store, config, stop.clone(), Box::new(clock));
     notifier.ready();
     while !stop.load(Ordering::SeqCst) {
         if wake.try_recv().is_ok() {
             daemon.notify();
         }
-        let report = daemon.step(Instant::now());
+        let report = daemon.step(clock.now());
         log_report(&report);
         notifier.ping_if_due();
         if let Report::Idle { wake_in } = report {

@@ -27,7 +27,7 @@ impl Daemon {
     /// Ingests one file and moves it, or leaves it for later.
     pub(super) fn take(&mut self, name: OsString, now: Instant) -> Report {
         let recorded = names::lossy(&name);
-        let started = Instant::now();
+        let started = self.clock.now();
         let ingested = match self.ingest(&name, &recorded, started) {
             Ok(ingested) => ingested,
             Err(error) => return self.ingest_failed(&name, recorded, error, now),
@@ -68,7 +68,7 @@ impl Daemon {
     ) -> Result<Ingested, IngestError> {
         let path = self.spool.incoming.join(name);
         let clock: &dyn Clock = &*self.clock;
-        let progress = progress_logger(recorded.to_owned(), started);
+        let progress = progress_logger(recorded.to_owned(), started, clock);
         let options = ingest::Options {
             file_bytes_max: self.config.file_bytes_max,
             limits: self.config.limits,
@@ -187,7 +187,7 @@ impl Daemon {
             name: recorded,
             outcome,
             final_name,
-            elapsed: started.elapsed(),
+            elapsed: self.clock.now().saturating_duration_since(started),
         }
     }
 
@@ -237,7 +237,8 @@ impl Daemon {
                 let Some(listed) = self.schedule.listed_version(name) else {
                     return report;
                 };
-                self.finish(name, recorded, outcome, &listed, Instant::now(), now)
+                let started = self.clock.now();
+                self.finish(name, recorded, outcome, &listed, started, now)
             }
         }
     }
@@ -309,11 +310,12 @@ impl ProgressLog {
     }
 }
 
-/// Logs the progress of a file that takes longer than `PROGRESS_EVERY`, that often.
-fn progress_logger(name: String, started: Instant) -> impl Fn(Progress) {
+/// Logs the progress of a file that takes longer than `PROGRESS_EVERY`, that often,
+/// by the daemon's clock.
+fn progress_logger(name: String, started: Instant, clock: &dyn Clock) -> impl Fn(Progress) {
     let log = Cell::new(ProgressLog { last: started });
     move |progress: Progress| {
-        let now = Instant::now();
+        let now = clock.now();
         let mut due = log.get();
         if !due.due(now) {
             return;
