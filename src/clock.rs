@@ -1,4 +1,4 @@
-//! Time as spoolite writes it, and the clock the daemon's loop is given.
+//! Time as spoolite writes it, and the clock the daemon and `ingest` read it from.
 //!
 //! Every time spoolite writes itself (`ingested_at`, `first_seen_at`, `updated_at`,
 //! `quarantined_at`, `rejected_at`, `last_ingest_at`, …) is UTC with exactly three
@@ -27,13 +27,15 @@ pub fn format_millis(time: SystemTime) -> String {
     )
 }
 
-/// The current time as spoolite writes it.
+/// The current time as spoolite writes it, from the real clock: for the benchmark
+/// and the tests, since the product reads the time from the `Clock` it is given.
 pub fn now_utc() -> String {
     format_millis(SystemTime::now())
 }
 
-/// Where the daemon's loop reads the time, so that tests can drive it with chosen
-/// instants instead of sleeping.
+/// Where the daemon and `ingest` read the time, so that tests can drive them with
+/// chosen instants instead of sleeping: a test clock moves both times together, by
+/// hours if it likes, when the test says so.
 pub trait Clock {
     /// Monotonic time, for settle, timeouts and back-off.
     fn now(&self) -> Instant;

@@ -55,6 +55,7 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
                 .map(|_| &report_progress as &dyn Fn(ingest::Progress)),
             dry_run: args.dry_run,
             stop: &stop,
+            clock: &crate::clock::SystemClock,
         };
         let started = Instant::now();
         let result = ingest_waiting_out_locks(&mut store, path, &shown, options);
@@ -300,6 +301,7 @@ mod tests {
             progress: None,
             dry_run: false,
             stop: &stop,
+            clock: &crate::clock::SystemClock,
         };
         match ingest_waiting_out_locks(&mut store, &file, "big.json", options) {
             Ok(Outcome::Rejected { rejection, .. }) => {

@@ -16,10 +16,10 @@ use crate::batch::{
     BatchReader, Format, Header, Limits, LineOf, ReadError, Record, RejectReason, Rejection,
     Utf8Check, Utf8Verdict, preflight,
 };
-use crate::clock::now_utc;
+use crate::clock::{Clock, format_millis};
 use crate::names;
 use crate::spool::FileIdentity;
-use crate::store::{Counts, Reasons, Store, StoreError};
+use crate::store::{Batch, Counts, Reasons, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
 pub const FILE_BYTES_MAX_DEFAULT: u64 = 2 << 30;
@@ -115,6 +115,9 @@ pub struct Options<'a> {
     pub dry_run: bool,
     /// Set from outside (a signal) to abandon the file; its transaction rolls back.
     pub stop: &'a AtomicBool,
+    /// Where the time written into the inbox (`ingested_at`) and quarantine is read,
+    /// when the batch begins: the caller's clock, so that the daemon's tests choose it.
+    pub clock: &'a dyn Clock,
 }
 
 /// Records parsed per message from the reader thread, at most.
@@ -194,75 +197,94 @@ pub fn ingest_file(
 /// Ingests the file at `path`: open, one pass for the digest and the encoding, the
 /// whole-file rules, the inbox, then stream, check the file is unchanged, finish.
 pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingested, IngestError> {
-    let name = names::base_name(path);
     let read_error = |source| read_fault(path, source, options.stop);
-    let changed = || IngestError::Changed {
-        path: path.display().to_string(),
-    };
     let mut file = open_no_follow(path).map_err(read_error)?;
     let opened = identity_before_reading(&file, options.stop)
         .map_err(read_error)?
-        .ok_or_else(changed)?;
-    let done = |outcome| {
-        Ok(Ingested {
-            outcome,
-            opened: opened.clone(),
-        })
-    };
-    if !opened.is_file() {
+        .ok_or_else(|| changed(path))?;
+    let outcome = if opened.is_file() {
+        ingest_opened(store, path, &mut file, &opened, options)?
+    } else {
         let rejection = Rejection::new(RejectReason::UnsupportedType, "not a regular file");
-        return done(Outcome::Rejected {
+        Outcome::Rejected {
             digest: None,
             rejection,
-        });
+        }
+    };
+    Ok(Ingested { outcome, opened })
+}
+
+/// The file at `path` changed while it was read.
+fn changed(path: &Path) -> IngestError {
+    IngestError::Changed {
+        path: path.display().to_string(),
     }
+}
+
+/// `ingest` of a regular file, opened as `opened` says.
+fn ingest_opened(
+    store: &mut Store,
+    path: &Path,
+    file: &mut File,
+    opened: &Metadata,
+    options: Options,
+) -> Result<Outcome, IngestError> {
+    let name = names::base_name(path);
+    let read_error = |source| read_fault(path, source, options.stop);
     // One pass digests the file and checks its encoding: a re-drop costs that pass
     // alone, and a new file one more, the parse.
     let Scanned {
         digest,
         bytes,
         utf8,
-    } = scan_file(&mut file, options.stop).map_err(read_error)?;
+    } = scan_file(file, options.stop).map_err(read_error)?;
     #[cfg(test)]
     tests::after_the_digest_pass(path);
     let rejected = |rejection| {
-        done(Outcome::Rejected {
+        Ok(Outcome::Rejected {
             digest: Some(digest.clone()),
             rejection,
         })
     };
     if bytes != opened.len() {
-        return Err(changed());
+        return Err(changed(path));
     }
     let format = match preflight(&name, bytes, options.file_bytes_max) {
         Ok(format) => format,
         Err(rejection) => return rejected(rejection),
     };
     if store.contains_batch(&digest)? {
-        return done(Outcome::SkippedDuplicate { digest });
+        return Ok(Outcome::SkippedDuplicate { digest });
     }
     // A new file: is it UTF-8 throughout? (A committed one was.)
-    match utf8.finish() {
-        Utf8Verdict::Utf8 => {}
-        Utf8Verdict::Cut(rejection) => return rejected(rejection),
-        Utf8Verdict::InvalidAt(at) => {
-            file.rewind().map_err(read_error)?;
-            let line = find_line(&mut file, LineOf::new(at), options.stop).map_err(read_error)?;
-            return rejected(line.not_utf8());
-        }
+    if let Some(rejection) = not_utf8(file, utf8, options.stop).map_err(read_error)? {
+        return rejected(rejection);
     }
     file.rewind().map_err(read_error)?;
     let parsed = Parsed {
-        file: &file,
-        opened: &opened,
+        file,
+        opened,
         format,
         bytes,
     };
-    let outcome = match stream(store, parsed, &digest, &name, options)? {
-        Ok(outcome) => outcome,
-        Err(rejection) => return rejected(rejection),
-    };
-    done(outcome)
+    match stream(store, parsed, &digest, &name, options)? {
+        Ok(outcome) => Ok(outcome),
+        Err(rejection) => rejected(rejection),
+    }
+}
+
+/// Why a file is rejected whose digest pass found it is not UTF-8 throughout, if it
+/// is not: a bad byte's line is found by reading the file again from its start.
+fn not_utf8(file: &mut File, utf8: Utf8Check, stop: &AtomicBool) -> io::Result<Option<Rejection>> {
+    match utf8.finish() {
+        Utf8Verdict::Utf8 => Ok(None),
+        Utf8Verdict::Cut(rejection) => Ok(Some(rejection)),
+        Utf8Verdict::InvalidAt(at) => {
+            file.rewind()?;
+            let line = find_line(file, LineOf::new(at), stop)?;
+            Ok(Some(line.not_utf8()))
+        }
+    }
 }
 
 /// The file a new batch is parsed from, and what the digest pass found it to be.
@@ -278,7 +300,7 @@ struct Parsed<'a> {
 
 /// Streams the records of a new batch into one store transaction and finishes it:
 /// the outcome, or why the whole file is rejected. Parsing runs on a thread of its
-/// own while this one writes to SQLite; the bounded channel keeps memory flat
+/// own while this one writes to the database; the bounded channel keeps memory flat
 /// whatever the size of the file. Once the parse has ended, and before anything
 /// is decided from it, the open file must still be the one digested
 /// (`check_unchanged`).
@@ -289,76 +311,26 @@ fn stream(
     name: &str,
     options: Options,
 ) -> Result<Result<Outcome, Rejection>, IngestError> {
-    let Parsed {
-        file,
-        opened,
-        format,
-        bytes,
-    } = parsed;
-    let stopped = |error: StoreError| match error {
-        StoreError::Stopped => IngestError::Stopped,
-        _ if options.stop.load(Ordering::Relaxed) => IngestError::Stopped,
-        error => IngestError::Store(error),
-    };
     let begun = if options.dry_run {
         store.begin_dry_run(digest)
     } else {
-        store.begin(digest, name, &now_utc())
+        store.begin(digest, name, &format_millis(options.clock.wall()))
     };
-    let Some(mut batch) = begun.map_err(stopped)? else {
+    let Some(mut batch) = begun.map_err(|error| store_error(error, options.stop))? else {
         return Ok(Ok(Outcome::SkippedDuplicate {
             digest: digest.to_owned(),
         }));
     };
-    let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
-    let mut events = 0u64;
-    let header = std::thread::scope(|scope| {
-        scope.spawn(|| read_records(file, format, options.limits, options.stop, sender));
-        // Owned here, so that an early return drops it and a reader blocked on a
-        // full channel ends instead of being waited for forever.
-        let receiver = receiver;
-        loop {
-            if options.stop.load(Ordering::Relaxed) {
-                return Err(IngestError::Stopped);
-            }
-            let message = match receiver.recv_timeout(STOP_POLL) {
-                Ok(message) => message,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    let gone = io::Error::other("the reader thread ended before the file did");
-                    return Err(read_fault(Path::new(name), gone, options.stop));
-                }
-            };
-            let (chunk, read) = match message {
-                Message::Records(chunk, read) => (chunk, read),
-                Message::End(result) => {
-                    return match result {
-                        Ok(header) => Ok(Ok(header)),
-                        Err(ReadError::Io(source)) => {
-                            Err(read_fault(Path::new(name), source, options.stop))
-                        }
-                        Err(ReadError::Rejected(rejection)) => Ok(Err(rejection)),
-                    };
-                }
-            };
-            batch.stage(&chunk).map_err(stopped)?;
-            events += chunk.len() as u64;
-            if let Some(progress) = options.progress {
-                progress(Progress {
-                    bytes_done: read.min(bytes),
-                    bytes_total: bytes,
-                    events,
-                });
-            }
-        }
-    })?;
+    let header = stage_records(&mut batch, &parsed, name, options)?;
     // The reader thread has ended: every byte the events came from has been read.
-    check_unchanged(file, opened, name, options.stop)?;
+    check_unchanged(parsed.file, parsed.opened, name, options.stop)?;
     let header = match header {
         Ok(header) => header,
         Err(rejection) => return Ok(Err(rejection)),
     };
-    let finished = batch.finish(&header, options.stop).map_err(stopped)?;
+    let finished = batch
+        .finish(&header, options.stop)
+        .map_err(|error| store_error(error, options.stop))?;
     let resent_batch_id = if finished.resent {
         header.batch_id
     } else {
@@ -370,6 +342,86 @@ fn stream(
         resent_batch_id,
         reasons: finished.reasons,
     }))
+}
+
+/// A store error as `ingest` reports it: `Stopped` when the process is stopping.
+fn store_error(error: StoreError, stop: &AtomicBool) -> IngestError {
+    match error {
+        StoreError::Stopped => IngestError::Stopped,
+        _ if stop.load(Ordering::Relaxed) => IngestError::Stopped,
+        error => IngestError::Store(error),
+    }
+}
+
+/// Parses the file on a reader thread and stages its records into `batch` chunk by
+/// chunk, as they come; the file's header at its end, or why it is rejected.
+fn stage_records(
+    batch: &mut Batch<'_>,
+    parsed: &Parsed,
+    name: &str,
+    options: Options,
+) -> Result<Result<Header, Rejection>, IngestError> {
+    let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
+    let mut events = 0u64;
+    let (file, format) = (parsed.file, parsed.format);
+    std::thread::scope(|scope| {
+        scope.spawn(|| read_records(file, format, options.limits, options.stop, sender));
+        // Owned here, so that an early return drops it and a reader blocked on a
+        // full channel ends instead of being waited for forever.
+        let receiver = receiver;
+        loop {
+            let (chunk, read) = match next_message(&receiver, name, options.stop)? {
+                Message::Records(chunk, read) => (chunk, read),
+                Message::End(result) => return end_of_file(result, name, options.stop),
+            };
+            batch
+                .stage(&chunk)
+                .map_err(|error| store_error(error, options.stop))?;
+            events += chunk.len() as u64;
+            if let Some(progress) = options.progress {
+                progress(Progress {
+                    bytes_done: read.min(parsed.bytes),
+                    bytes_total: parsed.bytes,
+                    events,
+                });
+            }
+        }
+    })
+}
+
+/// The reader thread's next message, looking at the stop flag while it waits.
+fn next_message(
+    receiver: &crossbeam_channel::Receiver<Message>,
+    name: &str,
+    stop: &AtomicBool,
+) -> Result<Message, IngestError> {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(IngestError::Stopped);
+        }
+        match receiver.recv_timeout(STOP_POLL) {
+            Ok(message) => return Ok(message),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                let gone = io::Error::other("the reader thread ended before the file did");
+                return Err(read_fault(Path::new(name), gone, stop));
+            }
+        }
+    }
+}
+
+/// What the reader thread found at the end of the file: its header, why it is
+/// rejected, or a read that failed.
+fn end_of_file(
+    result: Result<Header, ReadError>,
+    name: &str,
+    stop: &AtomicBool,
+) -> Result<Result<Header, Rejection>, IngestError> {
+    match result {
+        Ok(header) => Ok(Ok(header)),
+        Err(ReadError::Io(source)) => Err(read_fault(Path::new(name), source, stop)),
+        Err(ReadError::Rejected(rejection)) => Ok(Err(rejection)),
+    }
 }
 
 /// Why a file is rejected whose value the database refused as too big
@@ -535,6 +587,8 @@ fn coarse_clock_ns() -> io::Result<i128> {
 /// change time more than a second ahead of the clock (the clock was set back) is
 /// taken as it is: a later write gets an earlier time, which differs all the same.
 fn identity_before_reading(file: &File, stop: &AtomicBool) -> io::Result<Option<Metadata>> {
+    // The system's clocks, not `Options::clock`: this waits for the kernel's clock,
+    // the one that stamps the file, and only for as long as a tick or a granule.
     let started = std::time::Instant::now();
     loop {
         let clock = coarse_clock_ns()?;
@@ -655,6 +709,7 @@ mod tests {
             progress,
             dry_run: false,
             stop: &stop,
+            clock: &crate::clock::SystemClock,
         };
         ingest_file(store, path, options)
     }

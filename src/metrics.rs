@@ -70,66 +70,73 @@ impl Metrics {
 
     /// The Prometheus text exposition of these metrics.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (suffix, value) in samples {
-                let _ = writeln!(out, "{name}{suffix} {value}");
-            }
-        };
-        let sample =
-            |suffix: &str, value: &dyn std::fmt::Display| (suffix.to_owned(), value.to_string());
-        let outcome = |word: &str, value: u64| sample(&format!("{{outcome=\"{word}\"}}"), &value);
-        family(
+        let mut text = Exposition::default();
+        self.render_taken(&mut text);
+        self.render_waiting(&mut text);
+        self.render_database(&mut text);
+        self.render_scans(&mut text);
+        self.render_durations(&mut text);
+        text.out
+    }
+
+    /// What became of the files taken and their events, and when the last went in.
+    fn render_taken(&self, text: &mut Exposition) {
+        text.family(
             "spoolite_files_total",
             "counter",
             "Batch files taken from incoming/, by outcome.",
             &[
-                outcome("processed", self.files_processed),
-                outcome("skipped_duplicate", self.files_skipped),
-                outcome("rejected", self.files_rejected),
+                by_outcome("processed", self.files_processed),
+                by_outcome("skipped_duplicate", self.files_skipped),
+                by_outcome("rejected", self.files_rejected),
             ],
         );
         let e = &self.events;
-        family(
+        text.family(
             "spoolite_events_total",
             "counter",
             "Events of processed files, by outcome.",
             &[
-                outcome("inserted", e.inserted),
-                outcome("updated", e.updated),
-                outcome("unchanged", e.unchanged),
-                outcome("stale", e.stale),
-                outcome("conflict", e.conflicts),
-                outcome("invalid", e.invalid),
+                by_outcome("inserted", e.inserted),
+                by_outcome("updated", e.updated),
+                by_outcome("unchanged", e.unchanged),
+                by_outcome("stale", e.stale),
+                by_outcome("conflict", e.conflicts),
+                by_outcome("invalid", e.invalid),
             ],
         );
-        family(
+        text.family(
             "spoolite_last_success_timestamp_seconds",
             "gauge",
             "Unix time of the last file processed or skipped as a duplicate (0: none yet).",
             &[sample("", &self.last_success_unix_s.unwrap_or(0.0))],
         );
-        family(
+    }
+
+    fn render_waiting(&self, text: &mut Exposition) {
+        text.family(
             "spoolite_files_waiting",
             "gauge",
             "Regular files waiting in incoming/.",
             &[sample("", &self.files_waiting)],
         );
-        family(
+        text.family(
             "spoolite_oldest_waiting_age_seconds",
             "gauge",
             "Seconds since the daemon first saw the file that has waited longest in incoming/.",
             &[sample("", &self.oldest_waiting_age_s)],
         );
+    }
+
+    fn render_database(&self, text: &mut Exposition) {
         let failing = self.database_failing_since_unix_s;
-        family(
+        text.family(
             "spoolite_database_up",
             "gauge",
             "1 while the database works; 0 from a failed try until a try works again.",
             &[sample("", &u8::from(failing.is_none()))],
         );
-        family(
+        text.family(
             "spoolite_database_unreachable",
             "gauge",
             "1 while the latest try could not reach the database server (no connection, or it was lost).",
@@ -138,18 +145,24 @@ impl Metrics {
                 &u8::from(failing.is_some() && self.database_unreachable),
             )],
         );
-        family(
+        text.family(
             "spoolite_database_failing_since_timestamp_seconds",
             "gauge",
             "Unix time of the first failed try of the database while it keeps failing (0: it works).",
             &[sample("", &failing.unwrap_or(0.0))],
         );
-        family(
+    }
+
+    fn render_scans(&self, text: &mut Exposition) {
+        text.family(
             "spoolite_scans_total",
             "counter",
             "Listings of incoming/ since the daemon started.",
             &[sample("", &self.scans)],
         );
+    }
+
+    fn render_durations(&self, text: &mut Exposition) {
         let mut buckets: Vec<(String, String)> = DURATION_BUCKETS_S
             .iter()
             .zip(self.duration_counts)
@@ -158,13 +171,12 @@ impl Metrics {
         buckets.push(sample("_bucket{le=\"+Inf\"}", &self.duration_count));
         buckets.push(sample("_sum", &self.duration_sum_s));
         buckets.push(sample("_count", &self.duration_count));
-        family(
+        text.family(
             "spoolite_ingest_duration_seconds",
             "histogram",
             "Time to ingest and move one file.",
             &buckets,
         );
-        out
     }
 
     /// Writes the metrics to `path` atomically.
@@ -179,6 +191,33 @@ impl Metrics {
             .unwrap_or_default();
         crate::spool::write_atomic(dir, &name, self.render().as_bytes())
     }
+}
+
+/// The exposition text being written, one metric family at a time.
+#[derive(Default)]
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    /// A family's `HELP` and `TYPE` lines, then its samples: each is the name, a
+    /// suffix (labels, or `_sum` and the like) and the value.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+        let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (suffix, value) in samples {
+            let _ = writeln!(self.out, "{name}{suffix} {value}");
+        }
+    }
+}
+
+/// A sample's suffix and its value as written.
+fn sample(suffix: &str, value: &dyn std::fmt::Display) -> (String, String) {
+    (suffix.to_owned(), value.to_string())
+}
+
+/// A sample labelled with an outcome.
+fn by_outcome(word: &str, value: u64) -> (String, String) {
+    sample(&format!("{{outcome=\"{word}\"}}"), &value)
 }
 
 #[cfg(test)]

@@ -1,23 +1,60 @@
 //! In-process tests of the daemon step, driven with chosen instants: no sleeps, no
-//! process. The end-to-end tests that kill the real binary live in tests/it/.
+//! process. Every instant the daemon reads, the step's `now` and its clock's, is the
+//! test's `ManualClock`, so that hours pass in no time. The end-to-end tests that
+//! kill the real binary live in tests/it/.
 
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::take::ProgressLog;
 use super::*;
+use crate::clock::format_millis;
+use crate::state;
 
-/// A wall clock that stands still: what is written down does not matter here.
-struct StillClock;
+/// A clock that moves only when the test sets it: its monotonic and wall times are
+/// one origin each plus the same offset. Clones share the offset, so that the test
+/// keeps one and the daemon reads another.
+#[derive(Debug, Clone)]
+struct ManualClock {
+    origin: Instant,
+    wall_origin: SystemTime,
+    offset_ns: Arc<AtomicU64>,
+}
 
-impl Clock for StillClock {
+impl ManualClock {
+    fn new() -> ManualClock {
+        ManualClock {
+            origin: Instant::now(),
+            wall_origin: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            offset_ns: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Moves the clock to `offset` past its origin.
+    fn set(&self, offset: Duration) {
+        let nanos = u64::try_from(offset.as_nanos()).expect("an offset of under 584 years");
+        self.offset_ns.store(nanos, Ordering::SeqCst);
+    }
+
+    fn offset(&self) -> Duration {
+        Duration::from_nanos(self.offset_ns.load(Ordering::SeqCst))
+    }
+
+    /// The wall time at `seconds` past the origin.
+    fn wall_at(&self, seconds: u64) -> SystemTime {
+        self.wall_origin + Duration::from_secs(seconds)
+    }
+}
+
+impl Clock for ManualClock {
     fn now(&self) -> Instant {
-        Instant::now()
+        self.origin + self.offset()
     }
     fn wall(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+        self.wall_origin + self.offset()
     }
 }
 
@@ -29,8 +66,9 @@ struct Harness {
     _dir: tempfile::TempDir,
     spool: Spool,
     db: PathBuf,
+    metrics_file: Option<PathBuf>,
     daemon: Daemon,
-    t0: Instant,
+    clock: ManualClock,
 }
 
 impl Harness {
@@ -40,6 +78,21 @@ impl Harness {
 
     /// A daemon on a fresh spool; `open` says whether the database opens at start.
     fn with_db(db: impl Fn(&Path) -> PathBuf, open: bool) -> Harness {
+        Harness::build(db, open, PARTIAL, None)
+    }
+
+    /// A daemon with this `--partial-timeout`, writing a metrics file.
+    fn with_partial_timeout(partial_timeout: Duration) -> Harness {
+        let db = |dir: &Path| dir.join("spoolite.db");
+        Harness::build(db, true, partial_timeout, Some("spoolite.prom"))
+    }
+
+    fn build(
+        db: impl Fn(&Path) -> PathBuf,
+        open: bool,
+        partial_timeout: Duration,
+        metrics_file: Option<&str>,
+    ) -> Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let spool = Spool::create(&dir.path().join("spool")).expect("spool");
         let db = db(dir.path());
@@ -48,26 +101,30 @@ impl Harness {
             spool: spool.root.clone(),
             db: Db::Sqlite(db.clone()),
             settle: SETTLE,
-            partial_timeout: PARTIAL,
+            partial_timeout,
             rescan: RESCAN,
             file_bytes_max: 1 << 30,
             limits: Limits::default(),
-            metrics_file: None,
+            metrics_file: metrics_file.map(|name| dir.path().join(name)),
         };
+        let metrics_file = config.metrics_file.clone();
         let stop = Arc::new(AtomicBool::new(false));
-        let daemon = Daemon::new(spool.clone(), store, config, stop, Box::new(StillClock));
+        let clock = ManualClock::new();
+        let daemon = Daemon::new(spool.clone(), store, config, stop, Box::new(clock.clone()));
         Harness {
             _dir: dir,
             spool,
             db,
+            metrics_file,
             daemon,
-            t0: Instant::now(),
+            clock,
         }
     }
 
+    /// Sets the clock to `seconds` past its origin and steps the daemon then.
     fn at(&mut self, seconds: f64) -> Report {
-        let now = self.t0 + Duration::from_secs_f64(seconds);
-        self.daemon.step(now)
+        self.clock.set(Duration::from_secs_f64(seconds));
+        self.daemon.step(self.clock.now())
     }
 
     /// Steps at `seconds` until the daemon is idle; returns the reports before that.
@@ -96,7 +153,7 @@ impl Harness {
     }
 
     fn scans(&self) -> u64 {
-        self.daemon.metrics.scans
+        self.daemon.publisher.metrics().scans
     }
 }
 
@@ -228,14 +285,14 @@ fn a_database_that_cannot_be_opened_holds_files_back_and_is_opened_again() {
         }
     }
     assert_eq!(attempts, [1, 2, 3], "the back-off counts its own attempts");
-    assert!(h.daemon.state.database_fault.is_some());
+    assert!(h.daemon.publisher.state().database_fault.is_some());
     fs::remove_dir(&h.db).expect("rmdir");
     let reports = h.until_idle(t + 30.0);
     assert_eq!(
         took(reports.last().expect("a report")),
         ("a.json", "processed")
     );
-    assert_eq!(h.daemon.state.database_fault, None);
+    assert_eq!(h.daemon.publisher.state().database_fault, None);
 }
 
 #[test]
@@ -262,8 +319,8 @@ fn a_file_that_cannot_be_read_waits_alone_while_later_files_flow() {
 fn a_value_the_database_refuses_rejects_only_its_file_after_a_few_tries() {
     let mut h = Harness::new();
     h.daemon
-        .store
-        .as_ref()
+        .database
+        .store()
         .expect("open")
         .limit_value_bytes_for_tests(2000);
     let big = format!(
@@ -292,7 +349,7 @@ fn a_value_the_database_refuses_rejects_only_its_file_after_a_few_tries() {
 
 #[test]
 fn a_long_file_logs_its_progress_every_10_s_and_a_short_one_never() {
-    let t0 = Instant::now();
+    let t0 = ManualClock::new().now();
     let mut log = ProgressLog { last: t0 };
     let at = |s: u64| t0 + Duration::from_secs(s);
     let due: Vec<u64> = (0..=35).filter(|&s| log.due(at(s))).collect();
@@ -320,4 +377,76 @@ fn rings_in_quick_succession_cost_one_listing_per_gap() {
     h.daemon.notify();
     h.at(t + 1.0);
     assert_eq!(h.scans() - 1, listings + 1);
+}
+
+#[test]
+fn a_cut_file_waits_out_a_two_hour_partial_timeout_on_the_clock_alone_then_is_rejected() {
+    const TWO_HOURS: Duration = Duration::from_secs(2 * 3600);
+    let mut h = Harness::with_partial_timeout(TWO_HOURS);
+    h.drop_file("cut.json", r#"{"events":[{"flight_id":"C2""#);
+    let incoming = h.spool.incoming.join("cut.json");
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    match h.at(2.0) {
+        Report::Waiting {
+            why: Left::StillArriving { .. },
+            ..
+        } => {}
+        other => panic!("expected a wait for the rest, got {other:?}"),
+    }
+    // An hour on, a rescan looks again: the file still waits, and the state and
+    // metrics files tell since when, by the clock.
+    assert!(matches!(h.at(3600.0), Report::Idle { .. }));
+    assert!(incoming.exists(), "taken before the partial timeout");
+    let state = state::read(&h.spool.root)
+        .expect("read")
+        .expect("a state file");
+    assert_eq!(state.files_waiting, 1);
+    let seen = format_millis(h.clock.wall_at(0));
+    assert_eq!(state.oldest_waiting_seen_at.as_deref(), Some(seen.as_str()));
+    // Nothing in it changed since the first look, so it was not written again.
+    assert_eq!(state.written_at, format_millis(h.clock.wall_at(0)));
+    let metrics_file = h.metrics_file.as_ref().expect("a metrics file");
+    let metrics = fs::read_to_string(metrics_file).expect("metrics");
+    assert!(
+        metrics.contains("\nspoolite_oldest_waiting_age_seconds 3600\n"),
+        "{metrics}"
+    );
+    // A second before the timeout the daemon asks to be woken in that second.
+    match h.at(7199.0) {
+        Report::Idle { wake_in } => assert_eq!(wake_in, Some(Duration::from_secs(1))),
+        other => panic!("taken a second early: {other:?}"),
+    }
+    assert!(incoming.exists(), "taken before the partial timeout");
+    let report = h.at(7200.0);
+    assert_eq!(took(&report), ("cut.json", "rejected"));
+    assert!(!incoming.exists());
+    assert!(h.spool.rejected.join("cut.json").exists());
+    let reason = fs::read_to_string(h.spool.rejected.join("cut.json.reason.json")).expect("reason");
+    let reason: serde_json::Value = serde_json::from_str(&reason).expect("reason JSON");
+    assert_eq!(reason["reason"], "truncated");
+    let detail = reason["detail"].as_str().expect("a detail");
+    assert!(
+        detail.contains("it has not changed for 7200s (--partial-timeout)"),
+        "{detail}"
+    );
+    assert_eq!(
+        reason["rejected_at"],
+        format_millis(h.clock.wall_at(7200)).as_str()
+    );
+}
+
+#[test]
+fn a_batch_is_recorded_as_ingested_at_the_clocks_time_hours_after_it_was_dropped() {
+    let mut h = Harness::new();
+    h.drop_file("late.json", &batch("L1"));
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    // Five hours without a step: the next one lists the folder and takes the file.
+    let report = h.at(5.0 * 3600.0);
+    assert_eq!(took(&report), ("late.json", "processed"));
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let db = rusqlite::Connection::open_with_flags(&h.db, flags).expect("open read-only");
+    let ingested_at: String = db
+        .query_row("SELECT ingested_at FROM ingest_inbox", [], |row| row.get(0))
+        .expect("one inbox row");
+    assert_eq!(ingested_at, format_millis(h.clock.wall_at(5 * 3600)));
 }

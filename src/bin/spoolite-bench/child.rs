@@ -93,6 +93,7 @@ pub fn ingest(args: &ChildArgs) -> BenchResult<()> {
         progress: None,
         dry_run: args.dry_run,
         stop: &stop,
+        clock: &spoolite::clock::SystemClock,
     };
     let started = Instant::now();
     let outcome = ingest::ingest_file(&mut store, &args.file, options)?;

@@ -1,0 +1,137 @@
+//! The database as the daemon holds it: the store (closed by a fault that can
+//! outlive its connection, opened again at the next try), the back-off every file
+//! waits out while the database fails, the outage that `status` and the metrics
+//! tell, and SQLite's checkpoints once something was committed. Opening the store
+//! and the idle look at a PostgreSQL server are the daemon's (`Daemon::open_store`,
+//! `Daemon::probe`), which knows what `--db` names.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::clock::format_millis;
+use crate::readiness::Backoff;
+use crate::state::DatabaseFault;
+use crate::store::{FaultClass, Store, StoreError};
+
+use super::LOG_TARGET;
+use super::report::Fault;
+
+#[derive(Default)]
+pub(super) struct Database {
+    /// None until the database opens; dropped when a fault can outlive it.
+    store: Option<Store>,
+    retry: Backoff,
+    outage: Option<Outage>,
+    /// Something was committed since the last checkpoint.
+    wal_dirty: bool,
+}
+
+/// The database has failed every try since `since`.
+#[derive(Debug, Clone)]
+pub(super) struct Outage {
+    pub since: SystemTime,
+    /// As the state file writes it: `since` in spoolite's form, and the latest
+    /// try's error and whether it reached the server.
+    pub fault: DatabaseFault,
+}
+
+impl Database {
+    pub fn new(store: Option<Store>) -> Database {
+        Database {
+            store,
+            ..Database::default()
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.store.is_some()
+    }
+
+    pub fn opened(&mut self, store: Store) {
+        self.store = Some(store);
+    }
+
+    #[cfg(test)]
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    pub fn store_mut(&mut self) -> Option<&mut Store> {
+        self.store.as_mut()
+    }
+
+    /// How long every file still waits out the database's back-off, if it does.
+    pub fn waiting(&self, now: Instant) -> Option<Duration> {
+        self.retry.waiting(now)
+    }
+
+    pub fn outage(&self) -> Option<&Outage> {
+        self.outage.as_ref()
+    }
+
+    /// The database failed at `wall` (`now` on the monotonic clock): every file
+    /// waits one back-off; a fault that can outlive the connection closes it, so
+    /// that the next try opens the database again.
+    pub fn failed(&mut self, error: &StoreError, wall: SystemTime, now: Instant) -> Fault {
+        if let FaultClass::Database { reopen: true } = error.class() {
+            self.store = None;
+        }
+        let text = error.to_string();
+        let log = self.retry.fail(now, &text);
+        // Since the first failure; the error and whether the server can be reached
+        // at all are the latest try's.
+        let outage = self.outage.get_or_insert_with(|| Outage {
+            since: wall,
+            fault: DatabaseFault {
+                since: format_millis(wall),
+                error: String::new(),
+                unreachable: false,
+            },
+        });
+        outage.fault.error.clone_from(&text);
+        outage.fault.unreachable = error.is_unreachable();
+        Fault {
+            error: text,
+            database: true,
+            attempts: self.retry.failures(),
+            next_in: self.retry.delay(),
+            log,
+        }
+    }
+
+    /// A try worked: the back-off and the outage end. Returns whether there was one.
+    pub fn recovered(&mut self) -> bool {
+        let failures = self.retry.recover();
+        if failures > 0 {
+            log::info!(
+                target: LOG_TARGET,
+                "database usable again after {failures} failed attempts"
+            );
+        }
+        self.outage.take().is_some()
+    }
+
+    /// A batch was committed: the next idle step checkpoints it.
+    pub fn committed(&mut self) {
+        self.wal_dirty = true;
+    }
+
+    /// With nothing ready: checkpoints what was committed since the last one, and
+    /// tries again at the next idle step when a reader held it back.
+    pub fn checkpoint(&mut self) {
+        let Some(store) = self.store.as_ref().filter(|_| self.wal_dirty) else {
+            return;
+        };
+        match store.checkpoint() {
+            Ok(complete) => {
+                self.wal_dirty = !complete;
+                if !complete {
+                    log::debug!(
+                        target: LOG_TARGET,
+                        "checkpoint held back by a reader; trying again when idle"
+                    );
+                }
+            }
+            Err(error) => log::warn!(target: LOG_TARGET, "checkpoint: {error}"),
+        }
+    }
+}

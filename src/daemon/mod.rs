@@ -1,0 +1,308 @@
+//! The daemon: one step takes at most one file from incoming/ through ingest to
+//! archive/ or rejected/ and says what happened; the loop only waits for the doorbell
+//! or a timer, calls the step, logs its report, and stops when told to.
+//!
+//! A listing of incoming/ starts a pass: every file ready then is queued, oldest
+//! first, and taken one step at a time before the folder is listed again, so a
+//! backlog costs the same per file whatever its size. The folder is listed again
+//! only when the doorbell rang, a timer (settle, partial timeout, back-off, rescan)
+//! came due, or at start.
+//!
+//! The daemon reads every instant from the step's `now` and from the `Clock` it is
+//! given, which it hands to `ingest` for the time written into the inbox, so that
+//! its tests choose them all. Its parts: `schedule` (the tracked files, the queue,
+//! the timers and a file's retries), `take` (one file through `ingest` and out of
+//! incoming/), `database` (the store, its back-off and checkpoints), `in_doubt`
+//! (PostgreSQL's unacknowledged commits), `publish` (the metrics and state files)
+//! and `report` (what a step did, and its log lines).
+
+mod database;
+mod in_doubt;
+mod publish;
+mod report;
+mod schedule;
+mod take;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::batch::Limits;
+use crate::clock::{Clock, SystemClock};
+use crate::names;
+use crate::readiness::Rules;
+use crate::service::Notifier;
+use crate::spool::{Spool, SpoolError};
+use crate::store::{Db, Store, StoreError};
+
+use database::Database;
+use in_doubt::CommitInDoubt;
+use publish::Publisher;
+pub use report::{Fault, Left, Report, log_report};
+use schedule::Schedule;
+
+/// Every part of the daemon logs under this target, the module's own, so that its
+/// lines read as they did when it was one file.
+const LOG_TARGET: &str = module_path!();
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub spool: PathBuf,
+    pub db: Db,
+    pub settle: Duration,
+    pub partial_timeout: Duration,
+    pub rescan: Duration,
+    pub file_bytes_max: u64,
+    pub limits: Limits,
+    pub metrics_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Spool(#[from] SpoolError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("watch {path}: {source}")]
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
+}
+
+pub struct Daemon {
+    spool: Spool,
+    config: Config,
+    stop: Arc<AtomicBool>,
+    clock: Box<dyn Clock + Send>,
+    schedule: Schedule,
+    database: Database,
+    in_doubt: CommitInDoubt,
+    publisher: Publisher,
+}
+
+impl Daemon {
+    pub fn new(
+        spool: Spool,
+        store: Option<Store>,
+        config: Config,
+        stop: Arc<AtomicBool>,
+        clock: Box<dyn Clock + Send>,
+    ) -> Daemon {
+        let rules = Rules {
+            settle: config.settle,
+            partial_timeout: config.partial_timeout,
+        };
+        let schedule = Schedule::new(rules, config.rescan);
+        let publisher = Publisher::new(
+            config.metrics_file.clone(),
+            spool.root.clone(),
+            clock.wall(),
+        );
+        Daemon {
+            spool,
+            config,
+            stop,
+            clock,
+            schedule,
+            database: Database::new(store),
+            in_doubt: CommitInDoubt::default(),
+            publisher,
+        }
+    }
+
+    /// The doorbell rang: something in incoming/ may have appeared or changed.
+    pub fn notify(&mut self) {
+        self.schedule.notify();
+    }
+
+    /// Takes at most one file, oldest first, and says what happened.
+    pub fn step(&mut self, now: Instant) -> Report {
+        let report = self.work(now);
+        self.record(&report, now);
+        report
+    }
+
+    fn work(&mut self, now: Instant) -> Report {
+        if self.schedule.queue_is_empty() && self.schedule.listing_due(now) {
+            self.schedule.list(&self.spool, now);
+            self.publisher.listed();
+            if self.schedule.queue_is_empty()
+                && let Some(report) = self.probe(now)
+            {
+                return report;
+            }
+        }
+        let database_wait = self.database.waiting(now);
+        if self.schedule.queue_is_empty() || database_wait.is_some() {
+            self.idle(now);
+            let others = [self.publisher.wait(now), database_wait];
+            return Report::Idle {
+                wake_in: Some(self.schedule.wake_in(now, others)),
+            };
+        }
+        if !self.database.is_open()
+            && let Some(report) = self.open_store(now)
+        {
+            return report;
+        }
+        let name = self.schedule.next().expect("the queue is not empty");
+        match self.schedule.not_ready(&self.spool.incoming, &name, now) {
+            None => self.take(name, now),
+            Some(why) => Report::Waiting {
+                name: names::lossy(&name),
+                why,
+            },
+        }
+    }
+
+    /// Opens the database after a fault (or when it could not be opened at start).
+    /// Returns what to report when it fails.
+    fn open_store(&mut self, now: Instant) -> Option<Report> {
+        match Store::open(&self.config.db) {
+            Ok(store) => {
+                self.database.opened(store);
+                None
+            }
+            Err(error) => Some(self.database_fault(None, String::new(), &error, now)),
+        }
+    }
+
+    /// PostgreSQL, with nothing to ingest: a look at the server at each listing
+    /// (twice a minute when idle, with the default rescan), so that `status` and
+    /// the metrics tell an outage, and its end, without a file waiting. Not while
+    /// the database waits out a back-off. SQLite: nothing.
+    fn probe(&mut self, now: Instant) -> Option<Report> {
+        if self.config.db.is_file() || self.database.waiting(now).is_some() {
+            return None;
+        }
+        if !self.database.is_open()
+            && let Some(report) = self.open_store(now)
+        {
+            return Some(report);
+        }
+        match self.database.store_mut()?.probe() {
+            Ok(()) => {
+                if self.database.recovered() {
+                    self.publisher.changed();
+                }
+                None
+            }
+            Err(error) => Some(self.database_fault(None, String::new(), &error, now)),
+        }
+    }
+
+    /// With nothing ready: checkpoint what was committed, publish the figures.
+    fn idle(&mut self, now: Instant) {
+        self.database.checkpoint();
+        self.publish(now);
+    }
+
+    /// Updates the figures from what a step did.
+    fn record(&mut self, report: &Report, now: Instant) {
+        match report {
+            Report::Took {
+                outcome, elapsed, ..
+            } => self.publisher.taken(outcome, *elapsed, self.clock.wall()),
+            // A batch committed before its file changed counts like any other.
+            Report::Waiting {
+                why: Left::Changed {
+                    committed: Some(outcome),
+                },
+                ..
+            } => self
+                .publisher
+                .taken(outcome, Duration::ZERO, self.clock.wall()),
+            _ => {}
+        }
+        if !matches!(report, Report::Idle { .. }) {
+            self.publisher.changed();
+            self.publish(now);
+        }
+    }
+
+    /// Writes the metrics and state files when a figure changed, at most once a
+    /// second.
+    fn publish(&mut self, now: Instant) {
+        if !self.publisher.due(now) {
+            return;
+        }
+        let waiting = self.schedule.waiting();
+        let outage = self.database.outage();
+        self.publisher.publish(waiting, outage, now, &*self.clock);
+    }
+}
+
+/// Runs the daemon until `stop` is set (and `doorbell` rung). Start-up problems are
+/// returned; problems while running are logged and retried.
+pub fn run(
+    config: Config,
+    stop: Arc<AtomicBool>,
+    doorbell: Sender<()>,
+    wake: Receiver<()>,
+) -> Result<(), DaemonError> {
+    let spool = Spool::create(&config.spool)?;
+    let _lock = spool.lock()?;
+    match spool.remove_stale_temp_files() {
+        Ok(removed) if !removed.is_empty() => {
+            log::info!("removed temporary files a crash left in rejected/: {removed:?}");
+        }
+        Ok(_) => {}
+        Err(error) => log::warn!("clean rejected/ of temporary files: {error}"),
+    }
+    // A database that cannot be used for a passing reason (read-only, locked, disk
+    // full) does not stop the daemon: it serves and tries again with back-off.
+    let store = match Store::open(&config.db) {
+        Ok(store) => Some(store),
+        Err(error) if error.is_fatal_at_start() => return Err(error.into()),
+        Err(error) => {
+            log::warn!("{error}; serving the spool and trying again");
+            None
+        }
+    };
+    // The watch goes in before the first listing, so nothing dropped between the
+    // two is missed.
+    let _watcher =
+        crate::watch::watch(&spool.incoming, doorbell).map_err(|source| DaemonError::Watch {
+            path: spool.incoming.clone(),
+            source,
+        })?;
+    log::info!(
+        "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
+        config.spool.display(),
+        config.db,
+        config.settle,
+        config.partial_timeout,
+        config.rescan
+    );
+    let mut notifier = Notifier::from_env();
+    let longest_sleep = notifier
+        .watchdog_every()
+        .map_or(config.rescan, |w| w.min(config.rescan));
+    let clock = SystemClock;
+    let mut daemon = Daemon::new(spool, store, config, stop.clone(), Box::new(clock));
+    notifier.ready();
+    while !stop.load(Ordering::SeqCst) {
+        if wake.try_recv().is_ok() {
+            daemon.notify();
+        }
+        let report = daemon.step(clock.now());
+        log_report(&report);
+        notifier.ping_if_due();
+        if let Report::Idle { wake_in } = report {
+            let wait = wake_in.map_or(longest_sleep, |w| w.min(longest_sleep));
+            if wake.recv_timeout(wait).is_ok() {
+                daemon.notify();
+            }
+        }
+    }
+    notifier.stopping();
+    log::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
