@@ -561,20 +561,7 @@ impl Event {
             None => None,
             Some(value) => parse_revision(value, "source_revision")?,
         };
-        let payload = match field("payload") {
-            None | Some(Value::Null) => "{}".to_owned(),
-            Some(value @ Value::Object(_)) => {
-                let mut out = String::new();
-                json::write_canonical(value, &mut out);
-                out
-            }
-            Some(other) => {
-                return Err(invalid(
-                    InvalidReason::WrongType,
-                    format!("payload must be an object, not {}", other.type_name()),
-                ));
-            }
-        };
+        let payload = canonical_payload(field("payload"))?;
         let retracted = match field("retracted") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(retracted)) => *retracted,
@@ -617,6 +604,22 @@ pub fn not_parsed(error: &json::JsonError, at: &str) -> Invalid {
             InvalidReason::NotJson,
             format!("the event is not JSON at {at}: {}", error.message()),
         ),
+    }
+}
+
+/// The canonical text of an event's `payload` (`None` or null: `{}`).
+fn canonical_payload(payload: Option<&Value>) -> Result<String, Invalid> {
+    match payload {
+        None | Some(Value::Null) => Ok("{}".to_owned()),
+        Some(value @ Value::Object(_)) => {
+            let mut out = String::new();
+            json::write_canonical(value, &mut out);
+            Ok(out)
+        }
+        Some(other) => Err(invalid(
+            InvalidReason::WrongType,
+            format!("payload must be an object, not {}", other.type_name()),
+        )),
     }
 }
 
