@@ -132,7 +132,8 @@ impl From<Invalid> for Problem {
 }
 
 /// Reads `text` as one event; `depth_max` is how many levels may nest, the event
-/// object being level 1.
+/// object being level 1. Long because it is one pass over the event's fields with
+/// each field's rule inline: the per-event hot path, one dispatch per field.
 pub fn parse_event(text: &str, depth_max: usize, scratch: &mut Scratch) -> Result<Event, Problem> {
     scratch.clear();
     let mut parser = Parser {

@@ -217,7 +217,8 @@ fn is_canonical_utc(text: &str) -> bool {
 }
 
 /// Reads the contract's RFC 3339 subset and returns the canonical UTC text, or what
-/// is wrong as the end of a sentence.
+/// is wrong as the end of a sentence. Long because it is the grammar written out
+/// in order, field by field, each with its own message: straight-line code.
 fn parse_rfc3339(text: &str) -> Result<String, String> {
     const SHAPE: &str = "is not an RFC 3339 instant like 2026-11-29T10:05:00Z";
     let b = text.as_bytes();

@@ -310,6 +310,9 @@ impl Syntax {
         }
     }
 
+    /// Runs the machine over `input` from `*i` to the next mark or the end. Long
+    /// (one `match` over every state, in one loop) because it is the hot path over
+    /// every byte of every file: one loop keeps its state in registers.
     fn run(&mut self, input: &[u8], i: &mut usize) -> Result<Option<Mark>, SyntaxError> {
         while *i < input.len() {
             let byte = input[*i];
