@@ -19,7 +19,8 @@ use crate::changes::{
     retractions, seq, takeoff, update_and_stale,
 };
 use crate::support::{
-    Site, event, ingest_command, ingest_json, json_batch, query, spoolite, write,
+    CONTRACT_RELATIONS, Site, event, ingest_command, ingest_json, json_batch, query, spoolite,
+    write,
 };
 use crate::support_pg::{PgDb, Server};
 
@@ -576,14 +577,7 @@ fn the_readme_analyst_role_reads_every_table_and_view_and_writes_none() {
         }
         let relations = public_relations(&mut admin);
         let names: Vec<&str> = relations.iter().map(|(name, ..)| name.as_str()).collect();
-        for contract in [
-            "duty_event_all",
-            "duty_event",
-            "flight_times",
-            "batch_summary",
-            "ingest_inbox",
-            "quarantine",
-        ] {
+        for contract in CONTRACT_RELATIONS {
             assert!(names.contains(&contract), "{contract} in {names:?}");
         }
         let mut alice = postgres::Client::connect(&uri_as(&server, "alice"), postgres::NoTls)
