@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::pg_contract::DbRef;
 use crate::support::{
-    Daemon, Site, event, ingest_json, json_batch, let_others_traverse, query, spoolite,
+    Daemon, Site, event, ingest_json, json_batch, let_others_traverse, off_blocks, query, spoolite,
     spoolite_as, wait_until,
 };
 
@@ -139,13 +139,7 @@ pub(crate) fn ingest_batch(dir: &Path, db: &Path, name: &str, events: &[String])
 pub(crate) fn first_events(takeoff_payload: &str) -> [String; 3] {
     let big = r#"{"crew":["C1","C2"],"n":123456789012345678901234567890}"#;
     [
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(1),
-            big,
-        ),
+        off_blocks(1, big),
         event(
             "BA0117-20261129",
             "on_blocks",
@@ -166,13 +160,7 @@ pub(crate) fn first_events(takeoff_payload: &str) -> [String; 3] {
 /// An update of the first batch's off_blocks and a stale version of its takeoff.
 pub(crate) fn update_and_stale() -> [String; 2] {
     [
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(2),
-            "{\"crew\":[\"C1\"]}",
-        ),
+        off_blocks(2, "{\"crew\":[\"C1\"]}"),
         event(
             "BA0118-20261129",
             "takeoff",
