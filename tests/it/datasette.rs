@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::support::{Site, ingest_json, query, wait_until};
+use crate::support::{CONTRACT_RELATIONS, Site, ingest_json, query, wait_until};
 
 /// The Datasette release the test installs; its venv is cached under this name.
 const DATASETTE_VERSION: &str = "0.65.5";
@@ -594,7 +594,7 @@ impl Log {
         let page = path
             .strip_prefix("/spoolite/")
             .and_then(|p| p.split(".json").next())
-            .is_some_and(|name| PAGES.contains(&name));
+            .is_some_and(|name| pages().contains(&name));
         if page {
             let sep = if path.contains('?') { '&' } else { '?' };
             let within = Some(SQL_TIME_LIMIT_MS as f64);
@@ -746,16 +746,12 @@ fn columns(db: &Path, table: &str) -> Vec<String> {
 }
 
 /// The tables and views analysts read (and the two storage tables behind them).
-const PAGES: [&str; 8] = [
-    "duty_event_all",
-    "duty_event",
-    "flight_times",
-    "batch_summary",
-    "ingest_inbox",
-    "quarantine",
-    "flight",
-    "duty_event_data",
-];
+fn pages() -> Vec<&'static str> {
+    CONTRACT_RELATIONS
+        .into_iter()
+        .chain(["flight", "duty_event_data"])
+        .collect()
+}
 
 fn metadata_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/datasette/metadata.yml")
@@ -952,7 +948,7 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
 
     // The metadata loaded and describes every table and view, every column.
     let metadata = log.get(port, "/-/metadata.json").clone();
-    for table in PAGES {
+    for table in pages() {
         let described = &metadata["databases"]["spoolite"]["tables"][table];
         let mut have: Vec<String> = described["columns"]
             .as_object()
@@ -968,7 +964,7 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
     }
 
     log.get(port, "/spoolite.json");
-    for table in PAGES {
+    for table in pages() {
         let path = format!("/spoolite/{table}.json");
         let json = log.get(port, &path).clone();
         let mut want = columns(&site.db, table);

@@ -13,8 +13,8 @@ use tempfile::TempDir;
 
 use crate::pg_contract::Backend;
 use crate::support::{
-    COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, parse_lines,
-    query, sha256_hex, snapshot, spoolite, write,
+    COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, off_blocks,
+    parse_lines, query, sha256_hex, snapshot, spoolite, write,
 };
 
 /// A database in a temporary folder, with the batch files beside it.
@@ -246,27 +246,21 @@ fn keys_are_sha256_of_the_canonical_forms() {
 /// Files of one event whose instant and payload are written four ways (the first
 /// canonical), in the order they are ingested: (name, content).
 pub(crate) fn one_instant_files() -> Vec<(&'static str, String)> {
+    // The payload with its keys in order, as it is stored.
+    let ordered = r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#;
     let forms = [
         (
             "zulu.json",
             "2026-11-29T10:05:00Z",
             r#"{"tail":"G-XWBA","crew":["C123","C456"]}"#,
         ),
-        (
-            "plus-one.json",
-            "2026-11-29T11:05:00+01:00",
-            r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#,
-        ),
+        ("plus-one.json", "2026-11-29T11:05:00+01:00", ordered),
         (
             "fraction.json",
             "2026-11-29T10:05:00.000Z",
             r#"{ "tail" : "G-XWBA" , "crew" : [ "C123" , "C456" ] }"#,
         ),
-        (
-            "minus-zero.ndjson",
-            "2026-11-29T10:05:00-00:00",
-            r#"{"crew":["C123","C456"],"tail":"G-XWBA"}"#,
-        ),
+        ("minus-zero.ndjson", "2026-11-29T10:05:00-00:00", ordered),
     ];
     forms
         .into_iter()
@@ -765,16 +759,6 @@ const K_OFF: &str = "1276aa28ba94f266883cf55721ebc9de537703db7c402d6f62949d87cd2
 const K_LANDING: &str = "ae3c3342ec647103d4fcf19bdb940989824dfc5cb1817eacdbdbd2e2da61175d";
 const K_DUTY: &str = "8c3989397752509430578f7b2a49c9bb9f284c4ec143ccf559286dd83ec0b6fd";
 
-fn off_blocks(revision: i64, payload: &str) -> String {
-    event(
-        "BA0117-20261129",
-        "off_blocks",
-        "2026-11-29T10:05:00Z",
-        Some(revision),
-        payload,
-    )
-}
-
 fn duty_start(revision: i64, payload: &str) -> String {
     event(
         "EZY8421-20270102",
@@ -1161,38 +1145,28 @@ impl GenFile {
     }
 }
 
-fn gen_event() -> impl Strategy<Value = GenEvent> {
-    (
-        0..POOL.len(),
-        0..3usize,
-        any::<bool>(),
-        any::<bool>(),
-        prop::option::of(0..REVISIONS as i64),
-        0..3usize,
-        prop::bool::weighted(0.1),
-        any::<bool>(),
-    )
-        .prop_map(
-            |(
-                identity,
-                instant_form,
-                padded_flight,
-                upper_kind,
-                revision,
-                payload_form,
-                invalid,
-                explicit_live,
-            )| GenEvent {
-                identity,
-                instant_form,
-                padded_flight,
-                upper_kind,
-                revision,
-                payload_form,
-                invalid,
-                explicit_live,
-            },
-        )
+prop_compose! {
+    fn gen_event()(
+        identity in 0..POOL.len(),
+        instant_form in 0..3usize,
+        padded_flight in any::<bool>(),
+        upper_kind in any::<bool>(),
+        revision in prop::option::of(0..REVISIONS as i64),
+        payload_form in 0..3usize,
+        invalid in prop::bool::weighted(0.1),
+        explicit_live in any::<bool>(),
+    ) -> GenEvent {
+        GenEvent {
+            identity,
+            instant_form,
+            padded_flight,
+            upper_kind,
+            revision,
+            payload_form,
+            invalid,
+            explicit_live,
+        }
+    }
 }
 
 fn gen_file() -> impl Strategy<Value = GenFile> {
@@ -1552,101 +1526,85 @@ pub(crate) fn bad_whole_files() -> (String, Vec<BadFile>, String) {
     ]
     .concat();
 
-    let bad = |name, content: &[u8], options, reason| BadFile {
+    let bad = |name, content: &[u8], reason| BadFile {
         name,
         content: content.to_vec(),
-        options,
+        options: &[],
         reason,
     };
+    // The good file's events with `before` and `after` around them.
+    let around = |name, before: &str, after: &str, reason| {
+        bad(name, format!("{before}{body}{after}").as_bytes(), reason)
+    };
     let files = vec![
-        bad("empty.json", b"", &[], "empty"),
-        bad("empty.ndjson", b"", &[], "empty"),
-        bad("blank.ndjson", b"\n  \r\n\n", &[], "empty"),
-        bad("latin1.json", &latin1, &[], "not_utf8"),
-        bad("latin1.ndjson", &latin1_lines, &[], "not_utf8"),
+        bad("empty.json", b"", "empty"),
+        bad("empty.ndjson", b"", "empty"),
+        bad("blank.ndjson", b"\n  \r\n\n", "empty"),
+        bad("latin1.json", &latin1, "not_utf8"),
+        bad("latin1.ndjson", &latin1_lines, "not_utf8"),
         bad(
             "prose.json",
             b"flight BA0117 went off blocks at 10:05",
-            &[],
             "not_json",
         ),
         bad(
             "trailing.json",
             format!("{good}\n{good}").as_bytes(),
-            &[],
             "not_json",
         ),
-        bad(
-            "cut.json",
-            &good.as_bytes()[..good.len() - 2],
-            &[],
-            "truncated",
-        ),
-        bad("cut-char.json", &cut_char, &[], "truncated"),
+        bad("cut.json", &good.as_bytes()[..good.len() - 2], "truncated"),
+        bad("cut-char.json", &cut_char, "truncated"),
         bad(
             "cut.ndjson",
             &good_lines.as_bytes()[..good_lines.len() - 8],
-            &[],
             "truncated",
         ),
-        bad(
+        around(
             "top-field.json",
-            format!("{{\"events\":[{body}],\"note\":1}}").as_bytes(),
-            &[],
+            r#"{"events":["#,
+            r#"],"note":1}"#,
             "bad_shape",
         ),
-        bad(
-            "events-object.json",
-            br#"{"events":{"0":{}}}"#,
-            &[],
-            "bad_shape",
-        ),
-        bad(
+        bad("events-object.json", br#"{"events":{"0":{}}}"#, "bad_shape"),
+        around(
             "events-twice.json",
-            format!("{{\"events\":[{body}],\"events\":[]}}").as_bytes(),
-            &[],
+            r#"{"events":["#,
+            r#"],"events":[]}"#,
             "bad_shape",
         ),
-        bad(
-            "top-array.json",
-            format!("[{body}]").as_bytes(),
-            &[],
-            "bad_shape",
-        ),
-        bad(
+        around("top-array.json", "[", "]", "bad_shape"),
+        around(
             "batch-id.json",
-            format!("{{\"batch_id\":7,\"events\":[{body}]}}").as_bytes(),
-            &[],
+            r#"{"batch_id":7,"events":["#,
+            "]}",
             "bad_shape",
         ),
-        bad(
+        around(
             "file-rev.json",
-            format!("{{\"source_revision\":3.0,\"events\":[{body}]}}").as_bytes(),
-            &[],
+            r#"{"source_revision":3.0,"events":["#,
+            "]}",
             "bad_shape",
         ),
-        bad(
+        around(
             "count.json",
-            format!("{{\"event_count\":4,\"events\":[{body}]}}").as_bytes(),
-            &[],
+            r#"{"event_count":4,"events":["#,
+            "]}",
             "count_mismatch",
         ),
-        bad(
+        around(
             "count-after.json",
-            format!("{{\"events\":[{body}],\"event_count\":2}}").as_bytes(),
-            &[],
+            r#"{"events":["#,
+            r#"],"event_count":2}"#,
             "count_mismatch",
         ),
-        bad("batch.csv", good.as_bytes(), &[], "unsupported_type"),
-        bad("batch", good.as_bytes(), &[], "unsupported_type"),
-        bad("batch.json.txt", good.as_bytes(), &[], "unsupported_type"),
-        bad("deep.json", deep.as_bytes(), &[], "too_deep"),
-        bad(
-            "big.json",
-            good.as_bytes(),
-            &["--file-bytes-max", "10"],
-            "too_large",
-        ),
+        bad("batch.csv", good.as_bytes(), "unsupported_type"),
+        bad("batch", good.as_bytes(), "unsupported_type"),
+        bad("batch.json.txt", good.as_bytes(), "unsupported_type"),
+        bad("deep.json", deep.as_bytes(), "too_deep"),
+        BadFile {
+            options: &["--file-bytes-max", "10"],
+            ..bad("big.json", good.as_bytes(), "too_large")
+        },
     ];
     (seed, files, good)
 }

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Daemon, Site, dump, event, ingest_command, json_batch, let_others_traverse, parse_lines, query,
-    sha256_hex, spoolite, spoolite_as,
+    COUNT_FIELDS, Daemon, Site, assert_unit_verifies, dump, event, ingest_command, json_batch,
+    let_others_traverse, off_blocks, parse_lines, query, sha256_hex, spoolite, spoolite_as,
+    unit_copy,
 };
 
 /// The longest any single wait of these tests may take.
@@ -38,16 +39,33 @@ fn repo() -> PathBuf {
 // ---------------------------------------------------------------------------------
 // Fixtures: two days of flights, and what the analyst views must make of them.
 
+/// LH400's takeoff, which day 1 sends and day 2 again at the same revision with
+/// another `payload`: a conflict.
+fn lh400_takeoff(payload: &str) -> String {
+    event(
+        "LH400-20261130",
+        "takeoff",
+        "2026-11-30T08:14:00Z",
+        Some(1),
+        payload,
+    )
+}
+
+/// BA0117's landing as day 2 (which updates day 1's) and day 3 (stale) write it.
+fn ba0117_landing(revision: i64, payload: &str) -> String {
+    event(
+        "BA0117-20261129",
+        "landing",
+        "2026-11-29T21:40:12.25Z",
+        Some(revision),
+        payload,
+    )
+}
+
 /// Day 1: the first events of two flights and a duty start; every event new.
 fn day1() -> String {
     json_batch(&[
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(1),
-            r#"{"gate":"B32"}"#,
-        ),
+        off_blocks(1, r#"{"gate":"B32"}"#),
         event(
             "BA0117-20261129",
             "takeoff",
@@ -69,13 +87,7 @@ fn day1() -> String {
             Some(1),
             "{}",
         ),
-        event(
-            "LH400-20261130",
-            "takeoff",
-            "2026-11-30T08:14:00Z",
-            Some(1),
-            r#"{"runway":"26R"}"#,
-        ),
+        lh400_takeoff(r#"{"runway":"26R"}"#),
         event(
             "DUTY-ONLY-1",
             "duty_start",
@@ -91,13 +103,7 @@ fn day1() -> String {
 /// among them a flight that returned to stand and went off blocks again.
 fn day2() -> String {
     let lines = [
-        event(
-            "BA0117-20261129",
-            "landing",
-            "2026-11-29T21:40:12.25Z",
-            Some(2),
-            r#"{"runway":"27R"}"#,
-        ),
+        ba0117_landing(2, r#"{"runway":"27R"}"#),
         event(
             "BA0117-20261129",
             "on_blocks",
@@ -140,13 +146,7 @@ fn day2() -> String {
             Some(1),
             "{}",
         ),
-        event(
-            "LH400-20261130",
-            "takeoff",
-            "2026-11-30T08:14:00Z",
-            Some(1),
-            r#"{"runway":"08L"}"#,
-        ),
+        lh400_takeoff(r#"{"runway":"08L"}"#),
         r#"{"flight_id":"XX1-20261130","event_kind":"landing","instant_utc":"2026-11-30T10:00:00"}"#
             .to_owned(),
     ];
@@ -163,13 +163,7 @@ fn day3() -> String {
             Some(1),
             r#"{"gate":"B32"}"#,
         ),
-        event(
-            "BA0117-20261129",
-            "landing",
-            "2026-11-29T21:40:12.25Z",
-            Some(1),
-            r#"{"runway":"27L"}"#,
-        ),
+        ba0117_landing(1, r#"{"runway":"27L"}"#),
     ]
     .map(|line| line + "\n")
     .concat()
@@ -204,20 +198,15 @@ fn expected_batch_summary() -> Vec<String> {
     rows
 }
 
-const BATCH_SUMMARY_BUT_TIME: &[&str] = &[
-    "batch_digest",
-    "batch_id",
-    "file_name",
-    "events_total",
-    "inserted",
-    "updated",
-    "unchanged",
-    "stale",
-    "conflicts",
-    "invalid",
-    "rows_last_written",
-    "quarantined",
-];
+/// The contract's columns of batch_summary but the time spoolite wrote
+/// (`ingested_at`), in its order.
+fn batch_summary_but_time() -> Vec<&'static str> {
+    ["batch_digest", "batch_id", "file_name"]
+        .into_iter()
+        .chain(COUNT_FIELDS)
+        .chain(["rows_last_written", "quarantined"])
+        .collect()
+}
 
 /// Both analyst views, every column, sorted.
 fn views(db: &Path) -> [Vec<String>; 2] {
@@ -345,43 +334,8 @@ fn unit_settings(text: &str) -> BTreeMap<(String, String), Vec<String>> {
 
 #[test]
 fn the_systemd_unit_verifies() {
-    let unit = fs::read_to_string(repo().join("packaging/spoolite.service")).expect("read unit");
-    let exec = "ExecStart=/usr/bin/spoolite run\n";
-    assert!(unit.contains(exec), "the unit runs {exec:?}");
-    // `verify` checks that ExecStart's binary exists, so a copy of the unit runs
-    // the binary under test; everything else is verified as shipped.
     let dir = tempfile::tempdir().expect("temp dir");
-    let copy = dir.path().join("spoolite.service");
-    let binary = env!("CARGO_BIN_EXE_spoolite");
-    fs::write(
-        &copy,
-        unit.replace(exec, &format!("ExecStart={binary} run\n")),
-    )
-    .expect("write unit copy");
-    let output = Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&copy)
-        .output()
-        .unwrap_or_else(|error| {
-            panic!(
-                "run systemd-analyze: {error}. The unit can only be verified with systemd's \
-                 tools: install them (apt-get install systemd)"
-            )
-        });
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    // Warnings about the unit (an unknown key, a bad value) do not change the exit
-    // code, so any line naming it fails the test too. Lines about other units of
-    // the machine it runs on are not the unit's business.
-    let about_unit: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.contains("spoolite"))
-        .collect();
-    assert!(
-        output.status.success() && about_unit.is_empty(),
-        "systemd-analyze verify {}: {}\n{stderr}",
-        copy.display(),
-        output.status
-    );
+    assert_unit_verifies(&unit_copy(dir.path()));
 }
 
 #[test]
@@ -1565,7 +1519,7 @@ fn re_drops_leave_the_views_unchanged() {
 
     assert_eq!(dump(&site.db, "flight_times", &[]), expected_flight_times());
     assert_eq!(
-        dump(&site.db, "batch_summary", BATCH_SUMMARY_BUT_TIME),
+        dump(&site.db, "batch_summary", &batch_summary_but_time()),
         expected_batch_summary()
     );
     assert_eq!(
@@ -1620,7 +1574,7 @@ fn re_drops_leave_the_views_unchanged() {
     ));
     expected.sort();
     assert_eq!(
-        dump(&site.db, "batch_summary", BATCH_SUMMARY_BUT_TIME),
+        dump(&site.db, "batch_summary", &batch_summary_but_time()),
         expected
     );
     daemon.stop();
@@ -1689,25 +1643,33 @@ fn a_dry_run_classifies_against_the_database_and_writes_nothing() {
     assert_eq!(database_bytes(&site.db), bytes);
 }
 
-#[test]
-fn a_dry_run_against_a_missing_database_creates_nothing() {
-    let site = Site::new();
-    let batch = site.dir.path().join("day1.json");
-    fs::write(&batch, day1()).expect("write day1");
-    let output = ingest_command(&site.db)
+/// Runs `command` (a `spoolite ingest --db DB`) with `--json --dry-run BATCH`,
+/// which must exit 0 (`what` heads the message with its stderr) and process the
+/// file; returns its line.
+fn processed_dry_run(command: &mut Command, batch: &Path, what: &str) -> serde_json::Value {
+    let output = command
         .args(["--json", "--dry-run"])
-        .arg(&batch)
+        .arg(batch)
         .output()
         .expect("run ingest --dry-run");
     assert_eq!(
         output.status.code(),
         Some(0),
-        "{}",
+        "{what}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let lines = parse_lines(&output);
+    let mut lines = parse_lines(&output);
     assert_eq!(lines[0]["outcome"], "processed");
-    assert_eq!(lines[0]["inserted"], 6);
+    lines.swap_remove(0)
+}
+
+#[test]
+fn a_dry_run_against_a_missing_database_creates_nothing() {
+    let site = Site::new();
+    let batch = site.dir.path().join("day1.json");
+    fs::write(&batch, day1()).expect("write day1");
+    let line = processed_dry_run(&mut ingest_command(&site.db), &batch, "");
+    assert_eq!(line["inserted"], 6);
     let state = site.db.parent().expect("state folder");
     assert!(
         !state.exists(),
@@ -1726,25 +1688,19 @@ fn a_dry_run_needs_no_write_access_to_the_database() {
     let batch = site.dir.path().join("day2.ndjson");
     fs::write(&batch, day2()).expect("write day2");
     let tables = crate::support::snapshot(&site.db);
-    let output = spoolite_as(ANALYST, ANALYST)
+    let mut command = spoolite_as(ANALYST, ANALYST);
+    command
         .arg("ingest")
         .arg("--db")
         .arg(&site.db)
-        .args(["--json", "--dry-run"])
-        .arg(&batch)
         .env_clear()
-        .current_dir("/")
-        .output()
-        .expect("run ingest --dry-run as the analyst");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "a dry run by an account that may only read the database: {}",
-        String::from_utf8_lossy(&output.stderr)
+        .current_dir("/");
+    let line = processed_dry_run(
+        &mut command,
+        &batch,
+        "a dry run by an account that may only read the database: ",
     );
-    let lines = parse_lines(&output);
-    assert_eq!(lines[0]["outcome"], "processed");
-    assert_eq!(lines[0]["events_total"], 9);
+    assert_eq!(line["events_total"], 9);
     assert_eq!(crate::support::snapshot(&site.db), tables);
 }
 
@@ -1913,16 +1869,17 @@ fn boolean_options_from_the_environment_take_the_usual_words() {
     assert_eq!(crate::support::snapshot(&site.db), before);
 }
 
+/// Runs `command`, which must end as a usage error (exit 2); returns its stderr.
+fn usage_error(command: &mut Command) -> String {
+    let output = command.output().expect("run spoolite");
+    assert_eq!(output.status.code(), Some(2));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
 fn an_invalid_value_from_the_environment_names_its_variable() {
     let site = Site::new();
-    let output = site
-        .run_command()
-        .env("SPOOLITE_SETTLE", "5")
-        .output()
-        .expect("run spoolite run");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = usage_error(site.run_command().env("SPOOLITE_SETTLE", "5"));
     assert!(
         stderr.contains(
             "invalid value '5' for '--settle <DURATION>' (from the environment variable \
@@ -1932,25 +1889,20 @@ fn an_invalid_value_from_the_environment_names_its_variable() {
     );
     assert!(!site.spool.exists() && !site.db.exists());
     // On the command line the option speaks for itself, whatever the environment.
-    let output = site
-        .run_command()
-        .args(["--settle", "5"])
-        .env("SPOOLITE_SETTLE", "5")
-        .output()
-        .expect("run spoolite run");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = usage_error(
+        site.run_command()
+            .args(["--settle", "5"])
+            .env("SPOOLITE_SETTLE", "5"),
+    );
     assert!(
         stderr.contains("invalid value '5' for '--settle <DURATION>': \"5\" needs a unit"),
         "{stderr}"
     );
-    let output = ingest_command(&site.db)
-        .arg(site.dir.path().join("none.json"))
-        .env("SPOOLITE_FILE_BYTES_MAX", "lots")
-        .output()
-        .expect("run ingest");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = usage_error(
+        ingest_command(&site.db)
+            .arg(site.dir.path().join("none.json"))
+            .env("SPOOLITE_FILE_BYTES_MAX", "lots"),
+    );
     assert!(
         stderr.contains("(from the environment variable SPOOLITE_FILE_BYTES_MAX)"),
         "{stderr}"

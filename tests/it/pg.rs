@@ -6,100 +6,59 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use tempfile::TempDir;
 
-use crate::support::{event, ingest_command, ingest_json, json_batch, query, sha256_hex, write};
+use crate::pg_contract::Backend;
+use crate::support::{event, ingest_command, ingest_json, json_batch, sha256_hex, write};
 use crate::support_pg::PgDb;
 
-/// One database of either backend, in a test that runs the same files on both.
-enum Backend {
-    Sqlite { _dir: TempDir, path: PathBuf },
-    Postgres(PgDb),
-}
-
-impl Backend {
-    fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("spoolite.db");
-        Backend::Sqlite { _dir: dir, path }
-    }
-
-    fn postgres() -> Backend {
-        Backend::Postgres(PgDb::new())
-    }
-
-    /// What `--db` is given.
-    fn db(&self) -> PathBuf {
-        match self {
-            Backend::Sqlite { path, .. } => path.clone(),
-            Backend::Postgres(db) => PathBuf::from(db.uri()),
-        }
-    }
-
-    /// Rows of a query written for both backends: `{retracted}` becomes the
-    /// column as 0/1 and `{t}` a cast to text (PostgreSQL's values are read as text).
-    fn rows(&self, sql: &str) -> Vec<Vec<String>> {
-        match self {
-            Backend::Sqlite { path, .. } => query(
-                path,
-                &sql.replace("{retracted}", "retracted").replace("{t}", ""),
-            ),
-            Backend::Postgres(db) => db.query(
-                &sql.replace("{retracted}", "retracted::int")
-                    .replace("{t}", "::text"),
-            ),
-        }
-    }
-
-    /// The contract's tables, every column but the times spoolite writes (which
-    /// differ from run to run), `change_seq` as its rank (the order is the
-    /// contract's, the numbers a backend's), sorted.
-    fn tables(&self) -> Vec<Vec<Vec<String>>> {
-        let minutes = |rows: Vec<Vec<String>>| -> Vec<Vec<String>> {
-            // SQLite's minutes are real, PostgreSQL's numeric: compare the values.
-            rows.into_iter()
-                .map(|row| {
-                    row.into_iter()
-                        .enumerate()
-                        .map(|(at, value)| match value.parse::<f64>() {
-                            Ok(number) if at >= 5 => format!("{number:.2}"),
-                            _ => value,
-                        })
-                        .collect()
-                })
-                .collect()
-        };
-        vec![
-            self.rows(
-                "SELECT idempotency_key, flight_id, event_kind, instant_utc,
-                        source_revision{t}, payload, {retracted}{t}, batch_digest,
-                        (dense_rank() OVER (ORDER BY change_seq)){t}
-                 FROM duty_event_all ORDER BY change_seq",
-            ),
-            self.rows(
-                "SELECT idempotency_key, (dense_rank() OVER (ORDER BY change_seq)){t}
-                 FROM duty_event ORDER BY idempotency_key",
-            ),
-            self.rows(
-                "SELECT batch_digest, batch_id, file_name, events_total{t}, inserted{t},
-                        updated{t}, unchanged{t}, stale{t}, conflicts{t}, invalid{t}
-                 FROM ingest_inbox ORDER BY batch_digest",
-            ),
-            self.rows(
-                "SELECT batch_digest, file_name, record_index{t}, reason, detail, raw
-                 FROM quarantine ORDER BY batch_digest, record_index",
-            ),
-            self.rows(
-                "SELECT batch_digest, events_total{t}, rows_last_written{t}, quarantined{t}
-                 FROM batch_summary ORDER BY batch_digest",
-            ),
-            minutes(self.rows(
-                "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
-                        block_minutes{t}, airborne_minutes{t}
-                 FROM flight_times ORDER BY flight_id",
-            )),
-        ]
-    }
+/// The contract's tables, every column but the times spoolite writes (which
+/// differ from run to run), `change_seq` as its rank (the order is the
+/// contract's, the numbers a backend's), sorted.
+fn tables(backend: &Backend) -> Vec<Vec<Vec<String>>> {
+    let minutes = |rows: Vec<Vec<String>>| -> Vec<Vec<String>> {
+        // SQLite's minutes are real, PostgreSQL's numeric: compare the values.
+        rows.into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .enumerate()
+                    .map(|(at, value)| match value.parse::<f64>() {
+                        Ok(number) if at >= 5 => format!("{number:.2}"),
+                        _ => value,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    vec![
+        backend.rows(
+            "SELECT idempotency_key, flight_id, event_kind, instant_utc,
+                    source_revision{t}, payload, {retracted}{t}, batch_digest,
+                    (dense_rank() OVER (ORDER BY change_seq)){t}
+             FROM duty_event_all ORDER BY change_seq",
+        ),
+        backend.rows(
+            "SELECT idempotency_key, (dense_rank() OVER (ORDER BY change_seq)){t}
+             FROM duty_event ORDER BY idempotency_key",
+        ),
+        backend.rows(
+            "SELECT batch_digest, batch_id, file_name, events_total{t}, inserted{t},
+                    updated{t}, unchanged{t}, stale{t}, conflicts{t}, invalid{t}
+             FROM ingest_inbox ORDER BY batch_digest",
+        ),
+        backend.rows(
+            "SELECT batch_digest, file_name, record_index{t}, reason, detail, raw
+             FROM quarantine ORDER BY batch_digest, record_index",
+        ),
+        backend.rows(
+            "SELECT batch_digest, events_total{t}, rows_last_written{t}, quarantined{t}
+             FROM batch_summary ORDER BY batch_digest",
+        ),
+        minutes(backend.rows(
+            "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                    block_minutes{t}, airborne_minutes{t}
+             FROM flight_times ORDER BY flight_id",
+        )),
+    ]
 }
 
 /// An event of flight BA0117 with `retracted` when given.
@@ -206,7 +165,7 @@ fn the_outcome_table_reads_the_same_from_sqlite_and_postgres() {
     let mut results = Vec::new();
     for backend in [Backend::sqlite(), Backend::postgres()] {
         let lines = ingest_each(&backend.db(), &files);
-        results.push((lines, backend.tables()));
+        results.push((lines, tables(&backend)));
     }
     let (sqlite_lines, sqlite_tables) = &results[0];
     let (pg_lines, pg_tables) = &results[1];
@@ -285,39 +244,47 @@ fn postgres_records_its_schema_version_and_refuses_a_newer_one() {
     );
 }
 
+/// A landing of flight `BA{flight:04}-20261129` at minute `minute` of 2026-11-29.
+fn landing(flight: i64, minute: i64, revision: i64, payload: &str) -> String {
+    event(
+        &format!("BA{flight:04}-20261129"),
+        "landing",
+        &format!("2026-11-29T{:02}:{:02}:00Z", minute / 60 % 24, minute % 60),
+        Some(revision),
+        payload,
+    )
+}
+
+/// Creates the schema in `uri` with an empty file (one only still arriving, which
+/// writes nothing else), so that the writers started next race on their batches.
+fn create_schema(dir: &Path, uri: &Path) {
+    let empty = write(dir, "empty.ndjson", "");
+    let created = ingest_command(uri).arg(&empty).output().expect("run");
+    assert!(created.status.code().is_some());
+}
+
+/// `spoolite ingest --json FILE` into `uri`, started, its stdout piped.
+fn spawn_ingest(uri: &Path, file: &Path) -> std::process::Child {
+    ingest_command(uri)
+        .arg("--json")
+        .arg(file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
 #[test]
 fn the_same_bytes_from_two_writers_at_once_commit_once() {
     let db = PgDb::new();
     let uri = PathBuf::from(db.uri());
     let dir = tempfile::tempdir().expect("temp dir");
-    let events: Vec<String> = (0..2000)
-        .map(|i| {
-            event(
-                &format!("BA{:04}-20261129", i % 50),
-                "landing",
-                &format!("2026-11-29T{:02}:{:02}:00Z", i / 60 % 24, i % 60),
-                Some(1),
-                "{}",
-            )
-        })
-        .collect();
+    let events: Vec<String> = (0..2000).map(|i| landing(i % 50, i, 1, "{}")).collect();
     let bytes = json_batch(&events);
     let first = write(dir.path(), "one.json", &bytes);
     let second = write(dir.path(), "two.json", &bytes);
-    // Create the schema first (an empty file is only still arriving), so that
-    // the two ingests race on the batch only.
-    let empty = write(dir.path(), "empty.ndjson", "");
-    let created = ingest_command(&uri).arg(&empty).output().expect("run");
-    assert!(created.status.code().is_some());
-    let spawn = |file: &Path| {
-        ingest_command(&uri)
-            .arg("--json")
-            .arg(file)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn")
-    };
-    let (a, b) = (spawn(&first), spawn(&second));
+    // The schema first, so that the two ingests race on the batch only.
+    create_schema(dir.path(), &uri);
+    let (a, b) = (spawn_ingest(&uri, &first), spawn_ingest(&uri, &second));
     let mut outcomes: Vec<String> = [a, b]
         .into_iter()
         .map(|child| {
@@ -453,24 +420,14 @@ fn writers_of_overlapping_files_at_once_apply_one_at_a_time() {
     let db = PgDb::new();
     let uri = PathBuf::from(db.uri());
     let dir = tempfile::tempdir().expect("temp dir");
-    let empty = write(dir.path(), "empty.ndjson", "");
-    let created = ingest_command(&uri).arg(&empty).output().expect("run");
-    assert!(created.status.code().is_some());
+    create_schema(dir.path(), &uri);
     // Four files of the same 500 keys, file n at revision n, each in its own order.
     let files: Vec<PathBuf> = (1..=4_i64)
         .map(|revision| {
             let lines: Vec<String> = (0..500_i64)
                 // Multipliers prime to 500: each file holds every key once.
                 .map(|i| (i * [1, 3, 7, 9][revision as usize - 1]) % 500)
-                .map(|key| {
-                    event(
-                        &format!("BA{:04}-20261129", key % 40),
-                        "landing",
-                        &format!("2026-11-29T{:02}:{:02}:00Z", key / 60, key % 60),
-                        Some(revision),
-                        &format!("{{\"from\":{revision}}}"),
-                    )
-                })
+                .map(|key| landing(key % 40, key, revision, &format!("{{\"from\":{revision}}}")))
                 .collect();
             write(
                 dir.path(),
@@ -479,17 +436,7 @@ fn writers_of_overlapping_files_at_once_apply_one_at_a_time() {
             )
         })
         .collect();
-    let children: Vec<_> = files
-        .iter()
-        .map(|file| {
-            ingest_command(&uri)
-                .arg("--json")
-                .arg(file)
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
-        .collect();
+    let children: Vec<_> = files.iter().map(|file| spawn_ingest(&uri, file)).collect();
     for child in children {
         let output = child.wait_with_output().expect("wait");
         assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -650,7 +597,7 @@ fn a_file_larger_than_one_fetch_folds_the_same_on_both_backends() {
     let mut results = Vec::new();
     for backend in [Backend::sqlite(), Backend::postgres()] {
         let lines = ingest_each(&backend.db(), std::slice::from_ref(&file));
-        results.push((lines, backend.tables()));
+        results.push((lines, tables(&backend)));
     }
     assert_eq!(results[1].0, results[0].0);
     assert_eq!(results[1].1, results[0].1);

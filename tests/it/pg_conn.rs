@@ -16,7 +16,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::support::{Site, event, json_batch, spoolite, wait_until, write};
+use crate::support::{
+    Site, assert_unit_verifies, event, json_batch, off_blocks, spoolite, unit_copy, wait_until,
+    write,
+};
 use crate::support_pg::{PgDb, Server};
 
 /// The name the server's certificate is for; `hostaddr=127.0.0.1` beside it in
@@ -108,6 +111,20 @@ impl TlsServer {
             self.server.port(),
             db.name()
         )
+    }
+
+    /// `uri` with `sslmode=MODE` (`verify-ca`, `verify-full`) against the CA
+    /// certificate in `ca`.
+    pub(crate) fn checked_uri(
+        &self,
+        db: &PgDb,
+        role: &str,
+        host: &str,
+        mode: &str,
+        ca: &Path,
+    ) -> String {
+        let params = format!("sslmode={mode}&sslrootcert={}", ca.display());
+        self.uri(db, role, host, &params)
     }
 }
 
@@ -208,13 +225,7 @@ fn make_certificates() -> TempDir {
 /// A batch of two events of one flight.
 fn batch() -> String {
     json_batch(&[
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(1),
-            "{\"gate\":\"A1\"}",
-        ),
+        off_blocks(1, "{\"gate\":\"A1\"}"),
         event(
             "BA0117-20261129",
             "takeoff",
@@ -303,26 +314,14 @@ fn require_encrypts_and_verify_full_checks_the_ca_and_the_name() {
 
     // verify-full with the CA that signed the certificate and its name.
     let ca = tls.cert("ca.pem");
-    let verify_full = |host: &str, ca: &Path| {
-        tls.uri(
-            &db,
-            &role,
-            host,
-            &format!("sslmode=verify-full&sslrootcert={}", ca.display()),
-        )
-    };
+    let verify_full = |host: &str, ca: &Path| tls.checked_uri(&db, &role, host, "verify-full", ca);
     let good = verify_full(CERT_HOST, &ca);
     assert_eq!(
         outcome(&ingest(&good, &file, with_password)),
         "skipped_duplicate"
     );
     // verify-ca checks the chain but not the name.
-    let verify_ca = tls.uri(
-        &db,
-        &role,
-        "other.spoolite.test",
-        &format!("sslmode=verify-ca&sslrootcert={}", ca.display()),
-    );
+    let verify_ca = tls.checked_uri(&db, &role, "other.spoolite.test", "verify-ca", &ca);
     assert_eq!(
         outcome(&ingest(&verify_ca, &file, with_password)),
         "skipped_duplicate"
@@ -340,14 +339,7 @@ fn verify_full_refuses_a_wrong_ca_a_wrong_name_and_a_missing_ca_file() {
     let with_password = |command: &mut Command| {
         command.arg("--db-password-file").arg(&secret);
     };
-    let verify_full = |host: &str, ca: &Path| {
-        tls.uri(
-            &db,
-            &role,
-            host,
-            &format!("sslmode=verify-full&sslrootcert={}", ca.display()),
-        )
-    };
+    let verify_full = |host: &str, ca: &Path| tls.checked_uri(&db, &role, host, "verify-full", ca);
 
     let wrong_ca = verify_full(CERT_HOST, &tls.cert("other-ca.pem"));
     let output = ingest(&wrong_ca, &file, with_password);
@@ -667,38 +659,14 @@ fn the_documented_drop_in_for_postgresql_verifies_with_the_unit() {
         "the README's drop-in differs:\n{drop_in}"
     );
     // The unit with the drop-in beside it, as systemd reads it (see
-    // ops::the_systemd_unit_verifies): no line about it may say anything.
-    let unit = fs::read_to_string(repo.join("packaging/spoolite.service")).expect("read unit");
+    // support::assert_unit_verifies): no line about it may say anything.
     let dir = tempfile::tempdir().expect("temp dir");
-    let copy = dir.path().join("spoolite.service");
-    let binary = env!("CARGO_BIN_EXE_spoolite");
-    fs::write(
-        &copy,
-        unit.replace(
-            "ExecStart=/usr/bin/spoolite run\n",
-            &format!("ExecStart={binary} run\n"),
-        ),
-    )
-    .expect("write unit copy");
+    let copy = unit_copy(dir.path());
     fs::create_dir(dir.path().join("spoolite.service.d")).expect("mkdir drop-in folder");
     write(
         &dir.path().join("spoolite.service.d"),
         "postgresql.conf",
         drop_in,
     );
-    let output = Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&copy)
-        .output()
-        .expect("run systemd-analyze (apt-get install systemd)");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let about_unit: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.contains("spoolite"))
-        .collect();
-    assert!(
-        output.status.success() && about_unit.is_empty(),
-        "systemd-analyze verify: {}\n{stderr}",
-        output.status
-    );
+    assert_unit_verifies(&copy);
 }

@@ -4,7 +4,7 @@
 //! of either kind that a test body takes; `views` reads the contract's views of
 //! one the same way on both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -35,28 +35,22 @@ impl Backend {
         Backend::Postgres(PgDb::new())
     }
 
-    /// What `--db` is given.
-    pub fn db(&self) -> PathBuf {
+    /// The database, borrowed, as a test body that reads either backend takes it.
+    pub fn as_db(&self) -> DbRef<'_> {
         match self {
-            Backend::Sqlite { path, .. } => path.clone(),
-            Backend::Postgres(db) => PathBuf::from(db.uri()),
+            Backend::Sqlite { path, .. } => DbRef::Sqlite(path),
+            Backend::Postgres(db) => DbRef::Postgres(db),
         }
     }
 
-    /// Rows of a query written for both backends, as text: `{retracted}` becomes
-    /// the column as 0/1 and `{t}` a cast to text (PostgreSQL's values are read as
-    /// text); SQLite's integers read in decimal.
+    /// What `--db` is given.
+    pub fn db(&self) -> PathBuf {
+        self.as_db().db()
+    }
+
+    /// Rows of a query written for both backends (see `DbRef::rows`).
     pub fn rows(&self, sql: &str) -> Vec<Vec<String>> {
-        match self {
-            Backend::Sqlite { path, .. } => query(
-                path,
-                &sql.replace("{retracted}", "retracted").replace("{t}", ""),
-            ),
-            Backend::Postgres(db) => db.query(
-                &sql.replace("{retracted}", "retracted::int")
-                    .replace("{t}", "::text"),
-            ),
-        }
+        self.as_db().rows(sql)
     }
 
     /// Makes a PostgreSQL database as new: no schema, no rows (a SQLite one is
@@ -89,6 +83,58 @@ impl Backend {
             .collect();
         lines.sort();
         lines
+    }
+}
+
+/// A database of either backend, borrowed from whatever holds it (a `Backend`, a
+/// test's SQLite file, a `PgDb`): for the test bodies that run on both.
+#[derive(Clone, Copy)]
+pub enum DbRef<'a> {
+    Sqlite(&'a Path),
+    Postgres(&'a PgDb),
+}
+
+impl DbRef<'_> {
+    /// What `--db` is given.
+    pub fn db(self) -> PathBuf {
+        match self {
+            DbRef::Sqlite(path) => path.to_owned(),
+            DbRef::Postgres(db) => PathBuf::from(db.uri()),
+        }
+    }
+
+    /// Rows of a query written for both backends, as text: `{retracted}` becomes
+    /// the column as 0/1 and `{t}` a cast to text (PostgreSQL's values are read as
+    /// text); SQLite's integers read in decimal.
+    pub fn rows(self, sql: &str) -> Vec<Vec<String>> {
+        match self {
+            DbRef::Sqlite(path) => query(
+                path,
+                &sql.replace("{retracted}", "retracted").replace("{t}", ""),
+            ),
+            DbRef::Postgres(db) => db.query(
+                &sql.replace("{retracted}", "retracted::int")
+                    .replace("{t}", "::text"),
+            ),
+        }
+    }
+}
+
+impl<'a> From<&'a Path> for DbRef<'a> {
+    fn from(path: &'a Path) -> DbRef<'a> {
+        DbRef::Sqlite(path)
+    }
+}
+
+impl<'a> From<&'a PathBuf> for DbRef<'a> {
+    fn from(path: &'a PathBuf) -> DbRef<'a> {
+        DbRef::Sqlite(path)
+    }
+}
+
+impl<'a> From<&'a PgDb> for DbRef<'a> {
+    fn from(db: &'a PgDb) -> DbRef<'a> {
+        DbRef::Postgres(db)
     }
 }
 

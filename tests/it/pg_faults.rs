@@ -371,6 +371,27 @@ fn assert_as_one_clean_delivery(server: &Arc<Server>, db: &PgDb, files: &[File])
 // Two daemons, one database
 // ---------------------------------------------------------------------------------
 
+/// Two sites whose daemons serve one database of the timed server at once. Both
+/// start on an empty database: the migrations are applied once.
+fn two_daemons_on_one_database() -> (Arc<Server>, PgDb, [Site; 2], [Daemon; 2]) {
+    let server = timed_server();
+    let db = PgDb::on(server.clone());
+    let uri = db.uri();
+    let (a, b) = (Site::new(), Site::new());
+    let mut first = start_daemon(&a, &uri, &[]);
+    let second = start_daemon(&b, &uri, &[]);
+    wait_schema(&mut first, &db);
+    (server, db, [a, b], [first, second])
+}
+
+/// Stops both daemons (see `stop`); returns the logs of their sites.
+fn stop_both(daemons: [Daemon; 2], sites: [&Site; 2]) -> [String; 2] {
+    for daemon in daemons {
+        stop(daemon);
+    }
+    sites.map(Site::log)
+}
+
 /// Fifty files of keys of their own (some `.json` with a `batch_id`, some with an
 /// invalid event).
 fn disjoint_files() -> Vec<File> {
@@ -389,14 +410,7 @@ fn disjoint_files() -> Vec<File> {
 
 #[test]
 fn two_daemons_fed_the_same_files_at_once_commit_each_once() {
-    let server = timed_server();
-    let db = PgDb::on(server.clone());
-    let uri = db.uri();
-    let (a, b) = (Site::new(), Site::new());
-    // Both start on an empty database: the migrations are applied once.
-    let mut first = start_daemon(&a, &uri, &[]);
-    let second = start_daemon(&b, &uri, &[]);
-    wait_schema(&mut first, &db);
+    let (server, db, [a, b], daemons) = two_daemons_on_one_database();
     let files = disjoint_files();
     drop_at_once(&[&a, &b], &files);
     let archived = |site: &Site, count: usize| site.archived().len() == count;
@@ -414,10 +428,7 @@ fn two_daemons_fed_the_same_files_at_once_commit_each_once() {
     wait_until(Duration::from_secs(30), "the re-drops archived", || {
         archived(&a, 60) && archived(&b, 55)
     });
-    stop(first);
-    stop(second);
-
-    let logs = [a.log(), b.log()];
+    let logs = stop_both(daemons, [&a, &b]);
     let across = |word: &str, name: &str| -> usize {
         logs.iter().map(|log| outcome_lines(log, word, name)).sum()
     };
@@ -462,13 +473,7 @@ fn two_daemons_fed_the_same_files_at_once_commit_each_once() {
 
 #[test]
 fn two_daemons_on_overlapping_keys_end_as_the_files_applied_one_at_a_time_in_commit_order() {
-    let server = timed_server();
-    let db = PgDb::on(server.clone());
-    let uri = db.uri();
-    let (a, b) = (Site::new(), Site::new());
-    let mut first = start_daemon(&a, &uri, &[]);
-    let second = start_daemon(&b, &uri, &[]);
-    wait_schema(&mut first, &db);
+    let (server, db, [a, b], daemons) = two_daemons_on_one_database();
     // Thirty files over one pool of keys (one big one); files 8…21 go into both
     // spools at once, 0…7 only into a, 22…29 only into b.
     let files = stream_files(&mut Rng(0x0b1e), "mix", 30, 40);
@@ -478,9 +483,7 @@ fn two_daemons_on_overlapping_keys_end_as_the_files_applied_one_at_a_time_in_com
     wait_until(Duration::from_secs(40), "both spools archived", || {
         a.archived().len() == 22 && b.archived().len() == 22
     });
-    stop(first);
-    stop(second);
-    let logs = [a.log(), b.log()];
+    let logs = stop_both(daemons, [&a, &b]);
     for (at, file) in files.iter().enumerate() {
         let across = |word: &str| -> usize {
             logs.iter()

@@ -7,103 +7,52 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::changes::{Follower, assert_window, changes, seq};
+use crate::changes::{
+    COLUMNS, Follower, assert_a_closed_stdout_ends_a_follower,
+    assert_a_follower_stops_at_its_limit, assert_an_idle_follower_uses_no_cpu, assert_window,
+    changes, feed_after, feed_rows, first_events, ingest_batch, landing_twice, max_seq,
+    retractions, seq, takeoff, update_and_stale,
+};
 use crate::support::{
-    Site, event, ingest_command, ingest_json, json_batch, query, spoolite, wait_until, write,
+    CONTRACT_RELATIONS, Site, event, ingest_command, ingest_json, json_batch, query, spoolite,
+    write,
 };
 use crate::support_pg::{PgDb, Server};
 
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The columns of duty_event_all, in its order: what every line holds.
-const COLUMNS: &str = "idempotency_key, flight_id, event_kind, instant_utc, source_revision, \
-                       payload, retracted, batch_digest, first_seen_at, updated_at, change_seq";
-
-/// A retraction of an event: the same identity with a higher revision.
-fn retraction(flight_id: &str, kind: &str, instant: &str, revision: i64) -> String {
-    format!(
-        "{{\"flight_id\":\"{flight_id}\",\"event_kind\":\"{kind}\",\"instant_utc\":\"{instant}\",\
-         \"source_revision\":{revision},\"retracted\":true}}"
-    )
-}
-
-/// The files of the feed fixture, in the order they are ingested: inserts (a
-/// payload with a number no float holds), an update, a stale and an unchanged
-/// event, a conflict, an invalid event, a re-drop, and retractions (one of a key
-/// never seen).
+/// The files of the feed fixture, in the order they are ingested: changes.rs's
+/// (inserts, a payload with a number no float holds, an update, a stale and an
+/// unchanged event, a re-drop, and retractions, one of a key never seen) with a
+/// conflict, an invalid event, a payload with escapes and a fourth file.
 fn fixture_files(dir: &Path) -> Vec<PathBuf> {
-    let big = r#"{"crew":["C1","C2"],"n":123456789012345678901234567890}"#;
-    let first = json_batch(&[
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(1),
-            big,
-        ),
-        event(
-            "BA0117-20261129",
-            "on_blocks",
-            "2026-11-29T12:05:00Z",
-            Some(1),
-            "{}",
-        ),
-        event(
-            "BA0118-20261129",
-            "takeoff",
-            "2026-11-29T13:00:00+01:00",
-            Some(1),
-            "{\"tail\":\"G-XWBA\",\"note\":\"tab\\there, \\\"quoted\\\", é\"}",
-        ),
-    ]);
-    let second = json_batch(&[
-        event(
-            "BA0117-20261129",
-            "off_blocks",
-            "2026-11-29T10:05:00Z",
-            Some(2),
-            "{\"crew\":[\"C1\"]}",
-        ),
-        event(
-            "BA0118-20261129",
-            "takeoff",
-            "2026-11-29T12:00:00Z",
-            Some(0),
-            "{}",
-        ),
-        event(
-            "BA0117-20261129",
-            "on_blocks",
-            "2026-11-29T12:05:00Z",
-            Some(1),
-            "{\"other\":true}",
-        ),
-        event(
-            "BA0119-20261129",
-            "landing",
-            "2026-11-29T15:30:00.5Z",
-            Some(1),
-            "{}",
-        ),
-        event(
-            "BA0119-20261129",
-            "landing",
-            "2026-11-29T15:30:00.5Z",
-            Some(1),
-            "{}",
-        ),
-        "{\"flight_id\":\"\"}".to_owned(),
-    ]);
-    let third = json_batch(&[
-        retraction("BA0117-20261129", "on_blocks", "2026-11-29T12:05:00Z", 2),
-        retraction("BA0999-20261129", "off_blocks", "2026-11-29T08:00:00Z", 5),
-    ]);
+    let first = json_batch(&first_events(
+        "{\"tail\":\"G-XWBA\",\"note\":\"tab\\there, \\\"quoted\\\", é\"}",
+    ));
+    let conflict = event(
+        "BA0117-20261129",
+        "on_blocks",
+        "2026-11-29T12:05:00Z",
+        Some(1),
+        "{\"other\":true}",
+    );
+    let invalid = "{\"flight_id\":\"\"}".to_owned();
+    let second = json_batch(
+        &[
+            &update_and_stale()[..],
+            &[conflict],
+            &landing_twice(),
+            &[invalid],
+        ]
+        .concat(),
+    );
+    let third = json_batch(&retractions());
     let ndjson = [
         event(
             "BA0120-20261129",
@@ -149,41 +98,6 @@ fn postgres_with_changes() -> (TempDir, PgDb) {
 
 fn uri_path(db: &PgDb) -> PathBuf {
     PathBuf::from(db.uri())
-}
-
-/// The rows of `duty_event_all` after `since`, in change_seq order, read by the
-/// test's own connection, each as the JSON object its line must be.
-fn pg_feed_rows(db: &PgDb, since: i64) -> Vec<Value> {
-    let sql = format!(
-        "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision::text, \
-         payload, retracted::text, batch_digest, first_seen_at, updated_at, change_seq::text \
-         FROM duty_event_all WHERE change_seq > {since} ORDER BY duty_event_all.change_seq"
-    );
-    db.query(&sql)
-        .into_iter()
-        .map(|row| {
-            let int = |text: &str| text.parse::<i64>().expect("an integer column");
-            json!({
-                "idempotency_key": row[0],
-                "flight_id": row[1],
-                "event_kind": row[2],
-                "instant_utc": row[3],
-                "source_revision": int(&row[4]),
-                "payload": serde_json::from_str::<Value>(&row[5]).expect("payload is JSON"),
-                "retracted": row[6] == "true",
-                "batch_digest": row[7],
-                "first_seen_at": row[8],
-                "updated_at": row[9],
-                "change_seq": int(&row[10]),
-            })
-        })
-        .collect()
-}
-
-fn pg_max_seq(db: &PgDb) -> i64 {
-    db.query("SELECT coalesce(max(change_seq), 0)::text FROM duty_event_all")[0][0]
-        .parse()
-        .expect("max")
 }
 
 /// A line with its two times (which differ from run to run) checked for the
@@ -232,7 +146,7 @@ fn the_feed_prints_the_same_lines_from_sqlite_and_postgres() {
     assert_eq!(lines(&outputs[1]), lines(&outputs[0]));
     // And each PostgreSQL line is its row of duty_event_all, every column.
     let (_, printed, _, _) = changes(&uri_path(&postgres), &[]);
-    assert_eq!(printed, pg_feed_rows(&postgres, 0));
+    assert_eq!(printed, feed_rows(&postgres, ""));
     let sqlite_rows = query(
         &sqlite,
         "SELECT change_seq FROM duty_event_all ORDER BY change_seq",
@@ -251,7 +165,7 @@ fn the_feed_prints_the_same_lines_from_sqlite_and_postgres() {
 #[test]
 fn since_and_limit_pick_a_window_of_the_postgres_feed() {
     let (_dir, db) = postgres_with_changes();
-    let all = pg_feed_rows(&db, 0);
+    let all = feed_rows(&db, "");
     let last = seq(all.last().expect("rows"));
     for (since, limit) in [(0, 1), (0, 100), (1, 2), (3, 1), (last - 1, 5), (last, 5)] {
         assert_window(&uri_path(&db), &all, since, limit);
@@ -287,59 +201,24 @@ fn a_postgres_database_without_the_schema_or_a_server_is_an_error_with_exit_2() 
     }
 }
 
-/// `spoolite ingest` of one `.json` batch of `events`, named `name`, into `db`.
-fn ingest_batch(dir: &Path, db: &Path, name: &str, events: &[String]) {
-    let file = write(dir, name, json_batch(events));
-    let (code, lines) = ingest_json(db, &[&file]);
-    assert_eq!(code, 0, "{lines:?}");
-}
-
-fn takeoff(flight: &str, minute: u32, revision: i64) -> String {
-    event(
-        flight,
-        "takeoff",
-        &format!("2026-12-01T10:{minute:02}:00Z"),
-        Some(revision),
-        "{}",
-    )
-}
-
 #[test]
 fn a_postgres_follower_prints_each_later_commit_within_moments_and_ends_at_a_signal() {
     let (dir, db) = postgres_with_changes();
     for signal in [libc::SIGTERM, libc::SIGINT] {
-        let mut follower = Follower::on(&uri_path(&db), &[]);
-        let first = follower.read_through(pg_max_seq(&db), "the rows already committed");
-        assert_eq!(first, pg_feed_rows(&db, 0));
+        let mut follower = Follower::caught_up(&db, &[]);
+        assert_eq!(follower.seen, feed_rows(&db, ""));
+        // A read every 200 ms: each commit is printed well within a second.
         for round in 0..3u32 {
-            let before = pg_max_seq(&db);
-            let (one, two) = (format!("FW{signal}-1"), format!("FW{signal}-2"));
-            let events = [
-                takeoff(&one, round, 1),
-                takeoff(&two, round, 1),
-                takeoff(&one, 0, i64::from(round) + 2),
-            ];
-            let name = format!("follow-{signal}-{round}.json");
-            ingest_batch(dir.path(), &uri_path(&db), &name, &events);
-            let committed = Instant::now();
-            // A read every 200 ms: each commit is printed well within a second.
-            let lines = follower.read_through(pg_max_seq(&db), "a later commit");
-            let waited = committed.elapsed();
-            assert!(
-                waited < Duration::from_millis(800),
-                "round {round}: {waited:?}"
+            follower.assert_follows_a_commit(
+                dir.path(),
+                &db,
+                &format!("follow-{signal}-{round}.json"),
+                (&format!("FW{signal}-1"), &format!("FW{signal}-2")),
+                round,
+                Duration::from_millis(800),
             );
-            assert_eq!(lines, pg_feed_rows(&db, before), "round {round}");
         }
-        let sent = Instant::now();
-        follower.signal(signal);
-        let status = follower.wait_exit(WAIT, "the follower to stop");
-        assert_eq!(status.code(), Some(0), "signal {signal}: {status}");
-        assert!(
-            sent.elapsed() < Duration::from_millis(1500),
-            "signal {signal}: {:?}",
-            sent.elapsed()
-        );
+        follower.stop_with(signal);
         assert!(follower.rest().is_empty());
     }
 }
@@ -347,65 +226,15 @@ fn a_postgres_follower_prints_each_later_commit_within_moments_and_ends_at_a_sig
 #[test]
 fn a_postgres_follower_with_a_limit_stops_at_the_limit_and_a_closed_stdout_ends_one() {
     let (dir, db) = postgres_with_changes();
-    let mut follower = Follower::on(&uri_path(&db), &["--limit", "8"]);
-    follower.read_through(pg_max_seq(&db), "the rows already committed");
-    ingest_batch(
-        dir.path(),
-        &uri_path(&db),
-        "more.json",
-        &[
-            takeoff("FL1", 1, 1),
-            takeoff("FL2", 1, 1),
-            takeoff("FL3", 1, 1),
-        ],
-    );
-    let status = follower.wait_exit(WAIT, "the follower to reach its limit");
-    assert!(status.success(), "{status}");
-    follower.rest();
-    assert_eq!(follower.seen, pg_feed_rows(&db, 0)[..8]);
+    assert_a_follower_stops_at_its_limit(dir.path(), &db, 8);
     // A reader that goes away ends an idle follower, with exit 0 and no message.
-    let mut child = spoolite()
-        .arg("changes")
-        .arg("--db")
-        .arg(uri_path(&db))
-        .arg("--follow")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start");
-    let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut reader, &mut line).expect("read a line");
-    assert!(line.starts_with('{'), "{line}");
-    drop(reader);
-    let mut status = None;
-    wait_until(WAIT, "the follower to notice its reader has gone", || {
-        status = child.try_wait().expect("try_wait");
-        status.is_some()
-    });
-    let output = child.wait_with_output().expect("stderr");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(status.expect("ended").code(), Some(0), "{stderr}");
-    assert!(stderr.is_empty(), "{stderr}");
+    assert_a_closed_stdout_ends_a_follower(&uri_path(&db), || {}, "");
 }
 
 #[test]
 fn an_idle_postgres_follower_uses_no_cpu() {
     let (_dir, db) = postgres_with_changes();
-    let mut follower = Follower::on(&uri_path(&db), &[]);
-    follower.read_through(pg_max_seq(&db), "the rows already committed");
-    let before = follower.cpu_ticks();
-    let start = Instant::now();
-    // A measurement over a fixed span: CPU used while nothing happens (fifteen
-    // reads of an empty page).
-    std::thread::sleep(Duration::from_secs(3));
-    let used = follower.cpu_ticks() - before;
-    assert!(
-        used <= 2,
-        "{used} ticks of CPU in {:?} while idle",
-        start.elapsed()
-    );
-    assert!(follower.child.try_wait().expect("try_wait").is_none());
+    assert_an_idle_follower_uses_no_cpu(&db);
 }
 
 #[test]
@@ -433,7 +262,7 @@ fn a_postgres_follower_outlasts_a_server_restart() {
         &[takeoff("RS1", 1, 2), takeoff("RS2", 1, 1)],
     );
     let lines = follower.read_through(3, "the rows committed after the restart");
-    assert_eq!(lines, pg_feed_rows(&db, 1));
+    assert_eq!(lines, feed_after(&db, 1));
     follower.signal(libc::SIGTERM);
     assert!(follower.wait_exit(WAIT, "the follower to stop").success());
 }
@@ -505,7 +334,7 @@ fn a_follower_of_two_daemons_never_goes_back_and_ends_with_the_final_state() {
                 site.archived().len() == (wave as usize + 1) * 10
             });
         }
-        follower.read_through(pg_max_seq(&db), "the wave's last change");
+        follower.read_through(max_seq(&db), "the wave's last change");
     }
     assert_eq!(
         db.query("SELECT count(*)::text FROM ingest_inbox"),
@@ -527,7 +356,7 @@ fn a_follower_of_two_daemons_never_goes_back_and_ends_with_the_final_state() {
         let key = line["idempotency_key"].as_str().expect("key").to_owned();
         last_line.insert(key, line.clone());
     }
-    let mut rows: Vec<Value> = pg_feed_rows(&db, 0);
+    let mut rows: Vec<Value> = feed_rows(&db, "");
     rows.sort_by(|a, b| {
         a["idempotency_key"]
             .as_str()
@@ -748,14 +577,7 @@ fn the_readme_analyst_role_reads_every_table_and_view_and_writes_none() {
         }
         let relations = public_relations(&mut admin);
         let names: Vec<&str> = relations.iter().map(|(name, ..)| name.as_str()).collect();
-        for contract in [
-            "duty_event_all",
-            "duty_event",
-            "flight_times",
-            "batch_summary",
-            "ingest_inbox",
-            "quarantine",
-        ] {
+        for contract in CONTRACT_RELATIONS {
             assert!(names.contains(&contract), "{contract} in {names:?}");
         }
         let mut alice = postgres::Client::connect(&uri_as(&server, "alice"), postgres::NoTls)

@@ -129,6 +129,20 @@ fn assert_written(
     );
 }
 
+/// flight_times of `FLIGHT` off blocks at 10:05 and landed at `landing`, nothing
+/// else known.
+fn landed_after_off_blocks(landing: &str) -> [[&str; 7]; 1] {
+    [[
+        FLIGHT,
+        "2026-11-29T10:05:00Z",
+        "NULL",
+        landing,
+        "NULL",
+        "NULL",
+        "NULL",
+    ]]
+}
+
 #[test]
 fn a_correction_retracts_the_wrong_event_and_flight_times_take_the_right_one() {
     let db = Db::new();
@@ -146,18 +160,7 @@ fn a_correction_retracts_the_wrong_event_and_flight_times_take_the_right_one() {
         ]),
         [2, 0, 0, 0, 0, 0],
     );
-    assert_eq!(
-        db.flight_times(),
-        [[
-            FLIGHT,
-            "2026-11-29T10:05:00Z",
-            "NULL",
-            wrong,
-            "NULL",
-            "NULL",
-            "NULL"
-        ]]
-    );
+    assert_eq!(db.flight_times(), landed_after_off_blocks(wrong));
     let before = db.all();
 
     // The correction: the right landing, and the wrong one again, retracted, at a
@@ -181,15 +184,7 @@ fn a_correction_retracts_the_wrong_event_and_flight_times_take_the_right_one() {
     );
     assert_eq!(
         db.flight_times(),
-        [[
-            FLIGHT,
-            "2026-11-29T10:05:00Z",
-            "NULL",
-            right,
-            "NULL",
-            "NULL",
-            "NULL"
-        ]],
+        landed_after_off_blocks(right),
         "the retracted landing is not counted; the corrected one is"
     );
     // The retraction's change_seq is the latest of the key, and duty_event shows
@@ -239,18 +234,7 @@ fn a_correction_retracts_the_wrong_event_and_flight_times_take_the_right_one() {
     let back = db.all();
     assert_written(&after, &back, &[&k_wrong]);
     assert_eq!(back[&k_wrong].0, format!("landing {wrong}|3|0|{{}}"));
-    assert_eq!(
-        db.flight_times(),
-        [[
-            FLIGHT,
-            "2026-11-29T10:05:00Z",
-            "NULL",
-            wrong,
-            "NULL",
-            "NULL",
-            "NULL"
-        ]]
-    );
+    assert_eq!(db.flight_times(), landed_after_off_blocks(wrong));
     assert!(back.contains_key(&k_off));
 }
 

@@ -172,6 +172,16 @@ pub const EVENT_COLUMNS: &[&str] = &[
     "payload",
 ];
 
+/// The tables and views of the contract, which analysts read.
+pub const CONTRACT_RELATIONS: [&str; 6] = [
+    "duty_event_all",
+    "duty_event",
+    "flight_times",
+    "batch_summary",
+    "ingest_inbox",
+    "quarantine",
+];
+
 /// The counts of a processed file, in the order of its `--json` line and of the
 /// inbox's columns.
 pub const COUNT_FIELDS: [&str; 7] = [
@@ -240,6 +250,17 @@ pub fn event(
     )
 }
 
+/// The tests' most common event: BA0117-20261129 off blocks at 10:05 UTC.
+pub fn off_blocks(revision: i64, payload: &str) -> String {
+    event(
+        "BA0117-20261129",
+        "off_blocks",
+        "2026-11-29T10:05:00Z",
+        Some(revision),
+        payload,
+    )
+}
+
 /// A `.json` batch holding `events`.
 pub fn json_batch(events: &[String]) -> String {
     format!("{{\"events\":[{}]}}", events.join(",\n"))
@@ -303,6 +324,55 @@ pub fn ingest_command(db: &Path) -> Command {
     let mut command = spoolite();
     command.arg("ingest").arg("--db").arg(db);
     command
+}
+
+/// The packaged unit copied into `dir` as `spoolite.service`: `systemd-analyze
+/// verify` checks that ExecStart's binary exists, so the copy runs the binary
+/// under test; everything else is verified as shipped.
+pub fn unit_copy(dir: &Path) -> PathBuf {
+    let unit = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/spoolite.service"),
+    )
+    .expect("read unit");
+    let exec = "ExecStart=/usr/bin/spoolite run\n";
+    assert!(unit.contains(exec), "the unit runs {exec:?}");
+    let copy = dir.join("spoolite.service");
+    let binary = env!("CARGO_BIN_EXE_spoolite");
+    fs::write(
+        &copy,
+        unit.replace(exec, &format!("ExecStart={binary} run\n")),
+    )
+    .expect("write unit copy");
+    copy
+}
+
+/// Runs `systemd-analyze verify` on `unit` (a `unit_copy`, with any drop-in
+/// folder beside it), which must pass and say nothing about the unit.
+pub fn assert_unit_verifies(unit: &Path) {
+    let output = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(unit)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "run systemd-analyze: {error}. The unit can only be verified with systemd's \
+                 tools: install them (apt-get install systemd)"
+            )
+        });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Warnings about the unit (an unknown key, a bad value) do not change the exit
+    // code, so any line naming it fails the test too. Lines about other units of
+    // the machine it runs on are not the unit's business.
+    let about_unit: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("spoolite"))
+        .collect();
+    assert!(
+        output.status.success() && about_unit.is_empty(),
+        "systemd-analyze verify {}: {}\n{stderr}",
+        unit.display(),
+        output.status
+    );
 }
 
 // ---------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 //! the database as unnamed files, so a process killed mid-ingest leaves none.
 
 use std::fs;
+use std::ops::Range;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -21,9 +22,10 @@ fn holds_an_unnamed_file_in(pid: u32, dir: &Path) -> bool {
     })
 }
 
-/// `count` distinct events of about 230 bytes, six to a flight.
-fn large_file(count: usize) -> String {
-    (0..count)
+/// Events `events` of a series of distinct events of about 230 bytes, six to a
+/// flight, one a line.
+fn large_file(events: Range<usize>) -> String {
+    events
         .map(|i| {
             let instant = format!(
                 "2026-11-29T{:02}:{:02}:{:02}Z",
@@ -43,6 +45,16 @@ fn large_file(count: usize) -> String {
         .collect()
 }
 
+/// `spoolite ingest FILE` into `db`, started, with stdout and stderr null.
+fn start_ingest(db: &Path, file: &Path) -> Child {
+    ingest_command(db)
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn")
+}
+
 #[test]
 fn a_large_file_killed_while_its_runs_spill_leaves_no_file_next_to_the_database() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -51,16 +63,11 @@ fn a_large_file_killed_while_its_runs_spill_leaves_no_file_next_to_the_database(
     let db = state.join("spoolite.db");
     // 150,000 events: more than one 32 MiB run once encoded with their raw text.
     let count = 150_000;
-    let file = write(dir.path(), "large.ndjson", large_file(count));
+    let file = write(dir.path(), "large.ndjson", large_file(0..count));
     let state = fs::canonicalize(&state).expect("canonical state/");
     let only_the_database = ["spoolite.db", "spoolite.db-shm", "spoolite.db-wal"];
 
-    let mut child = ingest_command(&db)
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut child = start_ingest(&db, &file);
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut spilled = false;
     while Instant::now() < deadline && !spilled {
@@ -116,7 +123,7 @@ const REBUILT: &str = "built the secondary indexes again";
 fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("spoolite.db");
-    let first = write(dir.path(), "first.ndjson", large_file(6));
+    let first = write(dir.path(), "first.ndjson", large_file(0..6));
     ingest_logged(&db, &first);
     let schema = index_definitions(&db);
     assert!(
@@ -129,20 +136,9 @@ fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
     // 40,000 events into 6 rows: the secondary indexes are dropped for the
     // apply. Killed at moments across the ingest, each time the transaction,
     // the drop included, is rolled back: the indexes are there, whole.
-    let file = write(dir.path(), "large.ndjson", {
-        let all = large_file(40_006);
-        all.lines()
-            .skip(6)
-            .map(|line| format!("{line}\n"))
-            .collect::<String>()
-    });
+    let file = write(dir.path(), "large.ndjson", large_file(6..40_006));
     for kill_after_ms in [150, 400, 900, 1600] {
-        let mut child = ingest_command(&db)
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
+        let mut child = start_ingest(&db, &file);
         let deadline = Instant::now() + Duration::from_millis(kill_after_ms);
         while Instant::now() < deadline && child.try_wait().expect("try_wait").is_none() {
             std::thread::sleep(Duration::from_millis(5));
@@ -179,13 +175,7 @@ fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
     );
 
     // A file small against the table keeps the indexes and inserts into them.
-    let small = write(dir.path(), "small.ndjson", {
-        let all = large_file(40_106);
-        all.lines()
-            .skip(40_006)
-            .map(|line| format!("{line}\n"))
-            .collect::<String>()
-    });
+    let small = write(dir.path(), "small.ndjson", large_file(40_006..40_106));
     let log = ingest_logged(&db, &small);
     assert!(!log.contains(REBUILT), "{log}");
     assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
