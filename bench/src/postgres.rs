@@ -47,6 +47,8 @@ const DAEMON_FILES: u64 = 16;
 const DAEMONS: [u64; 3] = [1, 2, 4];
 /// The longest the daemon runs may go without a file committed.
 const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
+/// The longest wait for a daemon's `serving spool` line.
+const SERVING_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How often the database is looked at during a daemon run.
 const DAEMON_POLL: Duration = Duration::from_millis(5);
 const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
@@ -569,15 +571,16 @@ fn daemon_run(
             "30s".as_ref(),
         ];
         let daemon = Daemon::start(plan.spoolite, args, &log)?;
-        running.push((daemon, log, spool, staging));
+        running.push((daemon, spool, staging));
     }
-    for (daemon, log, _, _) in &mut running {
-        wait_serving(daemon, log)?;
+    for (daemon, _, _) in &mut running {
+        // Database open, watch in place.
+        daemon.wait_log_line(SERVING_WAIT_MAX, "serving spool ")?;
     }
     server.checkpoint()?;
     let mut client = server.connect("daemons")?;
     let started = Instant::now();
-    for (_, _, spool, staging) in &running {
+    for (_, spool, staging) in &running {
         for entry in std::fs::read_dir(staging)? {
             let entry = entry?;
             std::fs::rename(entry.path(), spool.join("incoming").join(entry.file_name()))?;
@@ -595,8 +598,8 @@ fn daemon_run(
         if done > progressed.1 {
             progressed = (Instant::now(), done);
         }
-        for (daemon, log, _, _) in &mut running {
-            daemon.check_running(log)?;
+        for (daemon, _, _) in &mut running {
+            daemon.check_running()?;
         }
         if progressed.0.elapsed() > DAEMON_STALL_MAX {
             return Err(format!(
@@ -608,7 +611,7 @@ fn daemon_run(
         }
         sleep(DAEMON_POLL);
     };
-    for (daemon, _, _, _) in running {
+    for (daemon, _, _) in running {
         daemon.stop()?;
     }
     let row = client.query_one(
@@ -627,24 +630,6 @@ fn daemon_run(
     drop(client);
     server.drop_db("daemons")?;
     Ok(taken)
-}
-
-/// Waits (bounded) for the daemon's `serving spool` line: database open, watch in
-/// place.
-fn wait_serving(daemon: &mut Daemon, log: &Path) -> BenchResult<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if std::fs::read_to_string(log)?.contains("serving spool ") {
-            return Ok(());
-        }
-        daemon.check_running(log)?;
-        if Instant::now() > deadline {
-            return Err(
-                format!("no `serving spool` line within 60 s; see {}", log.display()).into(),
-            );
-        }
-        sleep(Duration::from_millis(10));
-    }
 }
 
 /// Drop-to-visible: the latency section's run with a PostgreSQL `--db`, each a

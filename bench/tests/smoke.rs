@@ -9,10 +9,11 @@
 //! the test has cargo build it (a no-op when it is up to date) beside
 //! `spoolite-bench`, whichever packages the test run was asked for.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use spoolite_testkit::process::{LogMode, Process};
 
 /// The longest a build of `spoolite` may take (a first debug build on a busy
 /// 2-core machine).
@@ -49,31 +50,14 @@ fn spoolite_beside_the_bench(scratch: &Path) -> PathBuf {
         other => panic!("spoolite-bench was built into {other:?}, not debug/ or release/"),
     }
     let log = scratch.join("cargo-build.log");
-    let mut build = cargo
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(File::create(&log).expect("cargo's log"))
-        .spawn()
-        .expect("start cargo");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = build.try_wait().expect("wait for cargo") {
-            break status;
-        }
-        if started.elapsed() > BUILD_WAIT_MAX {
-            let _ = build.kill();
-            let _ = build.wait();
-            panic!(
-                "cargo build -p spoolite took over {BUILD_WAIT_MAX:?}:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut build = Process::spawn(&mut cargo, &log, LogMode::Truncate).expect("start cargo");
+    let status = build
+        .wait_exit(BUILD_WAIT_MAX, Duration::from_millis(100))
+        .unwrap_or_else(|e| panic!("cargo build -p spoolite: {e}\n{}", build.log()));
     assert!(
         status.success(),
         "cargo build -p spoolite failed ({status}):\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+        build.log()
     );
     let spoolite = profile_dir.join("spoolite");
     assert!(

@@ -3,12 +3,16 @@
 //!
 //! - [`pg`]: a throwaway PostgreSQL server made by `initdb` in a folder of its own,
 //!   listening on a unix socket there and on no TCP address, run as the `postgres`
-//!   OS user when the caller is root, stopped and removed at the end.
+//!   OS user when the caller is root, stopped and removed at the end;
+//! - [`process`]: a `spoolite run` process with its stderr in a log file, bounded
+//!   waits for a state (a log line, the spool's lock naming it, its exit), SIGTERM
+//!   with a bounded wait, its CPU time from /proc.
 //!
-//! It knows spoolite only from the outside: it does not depend on the `spoolite`
-//! library. Errors are returned as sentences (`String`), for the bench to report
+//! It knows spoolite only from the outside (its command line, its log lines): it
+//! does not depend on the `spoolite` library. Errors are returned as sentences (`String`), for the bench to report
 //! and the tests to panic with.
 
 #![warn(clippy::unwrap_used)]
 
 pub mod pg;
+pub mod process;
