@@ -428,23 +428,4 @@ impl Drop for Daemon {
 }
 
 /// splitmix64: a small deterministic generator, so a failing run can be repeated.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
-
-    pub fn index(&mut self, len: usize) -> usize {
-        usize::try_from(self.next() % len as u64).expect("fits")
-    }
-}
+pub use spoolite_testkit::Rng;
