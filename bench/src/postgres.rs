@@ -377,23 +377,17 @@ fn write_floor_rows(file: &Path, out: &Path) -> BenchResult<u64> {
         let key = hex::encode(event.key());
         let revision = event.revision().unwrap_or(default_revision).to_string();
         let seq = count.to_string();
-        let fields: [&str; 8] = [
-            &key,
-            event.flight_id(),
-            event.event_kind(),
-            event.instant_utc(),
-            &revision,
-            event.payload(),
-            if event.retracted() { "t" } else { "f" },
-            &seq,
+        let fields: [Option<&str>; 8] = [
+            Some(&key),
+            Some(event.flight_id()),
+            Some(event.event_kind()),
+            Some(event.instant_utc()),
+            Some(&revision),
+            Some(event.payload()),
+            Some(if event.retracted() { "t" } else { "f" }),
+            Some(&seq),
         ];
-        for (at, value) in fields.iter().enumerate() {
-            if at > 0 {
-                line.push(b'\t');
-            }
-            copy_field(&mut line, value);
-        }
-        line.push(b'\n');
+        spoolite::store::postgres::copy_row(&mut line, &fields);
         writer.write_all(&line)?;
     }
     writer
@@ -401,19 +395,6 @@ fn write_floor_rows(file: &Path, out: &Path) -> BenchResult<u64> {
         .map_err(|e| e.into_error())?
         .sync_all()?;
     Ok(count)
-}
-
-/// Appends `value` as one field of COPY's text format (backslash escapes).
-fn copy_field(out: &mut Vec<u8>, value: &str) {
-    for byte in value.bytes() {
-        match byte {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            _ => out.push(byte),
-        }
-    }
 }
 
 /// The floor's psql script: one inbox row (the rows' batch), the rows COPYed into a
