@@ -19,4 +19,5 @@ mod retractions;
 mod support;
 mod support_pg;
 mod times;
+mod workspace;
 mod writer;
