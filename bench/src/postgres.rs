@@ -113,21 +113,19 @@ pub struct Server {
 impl Server {
     /// Makes and starts the server in OUT/pg (or, when the `postgres` user cannot
     /// reach that folder or its socket path is too long, in a folder of its own
-    /// under the temporary folder, and says so).
+    /// in the temporary folder, or in /tmp when that one is closed to the
+    /// `postgres` user too, and says so).
     fn start(out: &Path) -> BenchResult<Server> {
         let wanted = std::path::absolute(out)?.join("pg");
-        let elsewhere =
-            std::env::temp_dir().join(format!("spoolite-bench-pg-{}", std::process::id()));
         progress(&format!(
-            "P: initdb in {} (or {})",
-            wanted.display(),
-            elsewhere.display()
+            "P: initdb in {} (or a folder of its own in the temporary folder)",
+            wanted.display()
         ));
         let pg = pg::Server::start(pg::Config {
             superuser: SUPERUSER.to_owned(),
             place: pg::Place::At {
                 dir: wanted,
-                or_else: Some(elsewhere),
+                or_temp: Some("spoolite-bench-pg-".to_owned()),
             },
             // The only settings changed are the socket's: no TCP, the socket in
             // the folder.

@@ -28,16 +28,20 @@ const SOCKET_PATH_MAX: usize = 107;
 /// Where the server's folder is.
 #[derive(Debug, Clone)]
 pub enum Place {
-    /// A new folder `PREFIX…` in the temporary folder.
+    /// A new folder `PREFIX…` (mode 0755) in the temporary folder (`$TMPDIR`), or,
+    /// when the postgres user cannot reach that one (a `$TMPDIR` inside a private
+    /// checkout, say), in `/tmp` or else `/var/tmp`, which every user may reach;
+    /// `Server::moved` then says why.
     Temp { prefix: String },
     /// `dir`, made afresh: a server an earlier run left there is stopped and the
     /// folder removed first. Refused (before `initdb` runs) when its socket path
     /// would be too long or, as root, the `postgres` user cannot write it (a
-    /// folder above it is closed to that user); then `or_else`, when given, is
-    /// made afresh and used instead, and `Server::moved` says why.
+    /// folder above it is closed to that user); then, with `or_temp`, the server
+    /// goes into a new folder as `Temp { prefix: or_temp }` does instead, and
+    /// `Server::moved` says why.
     At {
         dir: PathBuf,
-        or_else: Option<PathBuf>,
+        or_temp: Option<String>,
     },
 }
 
@@ -80,30 +84,23 @@ impl Server {
         let mut moved = None;
         let dir = match &config.place {
             Place::Temp { prefix } => {
-                let dir = tempfile::Builder::new()
-                    .prefix(prefix)
-                    .tempdir()
-                    .map_err(|e| format!("a temporary folder for the PostgreSQL server: {e}"))?
-                    .keep();
-                if let Err(why) = hand_over(&dir, as_postgres) {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(why);
-                }
+                let (dir, why) = temp_dir_in(&temp_roots(), prefix, as_postgres)?;
+                moved = why;
                 dir
             }
-            Place::At { dir, or_else } => {
-                let absolute = |dir: &Path| {
-                    std::path::absolute(dir)
-                        .map_err(|e| format!("the absolute path of {}: {e}", dir.display()))
-                };
-                let dir = absolute(dir)?;
-                match (prepare_dir(&bin, &dir, as_postgres), or_else) {
+            Place::At { dir, or_temp } => {
+                let dir = std::path::absolute(dir)
+                    .map_err(|e| format!("the absolute path of {}: {e}", dir.display()))?;
+                match (prepare_dir(&bin, &dir, as_postgres), or_temp) {
                     (Ok(()), _) => dir,
                     (Err(why), None) => return Err(why),
-                    (Err(why), Some(other)) => {
-                        let other = absolute(other)?;
-                        prepare_dir(&bin, &other, as_postgres)?;
-                        moved = Some(why);
+                    (Err(why), Some(prefix)) => {
+                        let (other, also) = temp_dir_in(&temp_roots(), prefix, as_postgres)
+                            .map_err(|e| format!("{why}; and {e}"))?;
+                        moved = Some(match also {
+                            Some(also) => format!("{why}; {also}"),
+                            None => why,
+                        });
                         other
                     }
                 }
@@ -199,7 +196,8 @@ impl Server {
         self.port
     }
 
-    /// Why the server is not in the folder asked for (`Place::At`), when it is not.
+    /// Why the server is not in the folder asked for (`Place::At`), or not in the
+    /// temporary folder (`Place::Temp`), when it is not.
     pub fn moved(&self) -> Option<&str> {
         self.moved.as_deref()
     }
@@ -289,10 +287,58 @@ impl Drop for Server {
     }
 }
 
-/// Makes `dir` an empty folder the server may use: any server a killed run left
-/// there stopped, the old folder removed, the socket path short enough, and the
-/// folder handed to the postgres user when the caller runs as root.
-fn prepare_dir(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), String> {
+/// The folders a temporary server folder is made in, in order: the temporary
+/// folder, then `/tmp` and `/var/tmp`.
+fn temp_roots() -> Vec<PathBuf> {
+    let mut roots = vec![std::env::temp_dir()];
+    for root in ["/tmp", "/var/tmp"] {
+        let root = PathBuf::from(root);
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    roots
+}
+
+/// A new folder `PREFIX…`, mode 0755, in the first of `roots` where it can be
+/// made with a socket path short enough and, as root, be handed to the postgres
+/// user (who must be able to reach it: nothing of a private checkout is used).
+/// Returns it and, when it is not in the first root, why the others were refused.
+fn temp_dir_in(
+    roots: &[PathBuf],
+    prefix: &str,
+    as_postgres: bool,
+) -> Result<(PathBuf, Option<String>), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut refused = Vec::new();
+    for root in roots {
+        let dir = match tempfile::Builder::new().prefix(prefix).tempdir_in(root) {
+            Ok(dir) => dir.keep(),
+            Err(e) => {
+                refused.push(format!("no folder can be made in {}: {e}", root.display()));
+                continue;
+            }
+        };
+        let usable = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("chmod 0755 {}: {e}", dir.display()))
+            .and_then(|()| check_socket_path(&dir))
+            .and_then(|()| hand_over(&dir, as_postgres));
+        match usable {
+            Ok(()) => return Ok((dir, (!refused.is_empty()).then(|| refused.join("; ")))),
+            Err(why) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                refused.push(why);
+            }
+        }
+    }
+    Err(format!(
+        "no folder for the PostgreSQL server: {}",
+        refused.join("; ")
+    ))
+}
+
+/// Fails when the server's socket in `dir` would have too long a path.
+fn check_socket_path(dir: &Path) -> Result<(), String> {
     let socket = dir.join(format!(".s.PGSQL.{DEFAULT_PORT}"));
     if socket.as_os_str().len() > SOCKET_PATH_MAX {
         return Err(format!(
@@ -300,6 +346,14 @@ fn prepare_dir(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), String> 
             socket.display()
         ));
     }
+    Ok(())
+}
+
+/// Makes `dir` an empty folder the server may use: any server a killed run left
+/// there stopped, the old folder removed, the socket path short enough, and the
+/// folder handed to the postgres user when the caller runs as root.
+fn prepare_dir(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), String> {
+    check_socket_path(dir)?;
     if dir.join("data").join("postmaster.pid").exists() {
         let mut stop = pg_command(bin, "pg_ctl", as_postgres);
         stop.args(["stop", "-w", "-m", "immediate", "-D"])
@@ -465,7 +519,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("old")).expect("an old folder");
         let server = Server::start(config(Place::At {
             dir: dir.clone(),
-            or_else: None,
+            or_temp: None,
         }))
         .expect("start");
         assert!(!dir.join("old").exists(), "the old folder is gone");
@@ -494,22 +548,21 @@ mod tests {
         let wanted = private.path().join("pg");
         let error = match Server::start(config(Place::At {
             dir: wanted.clone(),
-            or_else: None,
+            or_temp: None,
         })) {
             Ok(_) => panic!("started in a folder the postgres user cannot reach"),
             Err(error) => error,
         };
         assert!(error.contains("cannot write"), "{error}");
         assert!(!wanted.exists());
-        // With a folder to fall back on, the server is there, and says why.
-        let other =
-            std::env::temp_dir().join(format!("spoolite-testkit-pg-{}", std::process::id()));
+        // With a temporary folder to fall back on, the server is there, and says why.
         let server = Server::start(config(Place::At {
             dir: wanted.clone(),
-            or_else: Some(other.clone()),
+            or_temp: Some("spoolite-testkit-or-".into()),
         }))
-        .expect("start in the other folder");
-        assert_eq!(server.socket_dir(), other);
+        .expect("start in a temporary folder");
+        let other = server.socket_dir().to_owned();
+        assert!(!other.starts_with(private.path()), "{}", other.display());
         assert!(
             server
                 .moved()
@@ -517,5 +570,29 @@ mod tests {
         );
         drop(server);
         assert!(!other.exists() && !wanted.exists());
+    }
+
+    #[test]
+    fn a_temporary_folder_the_postgres_user_cannot_reach_gives_way_to_the_next() {
+        use std::os::unix::fs::PermissionsExt;
+        // A $TMPDIR closed to every other user, as one in a private checkout is.
+        let private = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod 0700");
+        let roots = [private.path().to_owned(), PathBuf::from("/tmp")];
+        let as_postgres = running_as_root();
+        let (dir, why) =
+            temp_dir_in(&roots, "spoolite-testkit-tmp-", as_postgres).expect("a folder");
+        let mode = std::fs::metadata(&dir).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "{}", dir.display());
+        if as_postgres {
+            assert!(dir.starts_with("/tmp"), "{}", dir.display());
+            assert!(why.is_some_and(|why| why.contains("cannot write")));
+            assert_eq!(std::fs::read_dir(private.path()).expect("list").count(), 0);
+        } else {
+            // The caller's own folder serves the caller's own server.
+            assert!(dir.starts_with(private.path()) && why.is_none());
+        }
+        std::fs::remove_dir_all(&dir).expect("remove");
     }
 }
