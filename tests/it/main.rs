@@ -1,7 +1,6 @@
 //! The one integration-test binary: drives the real `spoolite` binary in temporary
 //! folders and compares whole tables.
 
-mod bench;
 mod changes;
 mod copydb;
 mod daemon;
@@ -20,4 +19,5 @@ mod retractions;
 mod support;
 mod support_pg;
 mod times;
+mod workspace;
 mod writer;

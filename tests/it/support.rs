@@ -7,10 +7,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, ExitStatus, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use spoolite_testkit::process::{self, LogMode, Process};
 use tempfile::TempDir;
 
 /// The spoolite binary under test.
@@ -196,15 +197,11 @@ pub const COUNT_FIELDS: [&str; 7] = [
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes; panics with
 /// `what` on time-out.
-pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+pub fn wait_until(limit: Duration, what: &str, condition: impl FnMut() -> bool) {
+    assert!(
+        process::wait_until(limit, POLL, condition),
+        "timed out after {limit:?} waiting for {what}"
+    );
 }
 
 /// Whether process `pid` has `path` open (by /proc/PID/fd).
@@ -485,22 +482,22 @@ impl Site {
     }
 }
 
-/// A running `spoolite run`. Dropping it kills the process (SIGKILL) and reaps it,
-/// so no test leaks one; a test that fails prints the tail of the log.
+/// A running `spoolite run`: the test kit's process harness
+/// (`spoolite_testkit::process::Process`, reachable through this one: its `child`,
+/// `cpu_seconds`, …), whose methods here panic on failure. Dropping it kills the
+/// process (SIGKILL) and reaps it, so no test leaks one; a test that fails prints
+/// the tail of the log.
 pub struct Daemon {
-    pub child: Child,
-    log: PathBuf,
+    process: Process,
 }
+
+/// How often the waits below look.
+const POLL: Duration = Duration::from_millis(20);
 
 impl Daemon {
     /// Spawns `command` (a `spoolite run`) with stdin and stdout null and stderr
     /// appended to `log`.
     pub fn spawn(command: &mut Command, log: &Path) -> Daemon {
-        let stderr = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("open daemon log");
         // systemd's variables reach the daemon only when the test sets them, never
         // from a test runner that itself runs under systemd.
         for variable in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
@@ -508,114 +505,93 @@ impl Daemon {
                 command.env_remove(variable);
             }
         }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start spoolite run");
-        Daemon {
-            child,
-            log: log.to_owned(),
-        }
+        let process = Process::spawn(command, log, LogMode::Append)
+            .unwrap_or_else(|e| panic!("start spoolite run: {e}"));
+        Daemon { process }
     }
 
     pub fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     pub fn pid(&self) -> i32 {
-        i32::try_from(self.child.id()).expect("pid fits")
+        self.process.pid()
     }
 
     pub fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        let rc = unsafe { libc::kill(self.pid(), signal) };
-        assert_eq!(rc, 0, "kill({}, {signal})", self.pid());
+        if let Err(e) = self.process.signal(signal) {
+            panic!("{e}");
+        }
     }
 
     /// Panics, naming `what` and the exit status, when the daemon is gone.
     pub fn assert_running(&mut self, what: &str) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
+        if let Some(status) = self.process.exit_status().expect("try_wait") {
             panic!("spoolite run exited ({status}) while waiting for {what}");
         }
     }
 
     /// Waits for `condition` for at most `limit`, failing at once if the daemon dies.
-    pub fn wait(&mut self, limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-        wait_until(limit, what, || {
-            self.assert_running(what);
-            condition()
-        });
+    pub fn wait(&mut self, limit: Duration, what: &str, condition: impl FnMut() -> bool) {
+        if let Err(e) = self.process.wait_for(limit, POLL, what, condition) {
+            panic!("{e}");
+        }
     }
 
     /// Waits at most `limit` for the process to end; returns how it ended.
     pub fn wait_exit(&mut self, limit: Duration, what: &str) -> ExitStatus {
-        let mut status = None;
-        wait_until(limit, what, || {
-            status = self.child.try_wait().expect("try_wait");
-            status.is_some()
-        });
-        status.expect("exited")
+        self.process
+            .wait_exit(limit, POLL)
+            .unwrap_or_else(|e| panic!("timed out after {limit:?} waiting for {what}: {e}"))
     }
 
     /// Waits until the daemon holds the spool's lock (its signal handlers are in
     /// place by then: a SIGTERM before that would meet the default action).
     pub fn wait_serving(&mut self, site: &Site) {
-        let lock = site.spool.join("spoolite.lock");
-        let pid = self.pid().to_string();
-        self.wait(
-            Duration::from_secs(20),
-            "the lock file to name the daemon",
-            || fs::read_to_string(&lock).is_ok_and(|t| t.trim() == pid),
-        );
+        if let Err(e) = self
+            .process
+            .wait_lock(&site.spool, Duration::from_secs(20), POLL)
+        {
+            panic!("{e}");
+        }
     }
 
     /// kill -9, and reap the process.
     pub fn kill_hard(&mut self) {
-        self.signal(libc::SIGKILL);
-        self.child.wait().expect("reap spoolite");
+        if let Err(e) = self.process.kill_hard() {
+            panic!("kill spoolite: {e}");
+        }
+    }
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: as in `signal`; the child is not reaped yet.
-            unsafe { libc::kill(self.pid(), libc::SIGKILL) };
-            let _ = self.child.wait();
+        if let Ok(None) = self.process.exit_status() {
+            let _ = self.process.kill_hard();
         }
         if std::thread::panicking() {
-            let log = self.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(80)..];
             eprintln!(
                 "--- last lines of {} ---\n{}",
-                self.log.display(),
-                tail.join("\n")
+                self.process.log_path().display(),
+                self.process.log_tail(80)
             );
         }
     }
 }
 
 /// splitmix64: a small deterministic generator, so a failing run can be repeated.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
-
-    pub fn index(&mut self, len: usize) -> usize {
-        usize::try_from(self.next() % len as u64).expect("fits")
-    }
-}
+pub use spoolite_testkit::Rng;

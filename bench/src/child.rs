@@ -11,7 +11,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, ToSql, params_from_iter};
 use serde::Deserialize;
 use serde_json::json;
 use spoolite::batch::{BatchReader, Format};
@@ -124,21 +124,30 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     );
     let now = spoolite::clock::now_utc();
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    tx.execute(
-        "INSERT INTO ingest_inbox (batch_ref, batch_digest, file_name, ingested_at, events_total,
-             inserted, updated, unchanged, stale, conflicts, invalid)
-         VALUES (1, ?1, 'floor', ?2, 0, 0, 0, 0, 0, 0, 0)",
-        params![FLOOR_DIGEST, now],
-    )?;
-    let mut insert = tx.prepare(&format!(
-        "INSERT INTO {FLOOR_TABLE} (key, flight_ref, event_kind, instant_utc,
-             source_revision, payload, retracted, batch_ref, first_seen_at, updated_at,
-             change_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?7, ?8)"
-    ))?;
+    // The one inbox row: batch 1, every count 0.
+    let inbox = Insert::for_table(&tx, "ingest_inbox", INBOX_VALUES)?;
+    let zero = 0i64;
+    let inbox_values: [&dyn ToSql; 11] = [
+        &1i64,
+        &FLOOR_DIGEST,
+        &"floor",
+        &now,
+        &zero,
+        &zero,
+        &zero,
+        &zero,
+        &zero,
+        &zero,
+        &zero,
+    ];
+    tx.prepare(&inbox.sql)?
+        .execute(params_from_iter(inbox.values(&inbox_values)))?;
+    let insert_columns = Insert::for_table(&tx, FLOOR_TABLE, ROW_VALUES)?;
+    let mut insert = tx.prepare(&insert_columns.sql)?;
     // Each flight id is numbered once in `flight`, as the store does.
     let mut flight_lookup = tx.prepare("SELECT ref FROM flight WHERE flight_id = ?1")?;
-    let mut flight_insert = tx.prepare("INSERT INTO flight (flight_id) VALUES (?1)")?;
+    let flight_columns = Insert::for_table(&tx, "flight", &["flight_id"])?;
+    let mut flight_insert = tx.prepare(&flight_columns.sql)?;
     let mut rows = 0u64;
     while let Some(record) = reader
         .next_record()
@@ -150,18 +159,25 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
             .optional()?;
         let flight_ref = match found {
             Some(flight_ref) => flight_ref,
-            None => flight_insert.insert([event.flight_id()])?,
+            None => flight_insert.insert(params_from_iter(
+                flight_columns.values(&[&event.flight_id() as &dyn ToSql]),
+            ))?,
         };
-        insert.execute(params![
-            event.key(),
-            flight_ref,
-            event.event_kind(),
-            event.instant_utc(),
-            event.revision().unwrap_or(0),
-            event.payload(),
-            now,
-            rows as i64 + 1,
-        ])?;
+        let change_seq = rows as i64 + 1;
+        let values: [&dyn ToSql; 11] = [
+            &event.key(),
+            &flight_ref,
+            &event.event_kind(),
+            &event.instant_utc(),
+            &event.revision().unwrap_or(0),
+            &event.payload(),
+            &0i64,
+            &1i64,
+            &now,
+            &now,
+            &change_seq,
+        ];
+        insert.execute(params_from_iter(insert_columns.values(&values)))?;
         rows += 1;
     }
     drop((insert, flight_lookup, flight_insert));
@@ -170,6 +186,105 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
     let line = json!({"outcome": "floor", "seconds": seconds, "counts": {"inserted": rows}, "table": FLOOR_TABLE});
     println!("{line}");
     Ok(())
+}
+
+/// The columns of the floor's inbox row it has values for, in the order of its
+/// values.
+const INBOX_VALUES: &[&str] = &[
+    "batch_ref",
+    "batch_digest",
+    "file_name",
+    "ingested_at",
+    "events_total",
+    "inserted",
+    "updated",
+    "unchanged",
+    "stale",
+    "conflicts",
+    "invalid",
+];
+
+/// The columns of `FLOOR_TABLE` the floor has values for, in the order of each
+/// row's values.
+const ROW_VALUES: &[&str] = &[
+    "key",
+    "flight_ref",
+    "event_kind",
+    "instant_utc",
+    "source_revision",
+    "payload",
+    "retracted",
+    "batch_ref",
+    "first_seen_at",
+    "updated_at",
+    "change_seq",
+];
+
+/// An INSERT of a row into a table of the store, its column list read from the
+/// database (`PRAGMA table_xinfo`) rather than written here, so that a migration
+/// that adds, drops or reorders columns does not need the bench changed: of the
+/// columns the floor has values for, those the table has; every other column of
+/// the table must be one the database fills itself (NULL allowed, a default, a
+/// generated column, or the rowid), else the floor fails naming it.
+#[derive(Debug)]
+struct Insert {
+    sql: String,
+    /// For each parameter of `sql`, the position of its value among the floor's.
+    picks: Vec<usize>,
+}
+
+impl Insert {
+    /// The INSERT into `table`, whose columns the floor has values for in the order
+    /// `names` gives.
+    fn for_table(conn: &rusqlite::Connection, table: &str, names: &[&str]) -> BenchResult<Insert> {
+        let mut columns = Vec::new();
+        let mut picks = Vec::new();
+        let mut info = conn.prepare(&format!("PRAGMA table_xinfo({table})"))?;
+        let mut rows = info.query([])?;
+        while let Some(row) = rows.next()? {
+            let name: String = row.get("name")?;
+            if let Some(at) = names.iter().position(|n| *n == name) {
+                columns.push(name);
+                picks.push(at);
+                continue;
+            }
+            let not_null: bool = row.get("notnull")?;
+            let default: Option<String> = row.get("dflt_value")?;
+            // 2 and 3: a generated column (virtual, stored).
+            let hidden: i64 = row.get("hidden")?;
+            let rowid = row.get::<_, i64>("pk")? == 1
+                && row
+                    .get::<_, String>("type")?
+                    .eq_ignore_ascii_case("INTEGER");
+            if not_null && default.is_none() && hidden == 0 && !rowid {
+                return Err(format!(
+                    "{table}.{name} is NOT NULL without a default, and the bench's floor \
+                     has no value for it (bench/src/child.rs)"
+                )
+                .into());
+            }
+        }
+        if columns.is_empty() {
+            return Err(
+                format!("the database has no table {table} (or none of its columns)").into(),
+            );
+        }
+        let parameters: Vec<String> = (1..=columns.len()).map(|n| format!("?{n}")).collect();
+        Ok(Insert {
+            sql: format!(
+                "INSERT INTO {table} ({}) VALUES ({})",
+                columns.join(", "),
+                parameters.join(", ")
+            ),
+            picks,
+        })
+    }
+
+    /// The statement's parameters, picked from the floor's `values` (in the order
+    /// of the `names` it was made with).
+    fn values<'v>(&self, values: &'v [&'v dyn ToSql]) -> impl Iterator<Item = &'v dyn ToSql> {
+        self.picks.iter().map(move |&at| values[at])
+    }
 }
 
 /// Runs this binary's hidden subcommand `which` on `file` and `db` in a child.
@@ -240,5 +355,59 @@ fn wait4(pid: u32) -> io::Result<(ExitStatus, libc::rusage)> {
         if error.kind() != io::ErrorKind::Interrupted {
             return Err(error);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store's tables as `Store::open` makes them today.
+    fn store_db() -> (tempfile::TempDir, rusqlite::Connection) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("floor.db");
+        drop(Store::open(&Db::Sqlite(db.clone())).expect("open the store"));
+        let conn = rusqlite::Connection::open(&db).expect("open");
+        (dir, conn)
+    }
+
+    #[test]
+    fn the_floor_writes_every_column_it_has_a_value_for_and_leaves_the_rest_to_the_database() {
+        let (_dir, conn) = store_db();
+        let rows = Insert::for_table(&conn, FLOOR_TABLE, ROW_VALUES).expect("rows");
+        assert_eq!(
+            rows.sql,
+            "INSERT INTO duty_event_data (key, flight_ref, event_kind, instant_utc, \
+             source_revision, payload, retracted, batch_ref, first_seen_at, updated_at, \
+             change_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        );
+        let inbox = Insert::for_table(&conn, "ingest_inbox", INBOX_VALUES).expect("inbox");
+        // batch_id may be NULL and rows_last_written has a default.
+        assert!(!inbox.sql.contains("batch_id") && !inbox.sql.contains("rows_last_written"));
+        assert_eq!(inbox.picks.len(), INBOX_VALUES.len(), "{}", inbox.sql);
+        let flight = Insert::for_table(&conn, "flight", &["flight_id"]).expect("flight");
+        assert_eq!(flight.sql, "INSERT INTO flight (flight_id) VALUES (?1)");
+    }
+
+    #[test]
+    fn a_column_the_floor_cannot_fill_fails_naming_it_and_a_dropped_one_is_left_out() {
+        let conn = rusqlite::Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, b TEXT NOT NULL, a TEXT NOT NULL,
+                 note TEXT, n INTEGER NOT NULL DEFAULT 0,
+                 twice INTEGER GENERATED ALWAYS AS (n * 2) STORED)",
+        )
+        .expect("create");
+        let insert = Insert::for_table(&conn, "t", &["a", "b", "gone"]).expect("insert");
+        assert_eq!(insert.sql, "INSERT INTO t (b, a) VALUES (?1, ?2)");
+        let values: [&dyn ToSql; 3] = [&"A", &"B", &"never"];
+        conn.execute(&insert.sql, params_from_iter(insert.values(&values)))
+            .expect("insert");
+        let row: (String, String) = conn
+            .query_row("SELECT a, b FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("read");
+        assert_eq!(row, ("A".to_owned(), "B".to_owned()));
+        let error = Insert::for_table(&conn, "t", &["a"]).expect_err("b has no value");
+        assert!(error.to_string().contains("t.b is NOT NULL"), "{error}");
     }
 }

@@ -74,7 +74,7 @@ pub fn measure(plan: &Plan) -> BenchResult<Idle> {
     let mut daemon = Daemon::start(plan.spoolite, args, &log)?;
     let deadline = Instant::now() + START_WAIT_MAX;
     while !metrics.exists() {
-        daemon.check_running(&log)?;
+        daemon.check_running()?;
         if Instant::now() > deadline {
             return Err(format!(
                 "the daemon wrote no {} within {START_WAIT_MAX:?}; see {}",
@@ -86,7 +86,7 @@ pub fn measure(plan: &Plan) -> BenchResult<Idle> {
         sleep(Duration::from_millis(20));
     }
     sleep(plan.settle);
-    daemon.check_running(&log)?;
+    daemon.check_running()?;
     let scans_before = scans(&metrics)?;
     let cpu_before = daemon.cpu_seconds()?;
     let opened = Instant::now();

@@ -56,7 +56,7 @@ impl Variant {
 }
 
 /// The source folder: `given` (relative to the current folder), or by default
-/// `../shared/perf-floor` from the crate root, looked for beside the crate root and
+/// `../shared/perf-floor` from the workspace root, looked for beside that root and
 /// each folder above it (a git worktree sits deeper than the main checkout), then
 /// the same from the current folder.
 pub fn resolve(given: Option<&Path>) -> Result<PathBuf, String> {
@@ -74,8 +74,10 @@ pub fn resolve(given: Option<&Path>) -> Result<PathBuf, String> {
             ))
         };
     }
-    let crate_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut starts = vec![crate_root];
+    // The workspace's root: the bench crate is its folder `bench/`.
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().unwrap_or(manifest_dir).to_owned();
+    let mut starts = vec![root];
     if let Ok(cwd) = std::env::current_dir() {
         starts.push(cwd);
     }

@@ -12,7 +12,7 @@ use crate::child::{self, Measured};
 
 /// Schema 1, the naive layout both spoolite and the peer started from: the peer
 /// writes into the same table definition, indexes included.
-const SCHEMA: &str = include_str!("../../../schema/0001_initial.sql");
+const SCHEMA: &str = include_str!("../../schema/0001_initial.sql");
 
 /// Creates (or reuses) `OUT/venv` with sqlite-utils; returns its `sqlite-utils`
 /// executable, or why there is none.

@@ -1,5 +1,6 @@
-//! Deterministic batch files for the benchmark: realistic flight duty events made
-//! from a fixed seed, so every run and every format holds exactly the same events.
+//! Deterministic batch files: realistic flight duty events made from a fixed seed,
+//! so every run and every format holds exactly the same events. The benchmark's
+//! files are made here (and `spoolite-bench __generate` writes one by hand).
 //!
 //! Event `i` belongs to flight `i / 6` and is that flight's `i % 6`th kind, so any
 //! range of indices can be generated on its own and ranges never share a key.
@@ -7,6 +8,8 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+
+use crate::Rng;
 
 /// The six event kinds the analyst views understand, in the order a duty has them.
 pub const KINDS: [&str; 6] = [
@@ -44,7 +47,7 @@ const FLIGHT_NUMBERS: u64 = 250;
 const FIRST_DAY: i64 = 20454;
 
 /// Write buffer for generated files.
-const WRITE_BUFFER_BYTES: usize = 1 << 20;
+pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 /// Which events a batch holds and in which version.
 #[derive(Debug, Clone)]
@@ -67,7 +70,7 @@ pub enum Layout {
 }
 
 /// One generated event, in canonical form already.
-struct Generated<'f> {
+pub struct Event<'f> {
     flight: &'f Flight,
     kind: usize,
     revision: i64,
@@ -82,31 +85,10 @@ struct Flight {
     instants: [i64; 6],
 }
 
-/// splitmix64: small, fast and good enough to vary test data.
-struct Random(u64);
-
-impl Random {
-    fn new(seed: u64, stream: u64) -> Random {
-        Random(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 impl Flight {
     /// Flight number `j`: its id is unique for every `j`, the rest comes from `seed`.
     fn new(seed: u64, j: u64) -> Flight {
-        let mut random = Random::new(seed, j);
+        let mut random = Rng::stream(seed, j);
         let airlines = AIRLINES.len() as u64;
         let (designator, prefix) = AIRLINES[(j % airlines) as usize];
         let number = (j / airlines) % FLIGHT_NUMBERS + 1;
@@ -141,18 +123,32 @@ impl Flight {
     }
 }
 
-impl Generated<'_> {
+impl Event<'_> {
+    pub fn flight_id(&self) -> &str {
+        &self.flight.id
+    }
+
+    /// One of `KINDS`.
+    pub fn event_kind(&self) -> &'static str {
+        KINDS[self.kind]
+    }
+
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
     fn crew(&self) -> impl Iterator<Item = u32> + '_ {
         let shift = if self.crew_changed { 1 } else { 0 };
         self.flight.crew.iter().map(move |c| (c + shift) % 100_000)
     }
 
-    fn instant(&self) -> String {
+    /// `instant_utc` in canonical form.
+    pub fn instant(&self) -> String {
         format_utc(self.flight.instants[self.kind])
     }
 
     /// The event as a batch file holds it (payload keys in the sender's order).
-    fn write_event(&self, out: &mut impl Write) -> io::Result<()> {
+    pub fn write_event(&self, out: &mut impl Write) -> io::Result<()> {
         write!(
             out,
             r#"{{"flight_id":"{}","event_kind":"{}","instant_utc":"{}","source_revision":{},"payload":{{"tail":"{}","crew":["#,
@@ -170,7 +166,7 @@ impl Generated<'_> {
     }
 
     /// The payload in spoolite's canonical form: compact, keys sorted.
-    fn canonical_payload(&self) -> String {
+    pub fn canonical_payload(&self) -> String {
         let crew: Vec<String> = self.crew().map(|c| format!(r#""C{c:05}""#)).collect();
         format!(
             r#"{{"crew":[{}],"tail":"{}"}}"#,
@@ -178,34 +174,13 @@ impl Generated<'_> {
             self.flight.tail
         )
     }
-
-    /// A flat `duty_event` row with the key computed, for sqlite-utils.
-    fn write_row(&self, out: &mut impl Write, digest: &str, now: &str) -> io::Result<()> {
-        let instant = self.instant();
-        let key =
-            spoolite::batch::event::idempotency_key(&self.flight.id, KINDS[self.kind], &instant);
-        let payload = serde_json::to_string(&self.canonical_payload()).map_err(io::Error::other)?;
-        writeln!(
-            out,
-            r#"{{"idempotency_key":"{}","flight_id":"{}","event_kind":"{}","instant_utc":"{}","source_revision":{},"payload":{},"batch_digest":"{}","first_seen_at":"{}","updated_at":"{}"}}"#,
-            hex::encode(key),
-            self.flight.id,
-            KINDS[self.kind],
-            instant,
-            self.revision,
-            payload,
-            digest,
-            now,
-            now
-        )
-    }
 }
 
 /// Calls `each` with every event of `spec`, in index order.
-fn for_each_event(
+pub fn for_each_event(
     seed: u64,
     spec: &BatchSpec,
-    mut each: impl FnMut(&Generated) -> io::Result<()>,
+    mut each: impl FnMut(&Event) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut flight: Option<(u64, Flight)> = None;
     for i in spec.offset..spec.offset + spec.count {
@@ -214,7 +189,7 @@ fn for_each_event(
             flight = Some((j, Flight::new(seed, j)));
         }
         let (_, current) = flight.as_ref().expect("the flight was just made");
-        each(&Generated {
+        each(&Event {
             flight: current,
             kind: (i % KINDS.len() as u64) as usize,
             revision: spec.revision,
@@ -266,21 +241,6 @@ pub fn write_batch_file(
     Ok(std::fs::metadata(path)?.len())
 }
 
-/// Writes the events of `spec` as flat NDJSON rows with their keys, the input
-/// sqlite-utils needs to upsert the same rows.
-pub fn write_rows_file(
-    path: &Path,
-    seed: u64,
-    spec: &BatchSpec,
-    digest: &str,
-    now: &str,
-) -> io::Result<u64> {
-    let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, File::create(path)?);
-    for_each_event(seed, spec, |event| event.write_row(&mut out, digest, now))?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    Ok(std::fs::metadata(path)?.len())
-}
-
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch.
 fn format_utc(seconds: i64) -> String {
     let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
@@ -310,4 +270,71 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(spec: &BatchSpec, layout: Layout) -> String {
+        let mut out = Vec::new();
+        write_batch(&mut out, 0x5EED_0117, spec, layout).expect("write");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    /// The benchmark's figures are comparable across runs and commits only while
+    /// its files hold the same bytes: these are the bench's own seed's.
+    #[test]
+    fn the_files_are_the_same_on_every_run() {
+        let spec = BatchSpec {
+            offset: 5,
+            count: 3,
+            revision: 2,
+            crew_changed: false,
+            batch_id: "generated-5-3".into(),
+        };
+        assert_eq!(
+            batch(&spec, Layout::Json),
+            r#"{"batch_id":"generated-5-3","event_count":3,"events":[
+{"flight_id":"BA0001-20260101","event_kind":"duty_end","instant_utc":"2026-01-01T13:38:00Z","source_revision":2,"payload":{"tail":"G-CETV","crew":["C52021","C77924","C15326"]}},
+{"flight_id":"LH0001-20260101","event_kind":"duty_start","instant_utc":"2026-01-01T20:50:00Z","source_revision":2,"payload":{"tail":"D-HQPM","crew":["C56882","C11677"]}},
+{"flight_id":"LH0001-20260101","event_kind":"off_blocks","instant_utc":"2026-01-01T21:50:00Z","source_revision":2,"payload":{"tail":"D-HQPM","crew":["C56882","C11677"]}}
+]}
+"#
+        );
+        let ndjson = batch(&spec, Layout::Ndjson);
+        assert_eq!(ndjson.lines().count(), 3);
+        assert!(batch(&spec, Layout::Json).contains(ndjson.lines().next().expect("a line")));
+    }
+
+    #[test]
+    fn a_newer_version_changes_the_crew_and_the_canonical_payload_sorts_keys() {
+        let spec = BatchSpec {
+            offset: 0,
+            count: 1,
+            revision: 1,
+            crew_changed: true,
+            batch_id: String::new(),
+        };
+        let mut seen = Vec::new();
+        for_each_event(0x5EED_0117, &spec, |event| {
+            seen.push((
+                event.flight_id().to_owned(),
+                event.event_kind(),
+                event.instant(),
+                event.canonical_payload(),
+            ));
+            Ok(())
+        })
+        .expect("generate");
+        assert_eq!(
+            seen,
+            [(
+                "BA0001-20260101".to_owned(),
+                "duty_start",
+                "2026-01-01T06:10:00Z".to_owned(),
+                r#"{"crew":["C52022","C77925","C15327"],"tail":"G-CETV"}"#.to_owned()
+            )]
+        );
+    }
 }

@@ -114,7 +114,7 @@ pub struct Options {
     #[arg(long, default_value = "0ms", value_name = "DURATION")]
     pub settle: String,
     /// The spoolite binary run as the daemon; default: the one beside this binary
-    /// (build both with `cargo build --release`).
+    /// (build both with `cargo build --release --workspace`).
     #[arg(long, value_name = "PATH")]
     pub spoolite: Option<PathBuf>,
     /// The measured window of the idle daemon (section 8), in seconds.
@@ -143,8 +143,8 @@ pub struct Options {
     #[arg(long, default_value_t = 3, value_name = "COUNT")]
     pub repeat: u32,
     /// The fair floor's source (a copy is built under the build's target/perf-floor);
-    /// default: `../shared/perf-floor` from the crate root, looked for beside the
-    /// crate root and each folder above it.
+    /// default: `../shared/perf-floor` from the workspace root, looked for beside
+    /// that root and each folder above it.
     #[arg(long, value_name = "DIR")]
     pub perf_floor: Option<PathBuf>,
     /// Rows of the database the analyst queries (section A) run on. Default: the

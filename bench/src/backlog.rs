@@ -168,7 +168,7 @@ fn follow(daemon: &mut Daemon, log: &Path, files: u64) -> BenchResult<Lines> {
         if (done.len() as u64) >= files {
             break;
         }
-        daemon.check_running(log)?;
+        daemon.check_running()?;
         if ready.is_none() && started.elapsed() > START_WAIT_MAX {
             return Err(format!(
                 "no `serving spool` line within {START_WAIT_MAX:?}; see {}",

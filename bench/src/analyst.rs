@@ -14,7 +14,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::BenchResult;
 
 /// The README, whose `sql` blocks are timed as written.
-const README: &str = include_str!("../../../README.md");
+const README: &str = include_str!("../../README.md");
 
 /// Timed runs of a query after its warm-up run; of one whose warm-up took over
 /// `SLOW_S`; of one whose warm-up took over `VERY_SLOW_S` (a full pass over 11M

@@ -847,7 +847,7 @@ impl Bench {
         };
         if !spoolite.exists() {
             return Err(format!(
-                "no spoolite binary at {}; run `cargo build --release --bins` or pass --spoolite",
+                "no spoolite binary at {}; run `cargo build --release --workspace` or pass --spoolite",
                 spoolite.display()
             )
             .into());

@@ -18,10 +18,12 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+
+use spoolite_testkit::pg;
 
 use crate::BenchResult;
 use crate::child;
@@ -33,9 +35,7 @@ use crate::table::{self, Row, Target};
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
 const SUPERUSER: &str = "spoolite_bench";
 /// How long `pg_ctl` waits for the server to start or stop, in seconds.
-const PG_CTL_WAIT_SECS: &str = "120";
-/// The longest unix socket path (`sun_path` holds 108 bytes with its NUL).
-const SOCKET_PATH_MAX: usize = 107;
+const PG_CTL_WAIT_SECS: u32 = 120;
 
 /// The batch digest of the floor's one inbox row and of every row it writes.
 const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -47,6 +47,8 @@ const DAEMON_FILES: u64 = 16;
 const DAEMONS: [u64; 3] = [1, 2, 4];
 /// The longest the daemon runs may go without a file committed.
 const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
+/// The longest wait for a daemon's `serving spool` line.
+const SERVING_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How often the database is looked at during a daemon run.
 const DAEMON_POLL: Duration = Duration::from_millis(5);
 const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
@@ -102,109 +104,58 @@ pub fn run(plan: &Plan, report: &mut Report) -> BenchResult<()> {
 
 type Part = fn(&Plan, &Server, &mut Report) -> BenchResult<()>;
 
-/// The throwaway server: `DIR/data` holds the cluster, `DIR` the socket and
-/// `server.log`.
+/// The throwaway server, the test kit's (`spoolite_testkit::pg`): `DIR/data` holds
+/// the cluster, `DIR` the socket and `server.log`.
 pub struct Server {
-    dir: PathBuf,
-    bin: PathBuf,
-    as_postgres: bool,
-    running: bool,
-    /// Why the server is not in OUT/pg, when it is not.
-    moved: Option<String>,
+    pg: pg::Server,
 }
 
 impl Server {
     /// Makes and starts the server in OUT/pg (or, when the `postgres` user cannot
     /// reach that folder or its socket path is too long, in a folder of its own
-    /// under the temporary folder, and says so).
+    /// in the temporary folder, or in /tmp when that one is closed to the
+    /// `postgres` user too, and says so).
     fn start(out: &Path) -> BenchResult<Server> {
-        let bin = server_bin_dir()?;
-        let as_postgres = running_as_root();
         let wanted = std::path::absolute(out)?.join("pg");
-        let (dir, moved) = match prepare_dir(&bin, &wanted, as_postgres) {
-            Ok(()) => (wanted, None),
-            Err(why) => {
-                let dir =
-                    std::env::temp_dir().join(format!("spoolite-bench-pg-{}", std::process::id()));
-                prepare_dir(&bin, &dir, as_postgres)?;
-                (dir, Some(why))
-            }
-        };
-        progress(&format!("P: initdb in {}", dir.display()));
-        let mut server = Server {
-            dir,
-            bin,
-            as_postgres,
-            running: false,
-            moved,
-        };
-        let mut initdb = server.command("initdb");
-        initdb
-            .arg("-D")
-            .arg(server.data())
-            .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C"])
-            // The cluster is thrown away at the end: initdb need not wait for its
-            // files to reach the disk. The server itself keeps fsync on.
-            .arg("--no-sync");
-        run_tool(&mut initdb, "initdb")?;
-        let mut start = server.command("pg_ctl");
-        start
-            .args(["start", "-w", "-t", PG_CTL_WAIT_SECS, "-D"])
-            .arg(server.data())
-            .arg("-l")
-            .arg(server.dir.join("server.log"))
-            // The only settings changed: no TCP, the socket in the folder.
-            .args([
-                "-o",
-                &format!(
-                    "-c listen_addresses='' -c unix_socket_directories='{}'",
-                    server.dir.display()
-                ),
-            ]);
-        if let Err(error) = run_tool(&mut start, "pg_ctl start") {
-            let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
-            return Err(format!("{error}\nserver.log:\n{log}").into());
-        }
-        server.running = true;
-        Ok(server)
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    /// `program` of the server's installation, run as the postgres user when the
-    /// bench runs as root.
-    fn command(&self, program: &str) -> Command {
-        pg_command(&self.bin, program, self.as_postgres)
+        progress(&format!(
+            "P: initdb in {} (or a folder of its own in the temporary folder)",
+            wanted.display()
+        ));
+        let pg = pg::Server::start(pg::Config {
+            superuser: SUPERUSER.to_owned(),
+            place: pg::Place::At {
+                dir: wanted,
+                or_temp: Some("spoolite-bench-pg-".to_owned()),
+            },
+            // The only settings changed are the socket's: no TCP, the socket in
+            // the folder.
+            settings: String::new(),
+            wait_secs: PG_CTL_WAIT_SECS,
+        })?;
+        Ok(Server { pg })
     }
 
     /// The libpq URI of database `name`, as a user passes it to `--db`.
     pub fn uri(&self, name: &str) -> String {
-        format!(
-            "postgresql:///{name}?host={}&user={SUPERUSER}",
-            self.dir.display()
-        )
+        self.pg.uri(name)
     }
 
     fn connect(&self, name: &str) -> BenchResult<::postgres::Client> {
-        let uri = self.uri(name);
-        ::postgres::Client::connect(&uri, ::postgres::NoTls)
-            .map_err(|e| format!("connect to {uri}: {e}").into())
+        self.pg
+            .connect(name)
+            .map_err(|e| format!("connect to {}: {e}", self.uri(name)).into())
     }
 
     /// Runs `sql` in the `postgres` database.
     fn admin(&self, sql: &str) -> BenchResult<()> {
-        self.connect("postgres")?
-            .batch_execute(sql)
-            .map_err(|e| format!("{sql}: {e}").into())
+        self.pg.admin(sql).map_err(|e| format!("{sql}: {e}").into())
     }
 
     /// A new, empty database `name` (any old one dropped); with `schema`, spoolite's
     /// schema is put in through the library (`Store::open`), as a first writer would.
     fn fresh_db(&self, name: &str, schema: bool) -> BenchResult<String> {
         self.drop_db(name)?;
-        self.admin(&format!("CREATE DATABASE {name}"))?;
+        self.pg.create_db(name)?;
         let uri = self.uri(name);
         if schema {
             drop(spoolite::store::Store::open(&spoolite::store::Db::parse(
@@ -215,7 +166,7 @@ impl Server {
     }
 
     fn drop_db(&self, name: &str) -> BenchResult<()> {
-        self.admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        Ok(self.pg.drop_db(name)?)
     }
 
     /// Writes every dirty buffer out, so that no run pays for the one before.
@@ -240,15 +191,16 @@ impl Server {
             let value: String = client.query_one(&format!("SHOW {name}"), &[])?.get(0);
             settings.push(format!("{name} {value}"));
         }
+        let dir = self.pg.socket_dir();
         let mut text = format!(
             "PostgreSQL {version} made by initdb in {} (disk: {}), unix socket only, \
              the server's defaults: {}; {}",
-            self.dir.display(),
-            disk(&self.dir),
+            dir.display(),
+            disk(dir),
             settings.join(", "),
-            psql_version(&self.bin)
+            psql_version(&self.pg.psql())
         );
-        if let Some(why) = &self.moved {
+        if let Some(why) = self.pg.moved() {
             let _ = write!(text, " (not in OUT/pg: {why})");
         }
         Ok(text)
@@ -256,168 +208,18 @@ impl Server {
 
     /// Stops the server (`pg_ctl stop -m fast`) and removes its folder (a server
     /// that does not stop so is stopped `-m immediate` on drop).
-    fn stop(mut self) -> BenchResult<()> {
-        let mut stop = self.command("pg_ctl");
-        stop.args(["stop", "-w", "-t", PG_CTL_WAIT_SECS, "-m", "fast", "-D"])
-            .arg(self.data());
-        run_tool(&mut stop, "pg_ctl stop")?;
-        self.running = false;
-        std::fs::remove_dir_all(&self.dir)?;
-        Ok(())
+    fn stop(self) -> BenchResult<()> {
+        Ok(self.pg.shut_down()?)
     }
 }
 
-impl Drop for Server {
-    /// A server left running by an error is stopped at once and removed.
-    fn drop(&mut self) {
-        if self.running {
-            let mut stop = self.command("pg_ctl");
-            stop.args([
-                "stop",
-                "-w",
-                "-t",
-                PG_CTL_WAIT_SECS,
-                "-m",
-                "immediate",
-                "-D",
-            ])
-            .arg(self.data());
-            if let Err(error) = run_tool(&mut stop, "pg_ctl stop") {
-                eprintln!("spoolite-bench: {error}");
-            }
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// Makes `dir` an empty folder the server may use: any server a killed run left
-/// there stopped, the old folder removed, the socket path short enough, and the
-/// folder the postgres user's (and writable by it) when the bench runs as root.
-fn prepare_dir(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), String> {
-    let socket = dir.join(".s.PGSQL.5432");
-    if socket.as_os_str().len() > SOCKET_PATH_MAX {
-        return Err(format!(
-            "the socket path {} is longer than {SOCKET_PATH_MAX} bytes",
-            socket.display()
-        ));
-    }
-    if dir.join("data").join("postmaster.pid").exists() {
-        let mut stop = pg_command(bin, "pg_ctl", as_postgres);
-        stop.args(["stop", "-w", "-m", "immediate", "-D"])
-            .arg(dir.join("data"));
-        let _ = run_tool(&mut stop, "pg_ctl stop (a server an earlier run left)");
-    }
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))?;
-    }
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    if as_postgres {
-        let mut chown = Command::new("chown");
-        chown.arg("postgres:postgres").arg(dir);
-        run_tool(
-            &mut chown,
-            "chown to the postgres user (needs an OS user `postgres`)",
-        )?;
-        let mut writable = Command::new("runuser");
-        writable
-            .args(["-u", "postgres", "--", "test", "-w"])
-            .arg(dir);
-        if run_tool(&mut writable, "test -w").is_err() {
-            let _ = std::fs::remove_dir_all(dir);
-            return Err(format!(
-                "the postgres user cannot write {} (a folder above it is closed to it)",
-                dir.display()
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The folder holding `initdb`, `pg_ctl` and `postgres`: the one on PATH, else the
-/// newest of Debian's `/usr/lib/postgresql/*/bin`.
-fn server_bin_dir() -> BenchResult<PathBuf> {
-    let has_all = |dir: &Path| {
-        ["initdb", "pg_ctl", "postgres"]
-            .iter()
-            .all(|name| dir.join(name).is_file())
-    };
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .unwrap_or_default();
-    if let Some(dir) = on_path.into_iter().find(|dir| has_all(dir)) {
-        return Ok(dir);
-    }
-    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
-            Some((version, entry.path().join("bin")))
-        })
-        .filter(|(_, bin)| has_all(bin))
-        .collect();
-    debian.sort();
-    debian.pop().map(|(_, bin)| bin).ok_or_else(|| {
-        "no PostgreSQL server (initdb, pg_ctl, postgres) on PATH or in \
-         /usr/lib/postgresql/VERSION/bin; install it, e.g. `apt-get install postgresql`"
-            .into()
-    })
-}
-
-/// `psql` beside the server's programs (where `bin` is a symlink farm, the folder
-/// `initdb` really is in), else on PATH.
-fn psql(bin: &Path) -> PathBuf {
-    let real = std::fs::canonicalize(bin.join("initdb"))
-        .ok()
-        .and_then(|initdb| initdb.parent().map(Path::to_owned));
-    [Some(bin.to_owned()), real]
-        .into_iter()
-        .flatten()
-        .map(|dir| dir.join("psql"))
-        .find(|psql| psql.is_file())
-        .unwrap_or_else(|| PathBuf::from("psql"))
-}
-
-fn psql_version(bin: &Path) -> String {
-    Command::new(psql(bin))
+fn psql_version(psql: &Path) -> String {
+    Command::new(psql)
         .arg("--version")
         .output()
         .ok()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .unwrap_or_else(|| "psql: version unknown".into())
-}
-
-fn running_as_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn pg_command(bin: &Path, program: &str, as_postgres: bool) -> Command {
-    let program = bin.join(program);
-    if as_postgres {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    }
-}
-
-fn run_tool(command: &mut Command, what: &str) -> Result<Output, String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{what}: cannot run {command:?}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{what} failed ({}):\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(output)
 }
 
 /// The `df` line of the file system holding `path`.
@@ -452,7 +254,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         .into());
     }
     std::fs::write(&script, floor_script(&rows, events))?;
-    let psql = psql(&server.bin);
+    let psql = server.pg.psql();
     let log = data.join("pg-ingest.log");
     let (mut ours, mut floors, mut rss) = (Vec::new(), Vec::new(), 0u64);
     for round in 0..plan.repeat.max(1) {
@@ -575,23 +377,17 @@ fn write_floor_rows(file: &Path, out: &Path) -> BenchResult<u64> {
         let key = hex::encode(event.key());
         let revision = event.revision().unwrap_or(default_revision).to_string();
         let seq = count.to_string();
-        let fields: [&str; 8] = [
-            &key,
-            event.flight_id(),
-            event.event_kind(),
-            event.instant_utc(),
-            &revision,
-            event.payload(),
-            if event.retracted() { "t" } else { "f" },
-            &seq,
+        let fields: [Option<&str>; 8] = [
+            Some(&key),
+            Some(event.flight_id()),
+            Some(event.event_kind()),
+            Some(event.instant_utc()),
+            Some(&revision),
+            Some(event.payload()),
+            Some(if event.retracted() { "t" } else { "f" }),
+            Some(&seq),
         ];
-        for (at, value) in fields.iter().enumerate() {
-            if at > 0 {
-                line.push(b'\t');
-            }
-            copy_field(&mut line, value);
-        }
-        line.push(b'\n');
+        spoolite::store::postgres::copy_row(&mut line, &fields);
         writer.write_all(&line)?;
     }
     writer
@@ -599,19 +395,6 @@ fn write_floor_rows(file: &Path, out: &Path) -> BenchResult<u64> {
         .map_err(|e| e.into_error())?
         .sync_all()?;
     Ok(count)
-}
-
-/// Appends `value` as one field of COPY's text format (backslash escapes).
-fn copy_field(out: &mut Vec<u8>, value: &str) {
-    for byte in value.bytes() {
-        match byte {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            _ => out.push(byte),
-        }
-    }
 }
 
 /// The floor's psql script: one inbox row (the rows' batch), the rows COPYed into a
@@ -769,15 +552,16 @@ fn daemon_run(
             "30s".as_ref(),
         ];
         let daemon = Daemon::start(plan.spoolite, args, &log)?;
-        running.push((daemon, log, spool, staging));
+        running.push((daemon, spool, staging));
     }
-    for (daemon, log, _, _) in &mut running {
-        wait_serving(daemon, log)?;
+    for (daemon, _, _) in &mut running {
+        // Database open, watch in place.
+        daemon.wait_log_line(SERVING_WAIT_MAX, "serving spool ")?;
     }
     server.checkpoint()?;
     let mut client = server.connect("daemons")?;
     let started = Instant::now();
-    for (_, _, spool, staging) in &running {
+    for (_, spool, staging) in &running {
         for entry in std::fs::read_dir(staging)? {
             let entry = entry?;
             std::fs::rename(entry.path(), spool.join("incoming").join(entry.file_name()))?;
@@ -795,8 +579,8 @@ fn daemon_run(
         if done > progressed.1 {
             progressed = (Instant::now(), done);
         }
-        for (daemon, log, _, _) in &mut running {
-            daemon.check_running(log)?;
+        for (daemon, _, _) in &mut running {
+            daemon.check_running()?;
         }
         if progressed.0.elapsed() > DAEMON_STALL_MAX {
             return Err(format!(
@@ -808,7 +592,7 @@ fn daemon_run(
         }
         sleep(DAEMON_POLL);
     };
-    for (daemon, _, _, _) in running {
+    for (daemon, _, _) in running {
         daemon.stop()?;
     }
     let row = client.query_one(
@@ -827,24 +611,6 @@ fn daemon_run(
     drop(client);
     server.drop_db("daemons")?;
     Ok(taken)
-}
-
-/// Waits (bounded) for the daemon's `serving spool` line: database open, watch in
-/// place.
-fn wait_serving(daemon: &mut Daemon, log: &Path) -> BenchResult<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if std::fs::read_to_string(log)?.contains("serving spool ") {
-            return Ok(());
-        }
-        daemon.check_running(log)?;
-        if Instant::now() > deadline {
-            return Err(
-                format!("no `serving spool` line within 60 s; see {}", log.display()).into(),
-            );
-        }
-        sleep(Duration::from_millis(10));
-    }
 }
 
 /// Drop-to-visible: the latency section's run with a PostgreSQL `--db`, each a
