@@ -100,17 +100,17 @@ pub struct DbArg {
     )]
     pub db: Db,
     #[command(flatten)]
-    pub password_file: DbPasswordFileArg,
+    pub(crate) password_file: DbPasswordFileArg,
 }
 
 #[derive(Debug, Args)]
-pub struct DbPasswordFileArg {
+pub(crate) struct DbPasswordFileArg {
     /// A file whose one line (the line end dropped) is the PostgreSQL password, when
     /// the URI holds none: e.g. a systemd credential (LoadCredential=). Read at
     /// every connection; the password is never logged or shown. Only with a
     /// PostgreSQL --db.
     #[arg(long, env = "SPOOLITE_DB_PASSWORD_FILE", value_name = "FILE")]
-    pub db_password_file: Option<PathBuf>,
+    pub(crate) db_password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -137,7 +137,7 @@ pub struct EventBytesMaxArg {
     /// An event longer than this many bytes is quarantined as too_large, keeping its
     /// first BYTES as raw; no more of it is ever held in memory.
     #[arg(long, env = "SPOOLITE_EVENT_BYTES_MAX", default_value_t = crate::batch::EVENT_BYTES_MAX_DEFAULT, value_name = "BYTES")]
-    pub event_bytes_max: usize,
+    pub(crate) event_bytes_max: usize,
 }
 
 impl EventBytesMaxArg {
@@ -178,20 +178,20 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct IngestArgs {
     #[command(flatten)]
-    pub db: DbArg,
+    pub(crate) db: DbArg,
     /// Print one JSON object per file instead of a line of text.
     #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Validate and classify each file against the database, writing nothing.
     #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub file_bytes_max: FileBytesMaxArg,
+    pub(crate) file_bytes_max: FileBytesMaxArg,
     #[command(flatten)]
-    pub event_bytes_max: EventBytesMaxArg,
+    pub(crate) event_bytes_max: EventBytesMaxArg,
     /// The batch files to ingest.
     #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -205,7 +205,7 @@ pub struct StatusArgs {
         default_value = "./spool",
         value_name = "DIR"
     )]
-    pub spool: PathBuf,
+    pub(crate) spool: PathBuf,
     /// The SQLite database file, or a PostgreSQL URI (postgres://…,
     /// postgresql://…); it must exist (`spoolite run` creates a SQLite file and a
     /// PostgreSQL schema) and is only read. Without the option or its variable, the variable from the site
@@ -217,12 +217,12 @@ pub struct StatusArgs {
         value_name = "FILE",
         value_parser = db_value_parser()
     )]
-    pub db: Db,
+    pub(crate) db: Db,
     #[command(flatten)]
-    pub password_file: DbPasswordFileArg,
+    pub(crate) password_file: DbPasswordFileArg,
     /// Print one JSON object instead of text.
     #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -239,23 +239,23 @@ pub struct ChangesArgs {
         value_name = "FILE",
         value_parser = db_value_parser()
     )]
-    pub db: Db,
+    pub(crate) db: Db,
     #[command(flatten)]
-    pub password_file: DbPasswordFileArg,
+    pub(crate) password_file: DbPasswordFileArg,
     /// Print only the rows whose change_seq is greater than N: the last change_seq
     /// a downstream job has handled. 0 prints every row.
     #[arg(long, env = "SPOOLITE_SINCE", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
-    pub since: i64,
+    pub(crate) since: i64,
     /// Stop after printing N lines (with --follow too, as soon as the N-th is
     /// printed).
     #[arg(long, env = "SPOOLITE_LIMIT", value_name = "N")]
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
     /// After the rows already committed, keep printing the rows of every batch
     /// committed later, within a moment of its commit (PostgreSQL: read every
     /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
     /// flushed after each batch of rows.
     #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
-    pub follow: bool,
+    pub(crate) follow: bool,
 }
 
 #[derive(Debug, Args)]
@@ -263,30 +263,30 @@ pub struct CopyDbArgs {
     /// The SQLite database file to copy, at the current schema (an older one is
     /// refused: `spoolite run` or `spoolite ingest` upgrades it).
     #[arg(long, env = "SPOOLITE_FROM", value_name = "FILE")]
-    pub from: PathBuf,
+    pub(crate) from: PathBuf,
     /// The PostgreSQL database to copy into, a libpq URI (postgres://… or
     /// postgresql://…, as --db takes it). It must hold no rows yet, unless
     /// --into-non-empty.
     #[arg(long, env = "SPOOLITE_TO", value_name = "URI", value_parser = db_value_parser())]
-    pub to: Db,
+    pub(crate) to: Db,
     #[command(flatten)]
-    pub password_file: DbPasswordFileArg,
+    pub(crate) password_file: DbPasswordFileArg,
     /// Copy into a database that already holds rows (another workstation's copy,
     /// a daemon's batches), adding the source's batches to them. A batch digest or
     /// an idempotency key both databases hold is refused and nothing is copied; the
     /// copied change_seq values are raised above the target's, keeping their order.
     #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
-    pub into_non_empty: bool,
+    pub(crate) into_non_empty: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct KeyArgs {
     /// The flight, e.g. BA0117-20261129.
-    pub flight_id: String,
+    pub(crate) flight_id: String,
     /// The event kind, e.g. off_blocks.
-    pub event_kind: String,
+    pub(crate) event_kind: String,
     /// The RFC 3339 instant with an offset, e.g. 2026-11-29T10:05:00Z.
-    pub instant: String,
+    pub(crate) instant: String,
 }
 
 /// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
@@ -324,10 +324,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// The site defaults file of a packaged host: the package's conffile, which the
 /// unit reads as its `EnvironmentFile=`.
-pub const DEFAULTS_FILE: &str = "/etc/default/spoolite";
+pub(crate) const DEFAULTS_FILE: &str = "/etc/default/spoolite";
 
 /// The variable that names another defaults file (tests, a second site).
-pub const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
+pub(crate) const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
@@ -337,9 +337,9 @@ const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Defaults {
     /// The file read, when one was.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The variables it set (the environment set none of them).
-    pub applied: Vec<String>,
+    pub(crate) applied: Vec<String>,
     /// Why the file could not be read, when it exists but could not be.
     pub error: Option<String>,
 }
@@ -407,7 +407,7 @@ pub fn plan_environment(
 /// wholly in single or double quotes loses them (`\` escapes inside double
 /// quotes), and a line without `=` or with a bad key is ignored. A later
 /// assignment of a key wins.
-pub fn parse_environment_file(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_environment_file(text: &str) -> Vec<(String, String)> {
     let mut assignments: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
         let line = line.trim_start();
@@ -473,7 +473,7 @@ pub fn parse_or_exit(args: &[OsString], defaults: &Defaults) -> Cli {
 /// The text of a parse error whose invalid value came from a variable rather than
 /// the command line: clap's message with the variable's name after the option's.
 /// `None` when the value was on the command line, or the error is of another kind.
-pub fn explain_environment_error(
+pub(crate) fn explain_environment_error(
     error: &clap::Error,
     args: &[OsString],
     defaults: &Defaults,

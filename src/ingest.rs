@@ -22,7 +22,7 @@ use crate::spool::FileIdentity;
 use crate::store::{Batch, Counts, Reasons, Store, StoreError};
 
 /// The largest file ingested unless `--file-bytes-max` says otherwise: 2 GiB.
-pub const FILE_BYTES_MAX_DEFAULT: u64 = 2 << 30;
+pub(crate) const FILE_BYTES_MAX_DEFAULT: u64 = 2 << 30;
 
 /// Read buffer for every pass over a file. 64 KiB stays under glibc's mmap
 /// threshold, so the buffer comes from the heap: a fresh 256 KiB mmap region made
@@ -60,7 +60,7 @@ impl Outcome {
         }
     }
 
-    pub fn digest(&self) -> Option<&str> {
+    pub(crate) fn digest(&self) -> Option<&str> {
         match self {
             Outcome::Processed { digest, .. } | Outcome::SkippedDuplicate { digest } => {
                 Some(digest)
@@ -74,9 +74,9 @@ impl Outcome {
 /// (the daemon moves it only if it still is that file; a processed file was that
 /// file until its parse ended).
 #[derive(Debug)]
-pub struct Ingested {
-    pub outcome: Outcome,
-    pub opened: Metadata,
+pub(crate) struct Ingested {
+    pub(crate) outcome: Outcome,
+    pub(crate) opened: Metadata,
 }
 
 /// A fault that is not in the file: the file stays where it is and is tried again.
@@ -96,10 +96,10 @@ pub enum IngestError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Bytes of the file parsed so far, out of `bytes_total`.
-    pub bytes_done: u64,
-    pub bytes_total: u64,
+    pub(crate) bytes_done: u64,
+    pub(crate) bytes_total: u64,
     /// Events read so far.
-    pub events: u64,
+    pub(crate) events: u64,
 }
 
 /// How one file is ingested.
@@ -196,7 +196,11 @@ pub fn ingest_file(
 
 /// Ingests the file at `path`: open, one pass for the digest and the encoding, the
 /// whole-file rules, the inbox, then stream, check the file is unchanged, finish.
-pub fn ingest(store: &mut Store, path: &Path, options: Options) -> Result<Ingested, IngestError> {
+pub(crate) fn ingest(
+    store: &mut Store,
+    path: &Path,
+    options: Options,
+) -> Result<Ingested, IngestError> {
     let read_error = |source| read_fault(path, source, options.stop);
     let mut file = open_no_follow(path).map_err(read_error)?;
     let opened = identity_before_reading(&file, options.stop)
@@ -426,7 +430,7 @@ fn end_of_file(
 
 /// Why a file is rejected whose value the database refused as too big
 /// (`FaultClass::InFile`), after `tries` tries with that error.
-pub fn refused_by_database(error: &StoreError, tries: u32) -> Rejection {
+pub(crate) fn refused_by_database(error: &StoreError, tries: u32) -> Rejection {
     let times = if tries == 1 {
         "once".to_owned()
     } else {
@@ -454,7 +458,7 @@ fn read_fault(path: &Path, source: io::Error, stop: &AtomicBool) -> IngestError 
 
 /// Opens a file for reading without following a symbolic link and without blocking
 /// on a FIFO, so that no entry of incoming/ can make spoolite hang.
-pub fn open_no_follow(path: &Path) -> io::Result<File> {
+pub(crate) fn open_no_follow(path: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)

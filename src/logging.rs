@@ -26,7 +26,7 @@ pub fn init() {
 }
 
 /// The syslog priority of a level, as sd-daemon(3) prefixes write it.
-pub fn priority(level: Level) -> u8 {
+pub(crate) fn priority(level: Level) -> u8 {
     match level {
         Level::Error => 3,
         Level::Warn => 4,
@@ -37,7 +37,7 @@ pub fn priority(level: Level) -> u8 {
 
 /// A message as journal lines: every line of it with the priority prefix, so that a
 /// message of several lines cannot leave a line at the default priority.
-pub fn journal_lines(level: Level, message: &str) -> String {
+pub(crate) fn journal_lines(level: Level, message: &str) -> String {
     let prefix = format!("<{}>", priority(level));
     let mut out = String::with_capacity(message.len() + 8);
     for line in message.split('\n') {

@@ -14,21 +14,21 @@ use crate::store::Counts;
 const DURATION_BUCKETS_S: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 
 #[derive(Debug, Clone, Default)]
-pub struct Metrics {
-    pub files_processed: u64,
-    pub files_skipped: u64,
-    pub files_rejected: u64,
-    pub events: Counts,
+pub(crate) struct Metrics {
+    pub(crate) files_processed: u64,
+    pub(crate) files_skipped: u64,
+    pub(crate) files_rejected: u64,
+    pub(crate) events: Counts,
     /// Unix time of the last file processed or skipped.
-    pub last_success_unix_s: Option<f64>,
-    pub files_waiting: u64,
-    pub oldest_waiting_age_s: f64,
+    pub(crate) last_success_unix_s: Option<f64>,
+    pub(crate) files_waiting: u64,
+    pub(crate) oldest_waiting_age_s: f64,
     /// Listings of incoming/ since the daemon started.
-    pub scans: u64,
+    pub(crate) scans: u64,
     /// Unix time of the first failed try of the database while it keeps failing.
-    pub database_failing_since_unix_s: Option<f64>,
+    pub(crate) database_failing_since_unix_s: Option<f64>,
     /// The latest failed try could not reach the database server.
-    pub database_unreachable: bool,
+    pub(crate) database_unreachable: bool,
     duration_counts: [u64; DURATION_BUCKETS_S.len()],
     duration_count: u64,
     duration_sum_s: f64,
@@ -36,7 +36,12 @@ pub struct Metrics {
 
 impl Metrics {
     /// Counts a file taken from incoming/ and how long it took.
-    pub fn observe_outcome(&mut self, outcome: &Outcome, elapsed: Duration, now: SystemTime) {
+    pub(crate) fn observe_outcome(
+        &mut self,
+        outcome: &Outcome,
+        elapsed: Duration,
+        now: SystemTime,
+    ) {
         self.observe_duration(elapsed);
         match outcome {
             Outcome::Processed { counts, .. } => {
@@ -54,7 +59,7 @@ impl Metrics {
         }
     }
 
-    pub fn observe_duration(&mut self, elapsed: Duration) {
+    pub(crate) fn observe_duration(&mut self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         for (bound, count) in DURATION_BUCKETS_S
             .iter()
@@ -69,7 +74,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of these metrics.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut text = Exposition::default();
         self.render_taken(&mut text);
         self.render_waiting(&mut text);
@@ -180,7 +185,7 @@ impl Metrics {
     }
 
     /// Writes the metrics to `path` atomically.
-    pub fn write(&self, path: &Path) -> io::Result<()> {
+    pub(crate) fn write(&self, path: &Path) -> io::Result<()> {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

@@ -10,22 +10,22 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 /// The longest file name Linux allows (NAME_MAX), in bytes.
-pub const NAME_BYTES_MAX: usize = 255;
+pub(crate) const NAME_BYTES_MAX: usize = 255;
 
 /// The name as recorded: UTF-8, each invalid byte as U+FFFD.
-pub fn lossy(name: &OsStr) -> String {
+pub(crate) fn lossy(name: &OsStr) -> String {
     name.to_string_lossy().into_owned()
 }
 
 /// The base name of `path`, as recorded.
-pub fn base_name(path: &Path) -> String {
+pub(crate) fn base_name(path: &Path) -> String {
     path.file_name().map(lossy).unwrap_or_default()
 }
 
 /// The name for a log line: as recorded, with control characters (a newline, a
 /// carriage return, an escape sequence), backslashes and Unicode line separators
 /// written as escapes, so that no name can split a line or forge one.
-pub fn escaped(name: &str) -> String {
+pub(crate) fn escaped(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for c in name.chars() {
         match c {
@@ -45,7 +45,7 @@ pub fn escaped(name: &str) -> String {
 /// The longest name, in bytes, that the filesystem of `dir` allows: what
 /// pathconf(_PC_NAME_MAX) says, never more than NAME_MAX (a larger answer would only
 /// let a rename fail later), NAME_MAX when it cannot say.
-pub fn name_bytes_max(dir: &Path) -> usize {
+pub(crate) fn name_bytes_max(dir: &Path) -> usize {
     let Ok(c_dir) = CString::new(dir.as_os_str().as_bytes()) else {
         return NAME_BYTES_MAX;
     };
@@ -63,7 +63,7 @@ pub fn name_bytes_max(dir: &Path) -> usize {
 /// a character boundary, keeping the extension; an extension so long that not one
 /// character of the stem fits beside it is cut with the rest. `None` when not even
 /// one character fits.
-pub fn numbered(name: &OsStr, n: u32, room: usize) -> Option<OsString> {
+pub(crate) fn numbered(name: &OsStr, n: u32, room: usize) -> Option<OsString> {
     let bytes = name.as_bytes();
     if n == 0 && bytes.len() <= room {
         return Some(name.to_owned());

@@ -6,24 +6,24 @@
 use std::time::{Duration, Instant};
 
 /// The longest wait between two tries of a file or of the database.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// The first wait after a failed try.
-pub const BACKOFF_FIRST: Duration = Duration::from_millis(250);
+pub(crate) const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 
 /// The site's timing rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// How long a file must stay unchanged, from the last change the daemon
     /// observed, before it is taken.
-    pub settle: Duration,
+    pub(crate) settle: Duration,
     /// How long a file whose content is still arriving may stay unchanged before it
     /// is rejected instead of awaited.
-    pub partial_timeout: Duration,
+    pub(crate) partial_timeout: Duration,
 }
 
 /// Why a file is not taken yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Why {
+pub(crate) enum Why {
     /// It changed less than the settle time ago.
     Settling,
     /// Its content is a proper prefix of a batch: the rest may still come.
@@ -32,18 +32,8 @@ pub enum Why {
     BackingOff,
 }
 
-impl Why {
-    pub fn text(self) -> &'static str {
-        match self {
-            Why::Settling => "settling",
-            Why::StillArriving => "still arriving",
-            Why::BackingOff => "backing off after a fault",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     Ready,
     Wait { why: Why, wake_in: Duration },
 }
@@ -51,19 +41,19 @@ pub enum Readiness {
 /// What the daemon remembers of one file in incoming/. `V` is the version seen
 /// (size, modification time, inode…): any change to it counts as a change.
 #[derive(Debug, Clone)]
-pub struct Tracked<V> {
+pub(crate) struct Tracked<V> {
     version: V,
     /// When the daemon first saw the file (for its waiting age).
-    pub first_seen: Instant,
+    pub(crate) first_seen: Instant,
     /// When the daemon last saw its version change.
     changed_at: Instant,
     /// Its content was found still arriving at this version.
     still_arriving: bool,
-    pub retry: Backoff,
+    pub(crate) retry: Backoff,
 }
 
 impl<V: PartialEq> Tracked<V> {
-    pub fn new(version: V, now: Instant) -> Tracked<V> {
+    pub(crate) fn new(version: V, now: Instant) -> Tracked<V> {
         Tracked {
             version,
             first_seen: now,
@@ -75,7 +65,7 @@ impl<V: PartialEq> Tracked<V> {
 
     /// Notes the version seen now; a change restarts the settle time and forgets
     /// that the content was found still arriving. Returns whether it changed.
-    pub fn observe(&mut self, version: V, now: Instant) -> bool {
+    pub(crate) fn observe(&mut self, version: V, now: Instant) -> bool {
         if version == self.version {
             return false;
         }
@@ -85,12 +75,12 @@ impl<V: PartialEq> Tracked<V> {
         true
     }
 
-    pub fn version(&self) -> &V {
+    pub(crate) fn version(&self) -> &V {
         &self.version
     }
 
     /// Whether the file may be taken now, and if not, for how long to wait.
-    pub fn readiness(&self, rules: &Rules, now: Instant) -> Readiness {
+    pub(crate) fn readiness(&self, rules: &Rules, now: Instant) -> Readiness {
         let still = now.saturating_duration_since(self.changed_at);
         let wait = |why, left: Duration| Readiness::Wait { why, wake_in: left };
         if let Some(left) = remaining(rules.settle, still) {
@@ -110,7 +100,7 @@ impl<V: PartialEq> Tracked<V> {
     /// The file's content was found still arriving. Returns true when it may wait
     /// for the rest (the partial timeout has not passed since its last change), false
     /// when it has waited long enough and is to be rejected.
-    pub fn still_arriving(&mut self, rules: &Rules, now: Instant) -> bool {
+    pub(crate) fn still_arriving(&mut self, rules: &Rules, now: Instant) -> bool {
         let still = now.saturating_duration_since(self.changed_at);
         if remaining(rules.partial_timeout, still).is_none() {
             return false;
@@ -119,7 +109,8 @@ impl<V: PartialEq> Tracked<V> {
         true
     }
 
-    pub fn is_still_arriving(&self) -> bool {
+    #[cfg(test)]
+    fn is_still_arriving(&self) -> bool {
         self.still_arriving
     }
 }
@@ -133,7 +124,7 @@ fn remaining(limit: Duration, elapsed: Duration) -> Option<Duration> {
 /// failures, and says when a failure should be logged: the first, then at most once
 /// per 30 s.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     failures: u32,
     retry_at: Option<Instant>,
     logged_at: Option<Instant>,
@@ -144,13 +135,13 @@ pub struct Backoff {
 
 impl Backoff {
     /// The wait after the failures so far.
-    pub fn delay(&self) -> Duration {
+    pub(crate) fn delay(&self) -> Duration {
         let shift = self.failures.saturating_sub(1).min(16);
         BACKOFF_FIRST.saturating_mul(1 << shift).min(BACKOFF_MAX)
     }
 
     /// Records a failure; returns whether it should be logged now.
-    pub fn fail(&mut self, now: Instant, error: &str) -> bool {
+    pub(crate) fn fail(&mut self, now: Instant, error: &str) -> bool {
         self.failures += 1;
         if self.last_error.as_deref() == Some(error) {
             self.same_error += 1;
@@ -169,24 +160,24 @@ impl Backoff {
     }
 
     /// How long until the next try, when it must wait.
-    pub fn waiting(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn waiting(&self, now: Instant) -> Option<Duration> {
         self.retry_at
             .and_then(|at| at.checked_duration_since(now))
             .filter(|d| !d.is_zero())
     }
 
     /// Failures since the last success.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// How many of the last failures in a row had the same error text.
-    pub fn same_error(&self) -> u32 {
+    pub(crate) fn same_error(&self) -> u32 {
         self.same_error
     }
 
     /// Clears the back-off after a success; returns how many failures came before.
-    pub fn recover(&mut self) -> u32 {
+    pub(crate) fn recover(&mut self) -> u32 {
         std::mem::take(self).failures
     }
 }

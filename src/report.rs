@@ -8,7 +8,7 @@ use crate::store::Counts;
 
 /// The digest as a line shows it: all 64 hex digits, so that it matches `sha256sum`
 /// and `ingest_inbox.batch_digest` as it is; `-` when the file could not be read.
-pub fn digest_text(digest: Option<&str>) -> &str {
+pub(crate) fn digest_text(digest: Option<&str>) -> &str {
     digest.unwrap_or("-")
 }
 
@@ -27,7 +27,7 @@ fn counts_text(counts: &Counts) -> String {
 
 /// `processed a.json 1a2b3c4d…(64 hex) events=3 inserted=3 …`, or
 /// `rejected b.json - truncated: the file ends …`.
-pub fn outcome_line(file: &str, outcome: &Outcome) -> String {
+pub(crate) fn outcome_line(file: &str, outcome: &Outcome) -> String {
     let word = outcome.word();
     let digest = digest_text(outcome.digest());
     match outcome {
@@ -47,7 +47,7 @@ pub fn outcome_line(file: &str, outcome: &Outcome) -> String {
 
 /// The `ingest --json` object: `reason`/`detail` only when rejected, counts only
 /// when processed.
-pub fn outcome_json(file: &str, outcome: &Outcome) -> Value {
+pub(crate) fn outcome_json(file: &str, outcome: &Outcome) -> Value {
     let mut object = Map::new();
     object.insert("file".into(), json!(file));
     object.insert("outcome".into(), json!(outcome.word()));
@@ -68,7 +68,7 @@ pub fn outcome_json(file: &str, outcome: &Outcome) -> Value {
 }
 
 /// The content of `NAME.reason.json` for a file dropped as `file`.
-pub fn reason_json(file: &str, outcome: &Outcome, rejected_at: &str) -> String {
+pub(crate) fn reason_json(file: &str, outcome: &Outcome, rejected_at: &str) -> String {
     let Outcome::Rejected { digest, rejection } = outcome else {
         unreachable!("only rejected files get a reason file")
     };

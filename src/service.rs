@@ -6,7 +6,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::{Duration, Instant};
 
-pub struct Notifier {
+pub(crate) struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     /// How often to ping: half the `WatchdogSec=` systemd gave us.
     watchdog_every: Option<Duration>,
@@ -14,7 +14,7 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         let target = std::env::var_os("NOTIFY_SOCKET").and_then(|path| {
             let bytes = path.as_encoded_bytes();
             let addr = match bytes.strip_prefix(b"@") {
@@ -44,20 +44,20 @@ impl Notifier {
     }
 
     /// The longest the loop may sleep and still ping in time.
-    pub fn watchdog_every(&self) -> Option<Duration> {
+    pub(crate) fn watchdog_every(&self) -> Option<Duration> {
         self.watchdog_every
     }
 
-    pub fn ready(&self) {
+    pub(crate) fn ready(&self) {
         self.send("READY=1");
     }
 
-    pub fn stopping(&self) {
+    pub(crate) fn stopping(&self) {
         self.send("STOPPING=1");
     }
 
     /// Pings the watchdog when half its interval has passed since the last ping.
-    pub fn ping_if_due(&mut self) {
+    pub(crate) fn ping_if_due(&mut self) {
         if let Some(every) = self.watchdog_every
             && self.last_ping.elapsed() >= every
         {

@@ -18,10 +18,10 @@ use std::time::SystemTime;
 use crate::names;
 
 /// Name of the lock file in the spool root.
-pub const LOCK_FILE: &str = "spoolite.lock";
+pub(crate) const LOCK_FILE: &str = "spoolite.lock";
 
 /// Suffix of the reason file written beside a rejected file.
-pub const REASON_SUFFIX: &str = ".reason.json";
+pub(crate) const REASON_SUFFIX: &str = ".reason.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpoolError {
@@ -43,48 +43,48 @@ pub enum SpoolError {
 }
 
 #[derive(Debug, Clone)]
-pub struct Spool {
-    pub root: PathBuf,
-    pub incoming: PathBuf,
-    pub archive: PathBuf,
-    pub rejected: PathBuf,
+pub(crate) struct Spool {
+    pub(crate) root: PathBuf,
+    pub(crate) incoming: PathBuf,
+    pub(crate) archive: PathBuf,
+    pub(crate) rejected: PathBuf,
 }
 
 /// A regular file waiting in incoming/.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     /// The name as it is on disk (not necessarily UTF-8), to open and move it by.
-    pub name: OsString,
-    pub size: u64,
-    pub mtime: SystemTime,
+    pub(crate) name: OsString,
+    pub(crate) size: u64,
+    pub(crate) mtime: SystemTime,
     /// What the listing saw; a move compares it with the file as it is then.
-    pub identity: FileIdentity,
+    pub(crate) identity: FileIdentity,
 }
 
 /// What lies in incoming/: regular files, and entries that are never taken.
 #[derive(Debug, Default)]
-pub struct Listing {
-    pub files: Vec<Waiting>,
+pub(crate) struct Listing {
+    pub(crate) files: Vec<Waiting>,
     /// Subfolders, symbolic links, FIFOs, sockets and devices.
-    pub ignored: Vec<OsString>,
+    pub(crate) ignored: Vec<OsString>,
 }
 
 /// Which file a name stood for, and which version of it: a rewrite in place changes
 /// the size, the times or at least the change time (ctime), which no one can set
 /// back; a replacement by rename changes the inode.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileIdentity {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_s: i64,
-    pub mtime_ns: i64,
-    pub ctime_s: i64,
-    pub ctime_ns: i64,
+pub(crate) struct FileIdentity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_s: i64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_s: i64,
+    pub(crate) ctime_ns: i64,
 }
 
 impl FileIdentity {
-    pub fn of(meta: &fs::Metadata) -> FileIdentity {
+    pub(crate) fn of(meta: &fs::Metadata) -> FileIdentity {
         FileIdentity {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -99,7 +99,7 @@ impl FileIdentity {
 
 /// Why a file was not moved out of incoming/.
 #[derive(Debug, thiserror::Error)]
-pub enum MoveError {
+pub(crate) enum MoveError {
     /// The file is no longer the one that was read (rewritten, appended, replaced):
     /// nothing was moved, and it is to be taken again.
     #[error("the file changed after it was read")]
@@ -111,7 +111,7 @@ pub enum MoveError {
 /// How many names one move may look at before it gives up: numbered names are
 /// tried one by one up to `NAME_TRIES_LINEAR`, then found by halving, so this is
 /// only reached when the folder keeps changing under us.
-pub const NAME_TRIES_MAX: u32 = 4096;
+pub(crate) const NAME_TRIES_MAX: u32 = 4096;
 
 /// Counters tried one by one before the search halves: a hole left by a deleted
 /// file is filled, and an orphaned reason file is found again.
@@ -122,7 +122,7 @@ const REASON_BYTES_MAX: u64 = 1 << 20;
 
 impl Spool {
     /// The spool at `root`, without touching the file system.
-    pub fn at(root: &Path) -> Spool {
+    pub(crate) fn at(root: &Path) -> Spool {
         Spool {
             root: root.to_owned(),
             incoming: root.join("incoming"),
@@ -132,7 +132,7 @@ impl Spool {
     }
 
     /// Creates what is missing and checks that the folders share one filesystem.
-    pub fn create(root: &Path) -> Result<Spool, SpoolError> {
+    pub(crate) fn create(root: &Path) -> Result<Spool, SpoolError> {
         let spool = Spool::at(root);
         for dir in [&spool.incoming, &spool.archive, &spool.rejected] {
             fs::create_dir_all(dir).map_err(|source| SpoolError::Create {
@@ -162,7 +162,7 @@ impl Spool {
 
     /// Takes the spool's lock for the life of the returned file, writing our pid
     /// into it so that a second daemon can name us.
-    pub fn lock(&self) -> Result<File, SpoolError> {
+    pub(crate) fn lock(&self) -> Result<File, SpoolError> {
         let path = self.root.join(LOCK_FILE);
         let lock_error = |source| SpoolError::Lock {
             lock: path.clone(),
@@ -200,7 +200,7 @@ impl Spool {
 
     /// Removes the hidden temporary reason files that a crash in `write_atomic` or
     /// `write_reason_file` can leave in rejected/. Called under the spool lock, so none is in use.
-    pub fn remove_stale_temp_files(&self) -> io::Result<Vec<String>> {
+    pub(crate) fn remove_stale_temp_files(&self) -> io::Result<Vec<String>> {
         let mut removed = Vec::new();
         for entry in fs::read_dir(&self.rejected)? {
             let name = entry?.file_name();
@@ -215,7 +215,7 @@ impl Spool {
     }
 
     /// Lists incoming/ without following or opening anything.
-    pub fn list_incoming(&self) -> io::Result<Listing> {
+    pub(crate) fn list_incoming(&self) -> io::Result<Listing> {
         let mut listing = Listing::default();
         for entry in fs::read_dir(&self.incoming)? {
             let entry = entry?;
@@ -241,7 +241,7 @@ impl Spool {
 
     /// Moves `name` from incoming/ into archive/, if it is still the file `read`
     /// describes; returns its final name there, as recorded.
-    pub fn archive(&self, name: &OsStr, read: &FileIdentity) -> Result<String, MoveError> {
+    pub(crate) fn archive(&self, name: &OsStr, read: &FileIdentity) -> Result<String, MoveError> {
         self.check_unchanged(name, read)?;
         let room = names::name_bytes_max(&self.archive);
         let archive = &self.archive;
@@ -266,7 +266,7 @@ impl Spool {
     ///
     /// A crash between the two steps leaves a reason file without its data file;
     /// when the same bytes (`digest`) are rejected again, that name is reused.
-    pub fn reject(
+    pub(crate) fn reject(
         &self,
         name: &OsStr,
         read: &FileIdentity,
@@ -365,7 +365,7 @@ fn reason_digest(bytes: &[u8]) -> Option<String> {
 }
 
 /// Whether a name is one that uploads use while a file is being written.
-pub fn is_temp_name(name: &OsStr) -> bool {
+pub(crate) fn is_temp_name(name: &OsStr) -> bool {
     let bytes = name.as_bytes();
     let ends_with = |suffix: &[u8]| {
         bytes.len() >= suffix.len()
@@ -521,7 +521,7 @@ fn lock_exclusive(file: &File) -> io::Result<bool> {
 /// Writes `dir/name` through a temporary file: write, fsync, rename, fsync dir.
 /// The file is readable by all (0644, whatever the umask): the folder it lies in
 /// decides who may read it, and node_exporter must read the metrics file.
-pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let temp = format!(".{name}.{}.tmp", std::process::id());
     write_through(dir, OsStr::new(name), OsStr::new(&temp), bytes)
 }
@@ -547,7 +547,7 @@ fn write_through(dir: &Path, name: &OsStr, temp: &OsStr, bytes: &[u8]) -> io::Re
 }
 
 /// Makes a rename into or out of `dir` durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

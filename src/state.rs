@@ -12,46 +12,46 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The daemon's folder in the spool root.
-pub const STATE_DIR: &str = ".spoolite";
+pub(crate) const STATE_DIR: &str = ".spoolite";
 /// Name of the state file in that folder.
-pub const STATE_FILE: &str = "state.json";
+pub(crate) const STATE_FILE: &str = "state.json";
 
 /// Where the state file of the spool at `root` lies.
-pub fn path(root: &Path) -> std::path::PathBuf {
+pub(crate) fn path(root: &Path) -> std::path::PathBuf {
     root.join(STATE_DIR).join(STATE_FILE)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DaemonState {
+pub(crate) struct DaemonState {
     /// The daemon that wrote this.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// When the daemon started serving the spool.
-    pub since: String,
+    pub(crate) since: String,
     /// When this was written.
-    pub written_at: String,
+    pub(crate) written_at: String,
     /// Regular files in incoming/ at the daemon's last look, temp-named ones included.
-    pub files_waiting: u64,
+    pub(crate) files_waiting: u64,
     /// When the daemon first saw the file that has waited longest, if any waits.
-    pub oldest_waiting_seen_at: Option<String>,
+    pub(crate) oldest_waiting_seen_at: Option<String>,
     /// The database has failed every try since `since`.
-    pub database_fault: Option<DatabaseFault>,
+    pub(crate) database_fault: Option<DatabaseFault>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DatabaseFault {
+pub(crate) struct DatabaseFault {
     /// When the first try of the failing run failed.
-    pub since: String,
+    pub(crate) since: String,
     /// The latest try's error.
-    pub error: String,
+    pub(crate) error: String,
     /// The latest try could not reach the server (PostgreSQL: no connection, or
     /// the connection was lost). Written only when true, so that a fault of a
     /// SQLite file reads as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unreachable: bool,
+    pub(crate) unreachable: bool,
 }
 
 /// Reads the state file of the spool at `root`; `None` when there is none.
-pub fn read(root: &Path) -> io::Result<Option<DaemonState>> {
+pub(crate) fn read(root: &Path) -> io::Result<Option<DaemonState>> {
     match std::fs::read(path(root)) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -63,7 +63,7 @@ pub fn read(root: &Path) -> io::Result<Option<DaemonState>> {
 
 /// Writes the state file of the spool at `root` atomically, making its folder when
 /// missing.
-pub fn write(root: &Path, state: &DaemonState) -> io::Result<()> {
+pub(crate) fn write(root: &Path, state: &DaemonState) -> io::Result<()> {
     let mut text = serde_json::to_string_pretty(state).map_err(io::Error::other)?;
     text.push('\n');
     let dir = root.join(STATE_DIR);

@@ -15,64 +15,64 @@ use crate::store::{Db, Store, Totals};
 
 /// Above this size the WAL is reported as a problem: checkpoints are being held
 /// back, most likely by a long-running analyst read.
-pub const WAL_WARN_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const WAL_WARN_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Exit code: a daemon serves the spool.
-pub const EXIT_SERVED: u8 = 0;
+pub(crate) const EXIT_SERVED: u8 = 0;
 /// Exit code: the spool or the database does not exist or cannot be read.
-pub const EXIT_UNREADABLE: u8 = 2;
+pub(crate) const EXIT_UNREADABLE: u8 = 2;
 /// Exit code: the site exists but no daemon serves it (LSB "program is not running").
-pub const EXIT_NOT_SERVED: u8 = 3;
+pub(crate) const EXIT_NOT_SERVED: u8 = 3;
 
 /// What status tells; a figure it could not read is `None` (null), and
 /// `unreadable` says why.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Status {
-    pub spool: String,
-    pub db: String,
-    pub db_exists: bool,
+pub(crate) struct Status {
+    pub(crate) spool: String,
+    pub(crate) db: String,
+    pub(crate) db_exists: bool,
     /// The daemon that holds the spool's lock, if one does.
-    pub served_by: Option<ServedBy>,
-    pub batches: Option<u64>,
-    pub events: Option<u64>,
-    pub quarantined: Option<u64>,
-    pub last_ingest_at: Option<String>,
+    pub(crate) served_by: Option<ServedBy>,
+    pub(crate) batches: Option<u64>,
+    pub(crate) events: Option<u64>,
+    pub(crate) quarantined: Option<u64>,
+    pub(crate) last_ingest_at: Option<String>,
     /// Every regular file in incoming/, temp-named and unsettled ones included.
-    pub incoming_waiting: Option<u64>,
+    pub(crate) incoming_waiting: Option<u64>,
     /// Seconds since the serving daemon first saw the file that has waited longest;
     /// null when nothing waits or no daemon has been watching.
-    pub oldest_waiting_age_s: Option<u64>,
+    pub(crate) oldest_waiting_age_s: Option<u64>,
     /// Files in rejected/, reason files not counted.
-    pub rejected_files: Option<u64>,
+    pub(crate) rejected_files: Option<u64>,
     /// The serving daemon's database is failing, since when and why.
-    pub database_fault: Option<DatabaseFault>,
-    pub wal_bytes: Option<u64>,
-    pub wal_warning: bool,
+    pub(crate) database_fault: Option<DatabaseFault>,
+    pub(crate) wal_bytes: Option<u64>,
+    pub(crate) wal_warning: bool,
     /// Where settings came from, when the site defaults file gave some.
-    pub settings_from: Option<SettingsFrom>,
+    pub(crate) settings_from: Option<SettingsFrom>,
     /// What could not be read, each `what: why`.
-    pub unreadable: Vec<String>,
+    pub(crate) unreadable: Vec<String>,
     /// Whether the lock could be looked at (if not, `served_by` null means unknown).
     #[serde(skip)]
-    pub lock_seen: bool,
+    pub(crate) lock_seen: bool,
     /// Whether the database is a file (SQLite), which exists or not and keeps a
     /// WAL beside it, rather than one on a server.
     #[serde(skip)]
-    pub db_is_file: bool,
+    pub(crate) db_is_file: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ServedBy {
+pub(crate) struct ServedBy {
     /// The pid written in the lock file (null if it holds none).
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// When the daemon took the lock: the lock file's modification time.
-    pub since: String,
+    pub(crate) since: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct SettingsFrom {
-    pub file: String,
-    pub variables: Vec<String>,
+pub(crate) struct SettingsFrom {
+    pub(crate) file: String,
+    pub(crate) variables: Vec<String>,
 }
 
 /// Whether a daemon holds the spool's lock.
@@ -85,7 +85,7 @@ enum Served {
 
 impl Status {
     /// The exit code the contract gives this status.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if !self.unreadable.is_empty() {
             EXIT_UNREADABLE
         } else if self.served_by.is_some() {
@@ -98,7 +98,7 @@ impl Status {
 
 /// Reads everything status tells. Never fails: what cannot be read is listed in
 /// `unreadable` and its figures are null.
-pub fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
+pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
     let mut unreadable = Vec::new();
     let totals = read_totals(db, &mut unreadable);
     // A PostgreSQL database is no file: it exists when it could be read.
@@ -290,7 +290,7 @@ fn cause(error: &io::Error) -> String {
 }
 
 /// The WAL file beside a database.
-pub fn wal_path(db: &Path) -> PathBuf {
+pub(crate) fn wal_path(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push("-wal");
     name.into()
@@ -314,7 +314,7 @@ fn regular_files(dir: &Path) -> io::Result<Vec<String>> {
 }
 
 /// What to do about what could not be read, for the message on stderr.
-pub fn advice(status: &Status) -> &'static str {
+pub(crate) fn advice(status: &Status) -> &'static str {
     if status.db_exists && Path::new(&status.spool).is_dir() {
         "run status as a user who may read the spool and the database (e.g. \
          `sudo -u spoolite spoolite status`)"
@@ -329,7 +329,7 @@ const LABEL_WIDTH: usize = 18;
 const COLUMNS: usize = 80;
 
 /// The human form, within 80 columns.
-pub fn render(status: &Status) -> String {
+pub(crate) fn render(status: &Status) -> String {
     let mut out = String::new();
     for (label, value) in lines(status) {
         for (i, text) in wrap(&value, COLUMNS - LABEL_WIDTH).iter().enumerate() {

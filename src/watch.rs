@@ -18,7 +18,10 @@ use notify::{RecursiveMode, Watcher};
 /// Watches `dir` (not its subfolders) and rings `doorbell` on every event that can
 /// make a file ready, and on every error. The watch lives as long as the returned
 /// watcher.
-pub fn watch(dir: &Path, doorbell: Sender<()>) -> notify::Result<notify::RecommendedWatcher> {
+pub(crate) fn watch(
+    dir: &Path,
+    doorbell: Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let ring = match &event {
             Err(error) => {
@@ -38,7 +41,7 @@ pub fn watch(dir: &Path, doorbell: Sender<()>) -> notify::Result<notify::Recomme
 
 /// Whether an event of this kind can mean that a file in the folder appeared or
 /// changed. Unknown kinds ring: a spurious listing costs little, a missed file more.
-pub fn can_make_ready(kind: &EventKind) -> bool {
+pub(crate) fn can_make_ready(kind: &EventKind) -> bool {
     match kind {
         EventKind::Create(_) => true,
         EventKind::Modify(ModifyKind::Name(RenameMode::From)) => false,

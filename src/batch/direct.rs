@@ -16,7 +16,7 @@ use super::json::{Cursor, JsonError, write_string};
 /// Buffers kept from one event to the next, so that reading an event allocates
 /// only what the event keeps.
 #[derive(Debug, Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// The decoded text of strings that hold escapes.
     decoded: String,
     /// The members of the objects being read, innermost last.
@@ -114,7 +114,7 @@ enum Read {
 /// Why an event cannot be had: its text is not JSON (the caller says where), or
 /// it breaks a field rule.
 #[derive(Debug)]
-pub enum Problem {
+pub(crate) enum Problem {
     Json(JsonError),
     Invalid(Invalid),
 }
@@ -134,7 +134,11 @@ impl From<Invalid> for Problem {
 /// Reads `text` as one event; `depth_max` is how many levels may nest, the event
 /// object being level 1. Long because it is one pass over the event's fields with
 /// each field's rule inline: the per-event hot path, one dispatch per field.
-pub fn parse_event(text: &str, depth_max: usize, scratch: &mut Scratch) -> Result<Event, Problem> {
+pub(crate) fn parse_event(
+    text: &str,
+    depth_max: usize,
+    scratch: &mut Scratch,
+) -> Result<Event, Problem> {
     scratch.clear();
     let mut parser = Parser {
         text,
@@ -665,7 +669,7 @@ impl Parser<'_, '_> {
 /// How many bytes `bytes` begins with that are neither a quote, a backslash nor a
 /// control character: string content needing no escape. Most of an event's bytes
 /// are such content, so it is looked at eight bytes at a time.
-pub fn plain_run(bytes: &[u8]) -> usize {
+pub(crate) fn plain_run(bytes: &[u8]) -> usize {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     // The high bit of each byte of the result is set where `word`'s byte is below

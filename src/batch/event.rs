@@ -10,13 +10,13 @@ use super::json::{self, Value};
 /// Why an event is invalid: a quarantine `reason` code and a sentence for `detail`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid {
-    pub reason: InvalidReason,
-    pub detail: String,
+    pub(crate) reason: InvalidReason,
+    pub(crate) detail: String,
 }
 
 /// The quarantine reason codes of the contract (`conflict` is decided by the store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InvalidReason {
+pub(crate) enum InvalidReason {
     MissingField,
     UnknownField,
     DuplicateField,
@@ -32,7 +32,7 @@ pub enum InvalidReason {
 }
 
 impl InvalidReason {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             InvalidReason::MissingField => "missing_field",
             InvalidReason::UnknownField => "unknown_field",
@@ -395,7 +395,7 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
 }
 
 /// A source revision: an integer from 0 to 2^63−1.
-pub fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
+pub(crate) fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
     match value {
         Value::Null => Ok(None),
         Value::Number(text) => revision_from_number(text, field).map(Some),
@@ -407,7 +407,7 @@ pub fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid
 }
 
 /// A source revision from a JSON number as written (`field` names it in the detail).
-pub fn revision_from_number(text: &str, field: &str) -> Result<i64, Invalid> {
+pub(crate) fn revision_from_number(text: &str, field: &str) -> Result<i64, Invalid> {
     let integer = !text.contains(['.', 'e', 'E']);
     match text.parse::<i64>() {
         Ok(n) if integer && n >= 0 => Ok(n),
@@ -430,7 +430,7 @@ pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> 
 }
 
 /// The fields an event may hold, in the contract's order; any other makes it invalid.
-pub const FIELDS: [&str; 6] = [
+pub(crate) const FIELDS: [&str; 6] = [
     "flight_id",
     "event_kind",
     "instant_utc",
@@ -458,7 +458,7 @@ impl Event {
     pub fn key(&self) -> &[u8; 32] {
         &self.key
     }
-    pub fn key_hex(&self) -> String {
+    pub(crate) fn key_hex(&self) -> String {
         hex::encode(self.key)
     }
     pub fn flight_id(&self) -> &str {
@@ -482,13 +482,17 @@ impl Event {
     }
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
-    pub fn identity(flight_id: &str, event_kind: &str, instant: &str) -> Result<Event, Invalid> {
+    pub(crate) fn identity(
+        flight_id: &str,
+        event_kind: &str,
+        instant: &str,
+    ) -> Result<Event, Invalid> {
         Event::from_fields(flight_id, event_kind, instant, None, "{}", false)
     }
 
     /// Builds an event from its fields as read (text not yet trimmed or checked),
     /// checking the identity fields in the contract's order.
-    pub fn from_fields(
+    pub(crate) fn from_fields(
         flight_id: &str,
         event_kind: &str,
         instant: &str,
@@ -595,7 +599,7 @@ impl Event {
 
 /// The invalid event for a text that `json::parse` refused; `at` says where, in
 /// words (`line 3, character 5 (byte offset 80)`).
-pub fn not_parsed(error: &json::JsonError, at: &str) -> Invalid {
+pub(crate) fn not_parsed(error: &json::JsonError, at: &str) -> Invalid {
     match error {
         json::JsonError::TooDeep { .. } => invalid(
             InvalidReason::TooDeep,

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 /// A parsed JSON value. Numbers keep the text they were written with, and objects
 /// keep their members in file order (duplicates included, see `Parsed::duplicate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     Null,
     Bool(bool),
     Number(String),
@@ -21,7 +21,7 @@ pub enum Value {
 }
 
 impl Value {
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Value::Null => "null",
             Value::Bool(_) => "a boolean",
@@ -36,7 +36,7 @@ impl Value {
 /// Why a text is not one JSON value; each offset is in bytes from the start of the
 /// text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JsonError {
+pub(crate) enum JsonError {
     /// The text ends before the value does.
     Eof { offset: usize },
     /// The text breaks JSON's grammar.
@@ -53,7 +53,7 @@ pub enum JsonError {
 
 impl JsonError {
     /// Where in the text the problem stands.
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         match *self {
             JsonError::Eof { offset }
             | JsonError::Syntax { offset, .. }
@@ -63,7 +63,7 @@ impl JsonError {
     }
 
     /// What is wrong, as the end of a sentence.
-    pub fn message(&self) -> &'static str {
+    pub(crate) fn message(&self) -> &'static str {
         match self {
             JsonError::Eof { .. } => "the text ends before the JSON value does",
             JsonError::Syntax { message, .. } => message,
@@ -86,13 +86,13 @@ impl std::fmt::Display for JsonError {
 /// duplicate means where it stands.
 #[derive(Debug)]
 pub struct Parsed {
-    pub value: Value,
-    pub duplicate: Option<String>,
+    pub(crate) value: Value,
+    pub(crate) duplicate: Option<String>,
 }
 
 /// Parses `text` as exactly one JSON value surrounded by optional whitespace.
 /// `depth_max` is how many levels of arrays and objects may nest (1 = a flat object).
-pub fn parse(text: &str, depth_max: usize) -> Result<Parsed, JsonError> {
+pub(crate) fn parse(text: &str, depth_max: usize) -> Result<Parsed, JsonError> {
     let mut parser = Parser {
         cursor: Cursor::new(text),
         depth_max,

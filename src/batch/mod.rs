@@ -29,21 +29,21 @@
 mod direct;
 mod document;
 pub mod event;
-pub mod json;
+pub(crate) mod json;
 mod ndjson;
 mod preflight;
-pub mod syntax;
+pub(crate) mod syntax;
 
 use std::io::{self, BufRead};
 
-pub use document::JsonReader;
-pub use event::{Event, Invalid, InvalidReason};
-pub use ndjson::NdjsonReader;
-pub use preflight::{LineOf, Utf8Check, Utf8Verdict, preflight};
+pub(crate) use document::JsonReader;
+pub(crate) use event::{Event, Invalid, InvalidReason};
+pub(crate) use ndjson::NdjsonReader;
+pub(crate) use preflight::{LineOf, Utf8Check, Utf8Verdict, preflight};
 use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).
-pub const DEPTH_MAX: usize = 128;
+pub(crate) const DEPTH_MAX: usize = 128;
 
 /// The two batch formats, chosen by extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl Format {
 
 /// The stable codes for a whole-file rejection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RejectReason {
+pub(crate) enum RejectReason {
     NotJson,
     NotUtf8,
     Truncated,
@@ -79,7 +79,7 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             RejectReason::NotJson => "not_json",
             RejectReason::NotUtf8 => "not_utf8",
@@ -95,7 +95,7 @@ impl RejectReason {
 
     /// A file with this problem may simply not be fully written yet: the daemon
     /// leaves it in incoming/ until `--partial-timeout` has passed without change.
-    pub fn may_still_arrive(self) -> bool {
+    pub(crate) fn may_still_arrive(self) -> bool {
         matches!(self, RejectReason::Truncated | RejectReason::Empty)
     }
 }
@@ -103,12 +103,12 @@ impl RejectReason {
 /// Why a whole file cannot be ingested, in words a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    pub reason: RejectReason,
+    pub(crate) reason: RejectReason,
     pub detail: String,
 }
 
 impl Rejection {
-    pub fn new(reason: RejectReason, detail: impl Into<String>) -> Rejection {
+    pub(crate) fn new(reason: RejectReason, detail: impl Into<String>) -> Rejection {
         Rejection {
             reason,
             detail: detail.into(),
@@ -137,15 +137,15 @@ fn reject(reason: RejectReason, detail: impl Into<String>) -> ReadError {
 /// as it stood in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    pub index: u64,
-    pub raw: String,
+    pub(crate) index: u64,
+    pub(crate) raw: String,
     pub event: Result<Event, Invalid>,
 }
 
 /// The file-level fields of a batch, known once the whole file is read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Header {
-    pub batch_id: Option<String>,
+    pub(crate) batch_id: Option<String>,
     pub source_revision: Option<i64>,
 }
 
@@ -154,11 +154,11 @@ pub struct Header {
 pub struct Limits {
     /// An event (or any one JSON value of a file, a `batch_id` included) longer than
     /// this many bytes is `too_large`; no more of it than this is ever held.
-    pub event_bytes_max: usize,
+    pub(crate) event_bytes_max: usize,
 }
 
 /// `--event-bytes-max` unless told otherwise: 16 MiB.
-pub const EVENT_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+pub(crate) const EVENT_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Limits {

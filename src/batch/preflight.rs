@@ -10,7 +10,7 @@ use crate::names;
 
 /// The rules that need only the name and the size: the format by extension, the
 /// size limit, an empty file.
-pub fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, Rejection> {
+pub(crate) fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, Rejection> {
     let Some(format) = Format::from_name(name) else {
         return Err(Rejection::new(
             RejectReason::UnsupportedType,
@@ -43,7 +43,7 @@ pub fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<Format, 
 /// file, a re-drop's included, so it only validates: the line of a bad byte is
 /// found by `LineOf`, fed the file again, only for a file that is rejected.
 #[derive(Debug, Default)]
-pub struct Utf8Check {
+pub(crate) struct Utf8Check {
     /// Bytes fed so far.
     offset: u64,
     /// Up to 3 bytes of a character cut by the end of the previous chunk.
@@ -54,7 +54,7 @@ pub struct Utf8Check {
 
 /// What `Utf8Check` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Utf8Verdict {
+pub(crate) enum Utf8Verdict {
     Utf8,
     /// An invalid byte at this offset: the file is `not_utf8`, and `LineOf` says
     /// where.
@@ -64,7 +64,7 @@ pub enum Utf8Verdict {
 }
 
 impl Utf8Check {
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
         if self.invalid_at.is_some() {
             return;
         }
@@ -72,7 +72,7 @@ impl Utf8Check {
         self.offset += chunk.len() as u64;
     }
 
-    pub fn finish(self) -> Utf8Verdict {
+    pub(crate) fn finish(self) -> Utf8Verdict {
         if let Some(at) = self.invalid_at {
             return Utf8Verdict::InvalidAt(at);
         }
@@ -89,7 +89,7 @@ impl Utf8Check {
 /// Where the byte at `at` stands (line, byte of the line), fed the file's bytes from
 /// its start in chunks of any size; bytes from `at` on are not looked at.
 #[derive(Debug)]
-pub struct LineOf {
+pub(crate) struct LineOf {
     at: u64,
     /// Bytes fed so far.
     offset: u64,
@@ -99,7 +99,7 @@ pub struct LineOf {
 }
 
 impl LineOf {
-    pub fn new(at: u64) -> LineOf {
+    pub(crate) fn new(at: u64) -> LineOf {
         LineOf {
             at,
             offset: 0,
@@ -109,11 +109,11 @@ impl LineOf {
     }
 
     /// Whether the bytes up to `at` have all been fed.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.offset >= self.at
     }
 
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
         let upto = usize::try_from(self.at.saturating_sub(self.offset))
             .unwrap_or(usize::MAX)
             .min(chunk.len());
@@ -129,7 +129,7 @@ impl LineOf {
     }
 
     /// The file's `not_utf8` rejection, saying where its bad byte stands.
-    pub fn not_utf8(self) -> Rejection {
+    pub(crate) fn not_utf8(self) -> Rejection {
         let at = self.at;
         Rejection::new(
             RejectReason::NotUtf8,

@@ -14,15 +14,15 @@ use std::fmt;
 /// Where a byte stands in a file, for details a person can act on: 1-based line and
 /// column (the column counts characters, not bytes) and the 0-based byte offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
-    pub line: u64,
-    pub column: u64,
-    pub byte: u64,
+pub(crate) struct Position {
+    pub(crate) line: u64,
+    pub(crate) column: u64,
+    pub(crate) byte: u64,
 }
 
 impl Position {
     /// The first byte of a file (or of a file after its byte-order mark at `byte`).
-    pub fn start(byte: u64) -> Position {
+    pub(crate) fn start(byte: u64) -> Position {
         Position {
             line: 1,
             column: 1,
@@ -32,7 +32,7 @@ impl Position {
 
     /// The position `text.len()` bytes after this one, `text` being what stands
     /// between them.
-    pub fn advance(self, text: &str) -> Position {
+    pub(crate) fn advance(self, text: &str) -> Position {
         let byte = self.byte + text.len() as u64;
         match text.rfind('\n') {
             None => Position {
@@ -61,22 +61,22 @@ impl fmt::Display for Position {
 
 /// Bytes that no continuation can make JSON: what is wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyntaxError {
-    pub message: &'static str,
-    pub at: Position,
+pub(crate) struct SyntaxError {
+    pub(crate) message: &'static str,
+    pub(crate) at: Position,
     /// Not a syntax error but brackets nested deeper than `NESTING_FOLLOWED_MAX`,
     /// which this machine will not spend the memory to follow.
-    pub too_deep_to_follow: bool,
+    pub(crate) too_deep_to_follow: bool,
 }
 
 /// How many open brackets the machine follows, at one bit each (16 MiB of stack).
 /// Far beyond any depth limit; it only bounds memory on a file of brackets alone.
-pub const NESTING_FOLLOWED_MAX: usize = 1 << 27;
+pub(crate) const NESTING_FOLLOWED_MAX: usize = 1 << 27;
 
 /// A shallow value (or object key) beginning or ending; `depth` is the number of
 /// containers around it (0 for the top-level value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// Begins with the last byte consumed.
     Start { depth: usize, key: bool },
     /// Ended with the last byte consumed (a number ends before the byte after it,
@@ -157,7 +157,7 @@ impl Nesting {
 /// The incremental JSON syntax machine. Feed it the bytes of one JSON text in
 /// chunks of any size; ask `finish` at the end.
 #[derive(Debug)]
-pub struct Syntax {
+pub(crate) struct Syntax {
     state: State,
     nesting: Nesting,
     depth_max: usize,
@@ -197,7 +197,7 @@ impl Syntax {
     /// A machine for a text that begins a line of its file at `start` (after a
     /// byte-order mark, say), flagging nesting deeper than `depth_max` and reporting
     /// marks for values fewer than `marks_below` containers deep (0: none).
-    pub fn new(start: Position, depth_max: usize, marks_below: usize) -> Syntax {
+    pub(crate) fn new(start: Position, depth_max: usize, marks_below: usize) -> Syntax {
         debug_assert_eq!(start.column, 1, "a text that begins a line");
         Syntax {
             state: State::Value,
@@ -215,27 +215,27 @@ impl Syntax {
 
     /// Stops reporting marks (the caller has decided the file and only wants to know
     /// whether it is JSON).
-    pub fn stop_marks(&mut self) {
+    pub(crate) fn stop_marks(&mut self) {
         self.marks_below = 0;
     }
 
     /// Where brackets first nested deeper than `depth_max`, if they have.
-    pub fn too_deep_at(&self) -> Option<Position> {
+    pub(crate) fn too_deep_at(&self) -> Option<Position> {
         self.too_deep_at
     }
 
     /// Whether anything but whitespace has been fed.
-    pub fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.started
     }
 
     /// The position of the next byte to be fed.
-    pub fn position(&self) -> Position {
+    pub(crate) fn position(&self) -> Position {
         self.position_at(0)
     }
 
     /// The position of the last byte consumed (the first byte of a started value).
-    pub fn last_position(&self) -> Position {
+    pub(crate) fn last_position(&self) -> Position {
         let mut at = self.position();
         at.byte = at.byte.saturating_sub(1);
         at.column = at.column.saturating_sub(1).max(1);
@@ -266,7 +266,7 @@ impl Syntax {
     /// them). The machine then stands where feeding `rest` would have left it,
     /// lines and characters counted; the marks inside are skipped and the one that
     /// ends the value is returned.
-    pub fn skip_value(&mut self, rest: &[u8]) -> Option<Mark> {
+    pub(crate) fn skip_value(&mut self, rest: &[u8]) -> Option<Mark> {
         // Most values are on one line and ASCII: both are asked of the whole
         // slice at once before any byte is counted.
         let continuing = |bytes: &[u8]| {
@@ -296,7 +296,7 @@ impl Syntax {
 
     /// Consumes bytes of `input` until it ends or a mark is met; returns how many
     /// bytes were consumed and the mark.
-    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Mark>), SyntaxError> {
+    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Mark>), SyntaxError> {
         let mut i = 0;
         let result = self.run(input, &mut i);
         match result {
@@ -562,7 +562,7 @@ impl Syntax {
     /// At the end of the bytes: `Ok` when they are a complete JSON text, otherwise
     /// where the text stands (`"inside a string"`), the bytes being a proper prefix
     /// of some JSON text.
-    pub fn finish(&self) -> Result<(), &'static str> {
+    pub(crate) fn finish(&self) -> Result<(), &'static str> {
         let top_level = self.nesting.len == 0;
         match self.state {
             State::Done => Ok(()),
@@ -593,7 +593,7 @@ impl Syntax {
 /// Whether the whole of `bytes`, a line of a file that starts at `start`, is
 /// JSON: complete, a proper prefix (`Err(Ok((where, end)))`), or neither
 /// (`Err(Err(error))`).
-pub fn check(
+pub(crate) fn check(
     bytes: &[u8],
     start: Position,
 ) -> Result<(), Result<(&'static str, Position), SyntaxError>> {

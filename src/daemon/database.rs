@@ -28,50 +28,50 @@ pub(super) struct Database {
 /// The database has failed every try since `since`.
 #[derive(Debug, Clone)]
 pub(super) struct Outage {
-    pub since: SystemTime,
+    pub(crate) since: SystemTime,
     /// As the state file writes it: `since` in spoolite's form, and the latest
     /// try's error and whether it reached the server.
-    pub fault: DatabaseFault,
+    pub(crate) fault: DatabaseFault,
 }
 
 impl Database {
-    pub fn new(store: Option<Store>) -> Database {
+    pub(crate) fn new(store: Option<Store>) -> Database {
         Database {
             store,
             ..Database::default()
         }
     }
 
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.store.is_some()
     }
 
-    pub fn opened(&mut self, store: Store) {
+    pub(crate) fn opened(&mut self, store: Store) {
         self.store = Some(store);
     }
 
     #[cfg(test)]
-    pub fn store(&self) -> Option<&Store> {
+    pub(crate) fn store(&self) -> Option<&Store> {
         self.store.as_ref()
     }
 
-    pub fn store_mut(&mut self) -> Option<&mut Store> {
+    pub(crate) fn store_mut(&mut self) -> Option<&mut Store> {
         self.store.as_mut()
     }
 
     /// How long every file still waits out the database's back-off, if it does.
-    pub fn waiting(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn waiting(&self, now: Instant) -> Option<Duration> {
         self.retry.waiting(now)
     }
 
-    pub fn outage(&self) -> Option<&Outage> {
+    pub(crate) fn outage(&self) -> Option<&Outage> {
         self.outage.as_ref()
     }
 
     /// The database failed at `wall` (`now` on the monotonic clock): every file
     /// waits one back-off; a fault that can outlive the connection closes it, so
     /// that the next try opens the database again.
-    pub fn failed(&mut self, error: &StoreError, wall: SystemTime, now: Instant) -> Fault {
+    pub(crate) fn failed(&mut self, error: &StoreError, wall: SystemTime, now: Instant) -> Fault {
         if let FaultClass::Database { reopen: true } = error.class() {
             self.store = None;
         }
@@ -99,7 +99,7 @@ impl Database {
     }
 
     /// A try worked: the back-off and the outage end. Returns whether there was one.
-    pub fn recovered(&mut self) -> bool {
+    pub(crate) fn recovered(&mut self) -> bool {
         let failures = self.retry.recover();
         if failures > 0 {
             log::info!(
@@ -111,13 +111,13 @@ impl Database {
     }
 
     /// A batch was committed: the next idle step checkpoints it.
-    pub fn committed(&mut self) {
+    pub(crate) fn committed(&mut self) {
         self.wal_dirty = true;
     }
 
     /// With nothing ready: checkpoints what was committed since the last one, and
     /// tries again at the next idle step when a reader held it back.
-    pub fn checkpoint(&mut self) {
+    pub(crate) fn checkpoint(&mut self) {
         let Some(store) = self.store.as_ref().filter(|_| self.wal_dirty) else {
             return;
         };

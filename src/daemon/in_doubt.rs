@@ -38,7 +38,7 @@ pub(super) enum Settlement {
 
 impl CommitInDoubt {
     /// The COMMIT of the batch read from the file `name` went unacknowledged.
-    pub fn doubt(&mut self, name: &OsStr, batch: InDoubt) {
+    pub(crate) fn doubt(&mut self, name: &OsStr, batch: InDoubt) {
         self.file = Some((name.to_owned(), batch));
     }
 
@@ -46,7 +46,7 @@ impl CommitInDoubt {
     /// `outcome`: the outcome that stands once a doubt about this file and these
     /// bytes is settled, asking `store` when it must. Any other outcome stands as
     /// it is.
-    pub fn settle(
+    pub(crate) fn settle(
         &mut self,
         name: &OsStr,
         recorded: &str,

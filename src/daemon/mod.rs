@@ -41,7 +41,7 @@ use crate::store::{Db, Store, StoreError};
 use database::Database;
 use in_doubt::CommitInDoubt;
 use publish::Publisher;
-pub use report::{Fault, Left, Report, log_report};
+pub(crate) use report::{Left, Report, log_report};
 use schedule::Schedule;
 
 /// Every part of the daemon logs under this target, the module's own, so that its
@@ -73,7 +73,7 @@ pub enum DaemonError {
     },
 }
 
-pub struct Daemon {
+pub(crate) struct Daemon {
     spool: Spool,
     config: Config,
     stop: Arc<AtomicBool>,
@@ -85,7 +85,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn new(
+    pub(crate) fn new(
         spool: Spool,
         store: Option<Store>,
         config: Config,
@@ -115,12 +115,12 @@ impl Daemon {
     }
 
     /// The doorbell rang: something in incoming/ may have appeared or changed.
-    pub fn notify(&mut self) {
+    pub(crate) fn notify(&mut self) {
         self.schedule.notify();
     }
 
     /// Takes at most one file, oldest first, and says what happened.
-    pub fn step(&mut self, now: Instant) -> Report {
+    pub(crate) fn step(&mut self, now: Instant) -> Report {
         let report = self.work(now);
         self.record(&report, now);
         report

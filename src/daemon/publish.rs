@@ -21,9 +21,9 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// The files waiting in incoming/, as the metrics and the state file tell them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WaitingFiles {
-    pub count: u64,
+    pub(crate) count: u64,
     /// When the daemon first saw the one that has waited longest.
-    pub oldest_seen: Option<Instant>,
+    pub(crate) oldest_seen: Option<Instant>,
 }
 
 pub(super) struct Publisher {
@@ -43,7 +43,11 @@ pub(super) struct Publisher {
 
 impl Publisher {
     /// For a daemon that started serving the spool at `root` at `since`.
-    pub fn new(metrics_file: Option<PathBuf>, root: PathBuf, since: SystemTime) -> Publisher {
+    pub(crate) fn new(
+        metrics_file: Option<PathBuf>,
+        root: PathBuf,
+        since: SystemTime,
+    ) -> Publisher {
         let state = DaemonState {
             pid: std::process::id(),
             since: format_millis(since),
@@ -62,39 +66,39 @@ impl Publisher {
     }
 
     #[cfg(test)]
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
     /// The state as last published.
     #[cfg(test)]
-    pub fn state(&self) -> &DaemonState {
+    pub(crate) fn state(&self) -> &DaemonState {
         &self.state
     }
 
     /// A figure changed: the next publish writes it.
-    pub fn changed(&mut self) {
+    pub(crate) fn changed(&mut self) {
         self.figures_changed = true;
     }
 
     /// incoming/ was listed.
-    pub fn listed(&mut self) {
+    pub(crate) fn listed(&mut self) {
         self.metrics.scans += 1;
         self.figures_changed = true;
     }
 
     /// Counts a file taken from incoming/ at `wall`, and how long it took.
-    pub fn taken(&mut self, outcome: &Outcome, elapsed: Duration, wall: SystemTime) {
+    pub(crate) fn taken(&mut self, outcome: &Outcome, elapsed: Duration, wall: SystemTime) {
         self.metrics.observe_outcome(outcome, elapsed, wall);
     }
 
     /// How long until a figure that changed may be written, when one did.
-    pub fn wait(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         self.figures_changed.then(|| self.publish_wait(now))
     }
 
     /// Whether a figure changed and the once-a-second limit lets it be written now.
-    pub fn due(&self, now: Instant) -> bool {
+    pub(crate) fn due(&self, now: Instant) -> bool {
         self.wait(now) == Some(Duration::ZERO)
     }
 
@@ -107,7 +111,7 @@ impl Publisher {
 
     /// Writes the metrics file and (when it differs) the state file, from the
     /// waiting files and the database's outage; call when `due`.
-    pub fn publish(
+    pub(crate) fn publish(
         &mut self,
         waiting: WaitingFiles,
         outage: Option<&Outage>,

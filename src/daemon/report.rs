@@ -13,7 +13,7 @@ use super::LOG_TARGET;
 
 /// What one step did.
 #[derive(Debug)]
-pub enum Report {
+pub(crate) enum Report {
     /// A file was taken: processed, skipped as a duplicate or rejected, and moved
     /// out of incoming/ as `final_name`.
     Took {
@@ -36,7 +36,7 @@ pub enum Report {
 
 /// Why a file was left in incoming/.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Left {
+pub(crate) enum Left {
     /// Its content ends early: the rest may still come (`detail` says where).
     StillArriving { detail: String },
     /// It changed since it was listed or while it was read: it is taken again once
@@ -50,20 +50,20 @@ pub enum Left {
 
 /// A passing fault, and whether it holds back every file or this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fault {
-    pub error: String,
+pub(crate) struct Fault {
+    pub(crate) error: String,
     /// The database failed: every file waits.
-    pub database: bool,
+    pub(crate) database: bool,
     /// Failures in a row of what failed (the database, or this file).
-    pub attempts: u32,
-    pub next_in: Duration,
+    pub(crate) attempts: u32,
+    pub(crate) next_in: Duration,
     /// Whether this failure is to be logged (the first, then once per 30 s).
-    pub log: bool,
+    pub(crate) log: bool,
 }
 
 /// Logs what a step did: outcomes at info (rejections and quarantines at warn),
 /// faults once per interval with their count.
-pub fn log_report(report: &Report) {
+pub(crate) fn log_report(report: &Report) {
     match report {
         Report::Took {
             name,

@@ -41,7 +41,7 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(rules: Rules, rescan: Duration) -> Schedule {
+    pub(crate) fn new(rules: Rules, rescan: Duration) -> Schedule {
         Schedule {
             rules,
             rescan,
@@ -56,30 +56,30 @@ impl Schedule {
     }
 
     /// The doorbell rang, or something changed that the next listing is to see.
-    pub fn notify(&mut self) {
+    pub(crate) fn notify(&mut self) {
         self.notified = true;
     }
 
-    pub fn queue_is_empty(&self) -> bool {
+    pub(crate) fn queue_is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
     /// The next file of the pass, oldest first.
-    pub fn next(&mut self) -> Option<OsString> {
+    pub(crate) fn next(&mut self) -> Option<OsString> {
         self.queue.pop_front()
     }
 
     /// A file that was not taken after all stays first in line.
-    pub fn put_back(&mut self, name: &OsStr) {
+    pub(crate) fn put_back(&mut self, name: &OsStr) {
         self.queue.push_front(name.to_owned());
     }
 
     /// A file left incoming/ (taken, or gone): forget it.
-    pub fn forget(&mut self, name: &OsStr) {
+    pub(crate) fn forget(&mut self, name: &OsStr) {
         self.tracked.remove(name);
     }
 
-    pub fn listing_due(&self, now: Instant) -> bool {
+    pub(crate) fn listing_due(&self, now: Instant) -> bool {
         self.ring_listing_wait(now) == Some(Duration::ZERO)
             || self.list_at.is_none_or(|at| now >= at)
     }
@@ -97,7 +97,7 @@ impl Schedule {
 
     /// The shortest wait until something is due: the next listing, or one of
     /// `others` (a publish held back, the database's back-off).
-    pub fn wake_in(&self, now: Instant, others: [Option<Duration>; 2]) -> Duration {
+    pub(crate) fn wake_in(&self, now: Instant, others: [Option<Duration>; 2]) -> Duration {
         let listing = self
             .list_at
             .map_or(self.rescan, |at| at.saturating_duration_since(now));
@@ -116,7 +116,7 @@ impl Schedule {
     }
 
     /// Lists incoming/, notes what changed, and queues every file that is ready.
-    pub fn list(&mut self, spool: &Spool, now: Instant) {
+    pub(crate) fn list(&mut self, spool: &Spool, now: Instant) {
         self.notified = false;
         self.listed_at = Some(now);
         let listing = match spool.list_incoming() {
@@ -202,7 +202,12 @@ impl Schedule {
     /// A file queued at the listing may have changed or gone since (a long pass
     /// over a backlog): one look in `incoming` before it is taken; why it is left
     /// there for now, if it is.
-    pub fn not_ready(&mut self, incoming: &Path, name: &OsStr, now: Instant) -> Option<Left> {
+    pub(crate) fn not_ready(
+        &mut self,
+        incoming: &Path,
+        name: &OsStr,
+        now: Instant,
+    ) -> Option<Left> {
         let Some(tracked) = self.tracked.get_mut(name) else {
             return Some(Left::Gone);
         };
@@ -228,7 +233,7 @@ impl Schedule {
     /// A taken file's content was found still arriving: true when it may wait for
     /// the rest (the next listing comes when its wait ends), false when it has
     /// waited the partial timeout and is to be rejected.
-    pub fn still_arriving(&mut self, name: &OsStr, now: Instant) -> bool {
+    pub(crate) fn still_arriving(&mut self, name: &OsStr, now: Instant) -> bool {
         let tracked = self.tracked.get_mut(name).expect("taken files are tracked");
         if !tracked.still_arriving(&self.rules, now) {
             return false;
@@ -240,7 +245,12 @@ impl Schedule {
 
     /// This file failed: it alone waits its back-off (the next listing comes when
     /// that ends). `None` when the file is no longer tracked.
-    pub fn file_failed(&mut self, name: &OsStr, error: String, now: Instant) -> Option<Fault> {
+    pub(crate) fn file_failed(
+        &mut self,
+        name: &OsStr,
+        error: String,
+        now: Instant,
+    ) -> Option<Fault> {
         let tracked = self.tracked.get_mut(name)?;
         let log = tracked.retry.fail(now, &error);
         let next_in = tracked.retry.delay();
@@ -256,18 +266,18 @@ impl Schedule {
     }
 
     /// How many of this file's last failures in a row had the same error.
-    pub fn same_error_tries(&self, name: &OsStr) -> u32 {
+    pub(crate) fn same_error_tries(&self, name: &OsStr) -> u32 {
         self.tracked.get(name).map_or(0, |t| t.retry.same_error())
     }
 
     /// The version of the file seen at the listing.
-    pub fn listed_version(&self, name: &OsStr) -> Option<FileIdentity> {
+    pub(crate) fn listed_version(&self, name: &OsStr) -> Option<FileIdentity> {
         self.tracked.get(name).map(|t| t.version().clone())
     }
 
     /// The files waiting (one pass over the tracked files: done when publishing, at
     /// most once a second, not on every step of a backlog).
-    pub fn waiting(&self) -> WaitingFiles {
+    pub(crate) fn waiting(&self) -> WaitingFiles {
         WaitingFiles {
             count: self.tracked.len() as u64,
             oldest_seen: self.tracked.values().map(|t| t.first_seen).min(),

@@ -297,11 +297,11 @@ fn waited_out(rejection: &mut Rejection, partial_timeout: Duration) {
 /// and every `PROGRESS_EVERY` after.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ProgressLog {
-    pub last: Instant,
+    pub(crate) last: Instant,
 }
 
 impl ProgressLog {
-    pub fn due(&mut self, now: Instant) -> bool {
+    pub(crate) fn due(&mut self, now: Instant) -> bool {
         if now.saturating_duration_since(self.last) < PROGRESS_EVERY {
             return false;
         }

@@ -9,29 +9,29 @@ use super::StoreError;
 /// and handed over row by row, so memory holds one row at a time, and a reader that
 /// writes slowly holds a read snapshot (and with it the WAL's checkpoint) for one
 /// page at most.
-pub const PAGE_ROWS: usize = 1000;
+pub(crate) const PAGE_ROWS: usize = 1000;
 
 /// One row of `duty_event_all`, every column, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub idempotency_key: String,
-    pub flight_id: String,
-    pub event_kind: String,
-    pub instant_utc: String,
-    pub source_revision: i64,
+pub(crate) struct Change {
+    pub(crate) idempotency_key: String,
+    pub(crate) flight_id: String,
+    pub(crate) event_kind: String,
+    pub(crate) instant_utc: String,
+    pub(crate) source_revision: i64,
     /// The canonical payload: compact JSON text of an object.
-    pub payload: String,
-    pub retracted: bool,
+    pub(crate) payload: String,
+    pub(crate) retracted: bool,
     /// The batch that last wrote the row (NULL only if its inbox row were gone).
-    pub batch_digest: Option<String>,
-    pub first_seen_at: String,
-    pub updated_at: String,
-    pub change_seq: i64,
+    pub(crate) batch_digest: Option<String>,
+    pub(crate) first_seen_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) change_seq: i64,
 }
 
 /// Why a page stopped: the database, or the caller's `each`.
 #[derive(Debug)]
-pub enum PageError<E> {
+pub(crate) enum PageError<E> {
     Store(StoreError),
     Sink(E),
 }

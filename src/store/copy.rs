@@ -31,35 +31,35 @@ const PROGRESS_ROWS: u64 = 10_000;
 
 /// What to do with a target that already holds rows.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CopyOptions {
+pub(crate) struct CopyOptions {
     /// Copy into a target that holds rows, adding the source's batches to them;
     /// a batch or a key both hold is refused (the copy is rolled back).
-    pub into_non_empty: bool,
+    pub(crate) into_non_empty: bool,
 }
 
 /// How far the copy has come, over every table.
 #[derive(Debug, Clone, Copy)]
-pub struct CopyProgress {
+pub(crate) struct CopyProgress {
     /// The table being copied.
-    pub table: &'static str,
-    pub rows_done: u64,
-    pub rows_total: u64,
+    pub(crate) table: &'static str,
+    pub(crate) rows_done: u64,
+    pub(crate) rows_total: u64,
 }
 
 /// The rows of one database, as the verification counts them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// `ingest_inbox`.
-    pub batches: u64,
+    pub(crate) batches: u64,
     /// `duty_event_all`.
-    pub events: u64,
+    pub(crate) events: u64,
     /// `duty_event`.
-    pub live: u64,
-    pub quarantined: u64,
+    pub(crate) live: u64,
+    pub(crate) quarantined: u64,
     /// Flights with a stored row.
-    pub flights: u64,
+    pub(crate) flights: u64,
     /// `flight_times`.
-    pub flight_times: u64,
+    pub(crate) flight_times: u64,
 }
 
 impl Tally {
@@ -82,19 +82,17 @@ impl Tally {
 
 /// What a copy did.
 #[derive(Debug, Clone)]
-pub struct Copied {
+pub(crate) struct Copied {
     /// The source's rows, all of them copied.
-    pub source: Tally,
-    /// The target's rows before the copy (all zero for an empty target).
-    pub target_before: Tally,
+    pub(crate) source: Tally,
     /// What was added to every copied `change_seq` (0 into a new database).
-    pub change_seq_shift: i64,
+    pub(crate) change_seq_shift: i64,
     /// The next `change_seq` the target gives.
-    pub next_change_seq: i64,
+    pub(crate) next_change_seq: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CopyError {
+pub(crate) enum CopyError {
     #[error("read source {}: no such file (copy-db reads an existing SQLite database)", .0.display())]
     SourceMissing(PathBuf),
     #[error(
@@ -143,7 +141,7 @@ pub enum CopyError {
 /// Copies the SQLite database `from` into the PostgreSQL database `to` (created
 /// or upgraded as `spoolite ingest` would), in one transaction on the target,
 /// verified by counting every table on both sides before the commit.
-pub fn sqlite_into_postgres(
+pub(crate) fn sqlite_into_postgres(
     from: &Path,
     to: &PgTarget,
     options: CopyOptions,
@@ -200,7 +198,6 @@ pub fn sqlite_into_postgres(
     drop(snapshot);
     Ok(Copied {
         source: counted,
-        target_before: before,
         change_seq_shift: shift,
         next_change_seq,
     })

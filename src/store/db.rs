@@ -25,12 +25,12 @@ pub struct PgTarget {
 
 impl PgTarget {
     /// The URI as given, password included: for the connection only.
-    pub fn uri(&self) -> &str {
+    pub(crate) fn uri(&self) -> &str {
         &self.uri
     }
 
     /// The URI with any password in it replaced, for logs and messages.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         super::postgres::redacted(&self.uri)
     }
 }
@@ -58,7 +58,7 @@ impl Db {
 
     /// The database as logs and messages name it: a path, or a URI without its
     /// password.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Db::Sqlite(path) => path.display().to_string(),
             Db::Postgres(target) => target.name(),
@@ -67,7 +67,7 @@ impl Db {
 
     /// The SQLite file, or `None` for a database on a server (which is no file
     /// that exists or not, and keeps no WAL beside it).
-    pub fn file(&self) -> Option<&Path> {
+    pub(crate) fn file(&self) -> Option<&Path> {
         match self {
             Db::Sqlite(path) => Some(path),
             Db::Postgres(_) => None,
@@ -75,7 +75,7 @@ impl Db {
     }
 
     /// Whether the database is one file, with its WAL beside it.
-    pub fn is_file(&self) -> bool {
+    pub(crate) fn is_file(&self) -> bool {
         self.file().is_some()
     }
 }

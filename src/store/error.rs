@@ -96,13 +96,13 @@ fn pg_text(error: &postgres::Error) -> String {
 /// A batch whose COMMIT went unacknowledged: what it would have come to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InDoubt {
-    pub digest: String,
+    pub(crate) digest: String,
     /// The transaction's id (`pg_current_xact_id()`), which the server can be
     /// asked about on another connection (`pg_xact_status`).
-    pub xid: String,
+    pub(crate) xid: String,
     /// The batch's `batch_id`, when it declares one.
-    pub batch_id: Option<String>,
-    pub finished: Finished,
+    pub(crate) batch_id: Option<String>,
+    pub(crate) finished: Finished,
 }
 
 /// What the server says of a transaction whose COMMIT went unacknowledged.
@@ -174,7 +174,7 @@ impl StoreError {
 
     /// A fault that will not pass by itself when the daemon starts: refuse to start
     /// (a file that is not a database, a newer schema), naming the database.
-    pub fn is_fatal_at_start(&self) -> bool {
+    pub(crate) fn is_fatal_at_start(&self) -> bool {
         let code = match self {
             StoreError::PgConnect { .. }
             | StoreError::PgConnection { .. }
@@ -194,7 +194,7 @@ impl StoreError {
 
     /// The database server cannot be reached, or the connection to it was lost:
     /// what `status` and the metrics call "unreachable".
-    pub fn is_unreachable(&self) -> bool {
+    pub(crate) fn is_unreachable(&self) -> bool {
         match self {
             // A server that answered (no such database or role, too many
             // connections) was reached: failing, not unreachable.
@@ -208,7 +208,7 @@ impl StoreError {
     }
 
     /// A lock held by another connection: waiting helps.
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         let code = match self {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::NewerSchema { .. }

@@ -20,7 +20,7 @@ pub struct Content<'a> {
     /// equal texts, so text equality is content equality.
     pub payload: &'a str,
     /// Whether the event is retracted (a tombstone of its key).
-    pub retracted: bool,
+    pub(crate) retracted: bool,
 }
 
 impl<'a> Content<'a> {
@@ -58,7 +58,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Whether the incoming version becomes the key's row.
-    pub fn wins(self) -> bool {
+    pub(crate) fn wins(self) -> bool {
         matches!(self, Outcome::Inserted | Outcome::Updated)
     }
 }
@@ -66,7 +66,7 @@ impl Outcome {
 /// The outcome of `incoming` against the key's `stored` version (`None`: the key
 /// has none). Within a file, `stored` is the version the file's earlier events of
 /// the key left (see `KeyFold`).
-pub fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outcome {
+pub(crate) fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outcome {
     let Some(stored) = stored else {
         return Outcome::Inserted;
     };
@@ -79,7 +79,7 @@ pub fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outcome {
 }
 
 /// The quarantine reason code of a conflicting event.
-pub const CONFLICT_REASON: &str = "conflict";
+pub(crate) const CONFLICT_REASON: &str = "conflict";
 
 /// The quarantine `detail` of a conflicting event, the same from every backend.
 pub fn conflict_detail(incoming: Version<'_>) -> String {
@@ -142,7 +142,7 @@ impl KeyFold {
 
     /// The key's version as the file has left it so far: the stored one, or the
     /// file's last that won (`None`: the key has none). What the next one meets.
-    pub fn latest(&self) -> Option<Version<'_>> {
+    pub(crate) fn latest(&self) -> Option<Version<'_>> {
         self.present.then_some(Version {
             revision: self.revision,
             content: Content {
@@ -188,7 +188,7 @@ impl Counts {
 
     /// Events with an outcome, invalid ones included: `events_total` once every
     /// event of a file has one.
-    pub fn outcomes(&self) -> u64 {
+    pub(crate) fn outcomes(&self) -> u64 {
         self.inserted + self.updated + self.unchanged + self.stale + self.conflicts + self.invalid
     }
 
@@ -209,7 +209,7 @@ impl Counts {
 /// version that proved it had none (`start_key_inserted`), and writes what each
 /// key's end says (`KeyEnd`). The fold counts every version's outcome.
 #[derive(Debug, Default)]
-pub struct FileFold {
+pub(crate) struct FileFold {
     fold: KeyFold,
     counts: Counts,
     /// The key being folded (its bytes as the backend names it), if one is.
@@ -236,34 +236,34 @@ struct KeyState {
 
 /// What a key's end leaves for the backend to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyEnd<'a> {
+pub(crate) struct KeyEnd<'a> {
     /// The version the file leaves for the key, to be written over the table's
     /// row; `None` when the table holds it already (nothing won, or the first
     /// version was inserted outright and nothing won after it).
-    pub write: Option<Version<'a>>,
+    pub(crate) write: Option<Version<'a>>,
     /// Whether the table's row for the key is live before that write (`None`: it
     /// has none).
-    pub table_live: Option<bool>,
+    pub(crate) table_live: Option<bool>,
     /// The key ends the file not live, though its stored row was live or the file
     /// held a live version of it (whatever that version's outcome): what was
     /// taken from its live versions (a flight's times, merged as the file is
     /// staged) must be computed again.
-    pub left_live: bool,
+    pub(crate) left_live: bool,
 }
 
 impl FileFold {
-    pub fn new() -> FileFold {
+    pub(crate) fn new() -> FileFold {
         FileFold::default()
     }
 
     /// Whether `key` is not the key being folded: the backend ends that one
     /// (`end_key`) and starts this one.
-    pub fn is_next_key(&self, key: &[u8]) -> bool {
+    pub(crate) fn is_next_key(&self, key: &[u8]) -> bool {
         self.open.is_none() || self.key != key
     }
 
     /// Starts `key` from its stored version (`None`: it has none).
-    pub fn start_key(&mut self, key: &[u8], stored: Option<Version<'_>>) {
+    pub(crate) fn start_key(&mut self, key: &[u8], stored: Option<Version<'_>>) {
         self.begin(key);
         let live = stored.map(|version| !version.content.retracted);
         self.fold.start(stored);
@@ -279,7 +279,7 @@ impl FileFold {
     /// Starts `key` whose first version `first` the backend has already written
     /// as its row, an insert that proves it had none stored: `first` must be
     /// offered next, and is `Inserted`.
-    pub fn start_key_inserted(&mut self, key: &[u8], first: Version<'_>) {
+    pub(crate) fn start_key_inserted(&mut self, key: &[u8], first: Version<'_>) {
         self.begin(key);
         self.fold.start(None);
         self.open = Some(KeyState {
@@ -298,7 +298,7 @@ impl FileFold {
     }
 
     /// Meets the key's next version in file order and counts its outcome.
-    pub fn offer(&mut self, incoming: Version<'_>) -> Outcome {
+    pub(crate) fn offer(&mut self, incoming: Version<'_>) -> Outcome {
         let state = self
             .open
             .as_mut()
@@ -316,7 +316,7 @@ impl FileFold {
     }
 
     /// Ends the key being folded (`None`: none is): what the backend writes.
-    pub fn end_key(&mut self) -> Option<KeyEnd<'_>> {
+    pub(crate) fn end_key(&mut self) -> Option<KeyEnd<'_>> {
         let state = self.open.take()?;
         let live_after = self.fold.latest().is_some_and(|v| !v.content.retracted);
         Some(KeyEnd {
@@ -336,7 +336,7 @@ impl FileFold {
 /// (`read_valid`, `read_invalid`) and gets exactly one outcome, which `finish`
 /// asserts.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     counts: Counts,
     /// Quarantined events by reason code.
     reasons: Reasons,
@@ -344,29 +344,29 @@ pub struct Tally {
 
 impl Tally {
     /// A valid event read: its outcome comes from the fold.
-    pub fn read_valid(&mut self) {
+    pub(crate) fn read_valid(&mut self) {
         self.counts.events_total += 1;
     }
 
     /// An invalid event read, quarantined with `reason`: that is its outcome.
-    pub fn read_invalid(&mut self, reason: &'static str) {
+    pub(crate) fn read_invalid(&mut self, reason: &'static str) {
         self.counts.events_total += 1;
         self.counts.invalid += 1;
         *self.reasons.entry(reason).or_default() += 1;
     }
 
     /// Events read so far.
-    pub fn events(&self) -> u64 {
+    pub(crate) fn events(&self) -> u64 {
         self.counts.events_total
     }
 
     /// Valid events read so far.
-    pub fn valid(&self) -> u64 {
+    pub(crate) fn valid(&self) -> u64 {
         self.counts.events_total - self.counts.invalid
     }
 
     /// What the file came to, once `fold` has met its every valid event.
-    pub fn finish(mut self, fold: &FileFold, resent: bool) -> Finished {
+    pub(crate) fn finish(mut self, fold: &FileFold, resent: bool) -> Finished {
         assert!(fold.open.is_none(), "every key was ended");
         let applied = fold.counts();
         self.counts.add(&applied);

@@ -7,8 +7,8 @@
 //! into PostgreSQL (`copy`). No backend imports from the other. The only module
 //! that talks to a database.
 
-pub mod changes;
-pub mod copy;
+pub(crate) mod changes;
+pub(crate) mod copy;
 mod db;
 mod error;
 pub mod fold;
@@ -32,33 +32,33 @@ use sqlite::changes::SqliteChangeFeed;
 /// What a committed (or, in a dry run, classified) batch came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
-    pub counts: Counts,
+    pub(crate) counts: Counts,
     /// Another batch with the same `batch_id` and other bytes was ingested before.
-    pub resent: bool,
+    pub(crate) resent: bool,
     /// Quarantined events by reason code.
-    pub reasons: Reasons,
+    pub(crate) reasons: Reasons,
 }
 
 /// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
-pub type Reasons = std::collections::BTreeMap<&'static str, u64>;
+pub(crate) type Reasons = std::collections::BTreeMap<&'static str, u64>;
 
 /// An event bound for quarantine: its place in the file (from 0), its text as
 /// sent, and why (a reason code and a detail a person can act on).
 #[derive(Debug, Clone, Copy)]
-pub struct Quarantined<'a> {
-    pub index: u64,
-    pub raw: &'a str,
-    pub reason: &'a str,
-    pub detail: &'a str,
+pub(crate) struct Quarantined<'a> {
+    pub(crate) index: u64,
+    pub(crate) raw: &'a str,
+    pub(crate) reason: &'a str,
+    pub(crate) detail: &'a str,
 }
 
 /// What `status` reads from the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {
-    pub batches: u64,
-    pub events: u64,
-    pub quarantined: u64,
-    pub last_ingest_at: Option<String>,
+    pub(crate) batches: u64,
+    pub(crate) events: u64,
+    pub(crate) quarantined: u64,
+    pub(crate) last_ingest_at: Option<String>,
 }
 
 /// The database a spoolite writes: `--db` a SQLite file, or a PostgreSQL URI
@@ -100,7 +100,7 @@ impl Batch<'_> {
 
 /// A connection to a spoolite database of the current schema, for reading its
 /// change feed: `--db` a SQLite file or a PostgreSQL URI. It only reads.
-pub enum ChangeFeed {
+pub(crate) enum ChangeFeed {
     Sqlite(SqliteChangeFeed),
     Postgres(PgChangeFeed),
 }
@@ -131,7 +131,7 @@ impl ChangeFeed {
     /// Returns how many were handed over; fewer than asked means the feed is read
     /// to its end, as of this read. An error of `each` stops the page and is
     /// returned as it is.
-    pub fn page<E>(
+    pub(crate) fn page<E>(
         &mut self,
         after: i64,
         rows: usize,
@@ -245,7 +245,7 @@ impl Store {
 
     /// Starts the transaction of one batch file, written as `file_name` at `now`.
     /// `None` when the batch is already in the inbox: a duplicate.
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         digest: &str,
         file_name: &str,

@@ -27,7 +27,7 @@ const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_u
 
 /// A connection to a spoolite PostgreSQL database of the current schema, for
 /// reading its change feed. It only reads: a role with SELECT suffices.
-pub struct PgChangeFeed {
+pub(crate) struct PgChangeFeed {
     client: Client,
     page: Statement,
 }
@@ -48,7 +48,7 @@ impl PgChangeFeed {
     /// snapshot) and handed over as they arrive. Returns how many were handed
     /// over; fewer than asked means the feed is read to its end, as of this read.
     /// An error of `each` stops the page and is returned as it is.
-    pub fn page<E>(
+    pub(crate) fn page<E>(
         &mut self,
         after: i64,
         rows: usize,

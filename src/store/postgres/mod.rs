@@ -6,14 +6,14 @@
 //! `store::fold` as SQLite.
 
 mod batch;
-pub mod changes;
+pub(crate) mod changes;
 mod connect;
 
 use std::path::PathBuf;
 
 use postgres::Client;
 
-pub use batch::Batch;
+pub(crate) use batch::Batch;
 /// One row of COPY's text format (the benchmark's floor writes the same rows).
 pub use batch::row as copy_row;
 pub use connect::{use_password_file, with_causes};
@@ -24,14 +24,14 @@ use super::{PgTarget, StoreError, Totals};
 const MIGRATIONS: &[&str] = &[include_str!("../../../schema/postgres/0001_initial.sql")];
 
 /// The schema version this spoolite writes: every migration applied.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The advisory lock the migrations are applied under (any constant works; this
 /// one is "spoolite" in ASCII), so that writers starting together apply each once.
 const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
 
 /// The URI with any password in it replaced, for logs and error messages.
-pub fn redacted(uri: &str) -> String {
+pub(crate) fn redacted(uri: &str) -> String {
     let mut out = uri.to_owned();
     // postgresql://user:password@host/…
     if let Some(scheme_end) = out.find("://") {
@@ -188,7 +188,7 @@ impl PgStore {
 
     /// Starts the transaction of one batch file (see `batch::begin`); `None` when
     /// the inbox already holds its digest.
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         digest: &str,
         file_name: &str,

@@ -12,7 +12,7 @@ use crate::store::changes::{Change, PAGE_ROWS, PageError};
 
 /// A read-only connection to a spoolite SQLite database of the current schema,
 /// for reading its change feed.
-pub struct SqliteChangeFeed {
+pub(crate) struct SqliteChangeFeed {
     conn: Connection,
 }
 
@@ -52,7 +52,7 @@ impl SqliteChangeFeed {
     /// Returns how many were handed over; fewer than asked means the feed is read
     /// to its end, as of this read. An error of `each` stops the page and is
     /// returned as it is.
-    pub fn page<E>(
+    pub(crate) fn page<E>(
         &self,
         after: i64,
         rows: usize,

@@ -20,7 +20,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this spoolite writes: every migration applied.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// How long a statement waits on another connection's lock before SQLITE_BUSY.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -5,8 +5,8 @@
 //! by `flights`, its indexes built again by sorting when it is large
 //! (`rebuild`); `changes` reads the change feed.
 
-pub mod batch;
-pub mod changes;
+pub(crate) mod batch;
+pub(crate) mod changes;
 pub mod connect;
 mod flights;
 mod rebuild;
@@ -119,7 +119,7 @@ impl SqliteStore {
     }
 
     /// See `Store::set_sorted_index_builds`.
-    pub fn set_sorted_index_builds(&mut self, on: bool) {
+    pub(crate) fn set_sorted_index_builds(&mut self, on: bool) {
         self.sorted_index_builds = on;
     }
 
@@ -183,7 +183,7 @@ impl SqliteStore {
     /// Starts the `BEGIN IMMEDIATE` transaction for one batch file, written as
     /// `file_name` at `now`. Returns `None` when the batch is already in the inbox:
     /// a duplicate, with nothing to do.
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         digest: &str,
         file_name: &str,

@@ -45,20 +45,20 @@ const NO_REVISION: i64 = -1;
 /// until its next row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Staged<'a> {
-    pub key: &'a [u8; 32],
+    pub(crate) key: &'a [u8; 32],
     /// The event's 0-based position in the file.
-    pub index: u64,
+    pub(crate) index: u64,
     /// `flight.ref` of its flight (0 in a dry run, which numbers none).
-    pub flight_ref: i64,
+    pub(crate) flight_ref: i64,
     /// `None`: the file's revision applies.
-    pub revision: Option<i64>,
+    pub(crate) revision: Option<i64>,
     /// `"retracted": true`.
-    pub retracted: bool,
-    pub event_kind: &'a str,
-    pub instant_utc: &'a str,
-    pub payload: &'a str,
+    pub(crate) retracted: bool,
+    pub(crate) event_kind: &'a str,
+    pub(crate) instant_utc: &'a str,
+    pub(crate) payload: &'a str,
     /// The event as received, for quarantine.
-    pub raw: &'a str,
+    pub(crate) raw: &'a str,
 }
 
 /// The sort entry of an encoded event in the run being built.
