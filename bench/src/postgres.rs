@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use spoolite_testkit::pg;
 
-use crate::BenchResult;
 use crate::child;
 use crate::daemon::Daemon;
+use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
 use crate::table::{self, Row, Target};
+use crate::{BenchResult, progress};
 
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
 const SUPERUSER: &str = "spoolite_bench";
@@ -259,7 +260,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
     let (mut ours, mut floors, mut rss) = (Vec::new(), Vec::new(), 0u64);
     for round in 0..plan.repeat.max(1) {
         let uri = server.fresh_db("first_ingest", true)?;
-        crate::run::warm(plan.file)?;
+        files::warm(plan.file)?;
         server.checkpoint()?;
         progress(&format!("P: round {}: spoolite ingest", round + 1));
         let mut ingest = Command::new(plan.spoolite);
@@ -282,7 +283,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         server.drop_db("first_ingest")?;
 
         let floor_uri = server.fresh_db("floor", true)?;
-        crate::run::warm(&rows)?;
+        files::warm(&rows)?;
         server.checkpoint()?;
         progress(&format!("P: round {}: the psql floor", round + 1));
         let mut floor = Command::new(&psql);
@@ -669,8 +670,4 @@ fn latency(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()>
         }
     }
     Ok(())
-}
-
-fn progress(message: &str) {
-    eprintln!("[spoolite-bench] {message}");
 }

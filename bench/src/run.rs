@@ -14,12 +14,12 @@ use sha2::{Digest, Sha256};
 
 use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
+use crate::files::{READ_BUFFER_BYTES, warm};
 use crate::generate::{self, BatchSpec, Layout};
 use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres};
-
-/// Read buffer of the in-process SHA-256 baseline.
-const SHA_BUFFER_BYTES: usize = 256 * 1024;
+use crate::{
+    BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres, progress,
+};
 
 /// The targets.
 const FAIR_FLOOR_RATIO_MAX: f64 = 1.1;
@@ -1292,7 +1292,7 @@ fn sha256_seconds(path: &Path) -> BenchResult<f64> {
 fn sha256_hex(path: &Path) -> BenchResult<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
+    let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     loop {
         let read = file.read(&mut buffer)?;
         if read == 0 {
@@ -1301,14 +1301,6 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hex::encode(hasher.finalize()))
-}
-
-/// Reads `path` to its end, so that the next reader finds it in the page cache.
-pub fn warm(path: &Path) -> BenchResult<()> {
-    let mut file = File::open(path)?;
-    let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
-    while file.read(&mut buffer)? > 0 {}
-    Ok(())
 }
 
 /// The median of `f` over `runs`.
@@ -1328,8 +1320,4 @@ fn median_ingest(runs: &[Ingested]) -> Ingested {
 /// `1,234 files/s`.
 fn files_rate(per_second: f64) -> String {
     format!("{} files/s", table::thousands(per_second.round() as u64))
-}
-
-fn progress(message: &str) {
-    eprintln!("[spoolite-bench] {message}");
 }
