@@ -30,7 +30,7 @@ use crate::daemon::Daemon;
 use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
-use crate::table::{self, Row, Target};
+use crate::table::{self, Floor, Row, Target};
 use crate::{BenchResult, progress};
 
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
@@ -308,31 +308,28 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
     }
     std::fs::remove_file(&rows)?;
     let (spoolite_s, floor_s) = (table::median(&ours), table::median(&floors));
-    let ratio = spoolite_s / floor_s;
     let n = plan.events;
-    report.rows.push(
-        Row::info(
-            "P",
-            &format!(
-                "first ingest into PostgreSQL, {} events .ndjson, `spoolite ingest --db URI`, \
-                 process time, median of {} interleaved",
-                table::count(n),
-                ours.len()
-            ),
-            table::timed(n, spoolite_s),
-            format!(
-                "psql COPY floor {} = {}",
-                table::seconds(floor_s),
-                table::rate(n, floor_s)
-            ),
-        )
-        .judged(
-            ratio,
-            format!("{ratio:.2}× the psql floor"),
-            Target::AtMost(FLOOR_RATIO_MAX),
-            "≤ 1.5× the psql floor (issue 13)",
-        ),
+    let floor = Floor {
+        seconds: floor_s,
+        events: n,
+        limit: FLOOR_RATIO_MAX,
+        baseline: "psql COPY floor",
+        ratio: "the psql floor",
+    };
+    let measure = format!(
+        "first ingest into PostgreSQL, {} events .ndjson, `spoolite ingest --db URI`, \
+         process time, median of {} interleaved",
+        table::count(n),
+        ours.len()
     );
+    report.rows.push(Row::against_floor(
+        "P",
+        &measure,
+        table::timed(n, spoolite_s),
+        spoolite_s,
+        &floor,
+        "≤ 1.5× the psql floor (issue 13)",
+    ));
     let shown = |runs: &[f64]| {
         runs.iter()
             .map(|&s| table::seconds(s))

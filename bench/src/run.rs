@@ -16,7 +16,7 @@ use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
 use crate::files::{READ_BUFFER_BYTES, warm};
 use crate::generate::{self, BatchSpec, Layout};
-use crate::table::{self, Row, Target};
+use crate::table::{self, Floor, Row, Target};
 use crate::{
     BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres, progress,
 };
@@ -405,7 +405,7 @@ impl Bench {
                     table::mebibytes(runs.iter().map(|r| r.peak_rss_bytes).max().unwrap_or(0))
                 ),
             )
-            .judged(ratio, format!("{ratio:.2}× `{}`", variant.name), Target::AtMost(limit), what),
+            .times(ratio, &format!("`{}`", variant.name), Target::AtMost(limit), what),
         );
     }
 
@@ -430,9 +430,9 @@ impl Bench {
                 table::timed(file.events, report.seconds),
                 format!("first ingest {}", table::seconds(first.seconds)),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× first ingest"),
+                "first ingest",
                 Target::AtMost(DRY_RUN_RATIO_MAX),
                 "≤ 0.35× first ingest",
             ),
@@ -447,36 +447,33 @@ impl Bench {
         ingested: Ingested,
         floor: Ingested,
     ) {
-        let floor_seconds = floor.seconds;
         let n = file.events;
-        let ratio = ingested.seconds / floor_seconds;
-        self.rows.push(
-            Row::info(
-                "1–2",
-                &format!(
-                    "first ingest, {} events .{extension} ({}), empty db",
-                    table::count(n),
-                    table::mebibytes(file.bytes)
-                ),
-                format!(
-                    "{} = {}, {}",
-                    table::seconds(ingested.seconds),
-                    table::rate(n, ingested.seconds),
-                    table::throughput(file.bytes, ingested.seconds)
-                ),
-                format!(
-                    "the bench's floor {} = {}",
-                    table::seconds(floor_seconds),
-                    table::rate(n, floor_seconds)
-                ),
-            )
-            .judged(
-                ratio,
-                format!("{ratio:.2}× the bench's floor"),
-                Target::AtMost(FLOOR_RATIO_MAX),
-                "≤ 1.5× the bench's floor (issue 5)",
-            ),
+        let bench_floor = Floor {
+            seconds: floor.seconds,
+            events: n,
+            limit: FLOOR_RATIO_MAX,
+            baseline: "the bench's floor",
+            ratio: "the bench's floor",
+        };
+        let measure = format!(
+            "first ingest, {} events .{extension} ({}), empty db",
+            table::count(n),
+            table::mebibytes(file.bytes)
         );
+        let value = format!(
+            "{} = {}, {}",
+            table::seconds(ingested.seconds),
+            table::rate(n, ingested.seconds),
+            table::throughput(file.bytes, ingested.seconds)
+        );
+        self.rows.push(Row::against_floor(
+            "1–2",
+            &measure,
+            value,
+            ingested.seconds,
+            &bench_floor,
+            "≤ 1.5× the bench's floor (issue 5)",
+        ));
         let rss = ingested.peak_rss_bytes;
         self.rows.push(
             Row::info(
@@ -562,9 +559,9 @@ impl Bench {
                     table::throughput(files.json.bytes, hash)
                 ),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× SHA-256"),
+                "SHA-256",
                 Target::AtMost(REDROP_RATIO_MAX),
                 "≤ 1.2× SHA-256",
             ),
@@ -610,12 +607,7 @@ impl Bench {
                         table::timed(n, run.seconds),
                         format!("{name} {}", table::seconds(first.seconds)),
                     )
-                    .judged(
-                        ratio,
-                        format!("{ratio:.2}× {name}"),
-                        Target::AtMost(limit),
-                        target,
-                    ),
+                    .times(ratio, name, Target::AtMost(limit), target),
                 );
             }
         }
@@ -676,11 +668,7 @@ impl Bench {
                     "6",
                     &format!("speed-up over `sqlite-utils upsert`, .{extension}"),
                     table::timed(n, first.seconds),
-                    format!(
-                        "sqlite-utils {} = {}",
-                        table::seconds(peer_seconds),
-                        table::rate(n, peer_seconds)
-                    ),
+                    format!("sqlite-utils {}", table::timed(n, peer_seconds)),
                 )
                 .judged(
                     speedup,
@@ -732,9 +720,9 @@ impl Bench {
                     table::timed(n, grown.seconds),
                     format!("{name}: {}", table::rate(n, first.seconds)),
                 )
-                .judged(
+                .times(
                     ratio,
-                    format!("{ratio:.2}× {name}"),
+                    name,
                     Target::AtLeast(GROWTH_RATIO_MIN),
                     "≥ 0.6× empty",
                 ),
@@ -1060,9 +1048,9 @@ impl Bench {
                     files_rate(compared)
                 ),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× the {} backlog", table::count(small)),
+                &format!("the {} backlog", table::count(small)),
                 Target::AtLeast(BACKLOG_RATIO_MIN),
                 &format!("≥ 0.8× the {} backlog", table::count(small)),
             ),
