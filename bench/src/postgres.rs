@@ -30,7 +30,7 @@ use crate::daemon::Daemon;
 use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
-use crate::table::{self, Floor, Row, Target};
+use crate::table::{self, Floor, Row};
 use crate::{BenchResult, progress};
 
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
@@ -52,7 +52,6 @@ const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
 const SERVING_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How often the database is looked at during a daemon run.
 const DAEMON_POLL: Duration = Duration::from_millis(5);
-const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
 
 /// The events of section P in the smoke run (a file of its own): enough to go
 /// through every part, few enough to keep the smoke run short.
@@ -657,12 +656,7 @@ fn latency(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()>
             report.rows.push(if pause.is_zero() || what != "median" {
                 row
             } else {
-                row.judged(
-                    over,
-                    format!("settle + {}", table::seconds(over)),
-                    Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
-                    "≤ settle + 50 ms",
-                )
+                latency::judged_over_settle(row, over)
             });
         }
     }

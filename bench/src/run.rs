@@ -34,7 +34,6 @@ const RSS_BYTES_MAX: u64 = 128 * 1024 * 1024;
 const RSS_SPREAD_MAX: f64 = 0.10;
 const GROWTH_RATIO_MIN: f64 = 0.6;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
-const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
 /// 0.3 s of CPU per 60 s idle.
 const IDLE_CORE_SHARE_MAX: f64 = 0.005;
 /// A large backlog's files/s against a small one's, and its first window's against
@@ -882,12 +881,7 @@ impl Bench {
             self.rows.push(if pause.is_zero() {
                 row
             } else {
-                row.judged(
-                    over,
-                    format!("settle + {}", table::seconds(over)),
-                    Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
-                    "≤ settle + 50 ms",
-                )
+                latency::judged_over_settle(row, over)
             });
             self.rows.push(Row::info(
                 "7",
