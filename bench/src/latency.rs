@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::BenchResult;
 use crate::daemon::Daemon;
 use crate::generate::{self, BatchSpec, Layout};
+use crate::table::{self, Row, Target};
 
 /// How often the reader looks for the inbox row.
 const POLL_INTERVAL: Duration = Duration::from_millis(1);
@@ -27,6 +28,20 @@ const LATENCY_OFFSET: u64 = 500_000_000;
 /// lone file: longer than the daemon's 50 ms between two listings that rings
 /// cause (`daemon::RING_LISTING_GAP`), which a file dropped sooner waits out.
 pub const LONE_FILE_PAUSE: Duration = Duration::from_millis(100);
+
+/// The target: a file visible at most this long after the settle, median.
+const OVER_SETTLE_MAX_S: f64 = 0.050;
+
+/// `row`, the median of a latency run `over` seconds beyond its settle, judged
+/// against the target.
+pub fn judged_over_settle(row: Row, over: f64) -> Row {
+    row.judged(
+        over,
+        format!("settle + {}", table::seconds(over)),
+        Target::AtMost(OVER_SETTLE_MAX_S),
+        "≤ settle + 50 ms",
+    )
+}
 
 /// What the latency run needs.
 pub struct Plan<'a> {

@@ -12,6 +12,7 @@ mod backlog;
 mod child;
 mod daemon;
 mod fairfloor;
+mod files;
 mod generate;
 mod idle;
 mod latency;
@@ -28,6 +29,11 @@ use clap::{Args, Parser, Subcommand};
 
 /// Every fallible step of the bench returns this.
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A line on stderr saying what the run is doing.
+pub fn progress(message: &str) {
+    eprintln!("[spoolite-bench] {message}");
+}
 
 /// Measures spoolite's ingest (first ingest, re-drop, updates, growth, memory,
 /// drop-to-visible latency) against the floor, SHA-256 and sqlite-utils, and the

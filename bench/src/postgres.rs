@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use spoolite_testkit::pg;
 
-use crate::BenchResult;
 use crate::child;
 use crate::daemon::Daemon;
+use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
-use crate::table::{self, Row, Target};
+use crate::table::{self, Floor, Row};
+use crate::{BenchResult, progress};
 
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
 const SUPERUSER: &str = "spoolite_bench";
@@ -51,7 +52,6 @@ const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
 const SERVING_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How often the database is looked at during a daemon run.
 const DAEMON_POLL: Duration = Duration::from_millis(5);
-const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
 
 /// The events of section P in the smoke run (a file of its own): enough to go
 /// through every part, few enough to keep the smoke run short.
@@ -259,7 +259,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
     let (mut ours, mut floors, mut rss) = (Vec::new(), Vec::new(), 0u64);
     for round in 0..plan.repeat.max(1) {
         let uri = server.fresh_db("first_ingest", true)?;
-        crate::run::warm(plan.file)?;
+        files::warm(plan.file)?;
         server.checkpoint()?;
         progress(&format!("P: round {}: spoolite ingest", round + 1));
         let mut ingest = Command::new(plan.spoolite);
@@ -282,7 +282,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         server.drop_db("first_ingest")?;
 
         let floor_uri = server.fresh_db("floor", true)?;
-        crate::run::warm(&rows)?;
+        files::warm(&rows)?;
         server.checkpoint()?;
         progress(&format!("P: round {}: the psql floor", round + 1));
         let mut floor = Command::new(&psql);
@@ -307,31 +307,28 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
     }
     std::fs::remove_file(&rows)?;
     let (spoolite_s, floor_s) = (table::median(&ours), table::median(&floors));
-    let ratio = spoolite_s / floor_s;
     let n = plan.events;
-    report.rows.push(
-        Row::info(
-            "P",
-            &format!(
-                "first ingest into PostgreSQL, {} events .ndjson, `spoolite ingest --db URI`, \
-                 process time, median of {} interleaved",
-                table::count(n),
-                ours.len()
-            ),
-            table::timed(n, spoolite_s),
-            format!(
-                "psql COPY floor {} = {}",
-                table::seconds(floor_s),
-                table::rate(n, floor_s)
-            ),
-        )
-        .judged(
-            ratio,
-            format!("{ratio:.2}× the psql floor"),
-            Target::AtMost(FLOOR_RATIO_MAX),
-            "≤ 1.5× the psql floor (issue 13)",
-        ),
+    let floor = Floor {
+        seconds: floor_s,
+        events: n,
+        limit: FLOOR_RATIO_MAX,
+        baseline: "psql COPY floor",
+        ratio: "the psql floor",
+    };
+    let measure = format!(
+        "first ingest into PostgreSQL, {} events .ndjson, `spoolite ingest --db URI`, \
+         process time, median of {} interleaved",
+        table::count(n),
+        ours.len()
     );
+    report.rows.push(Row::against_floor(
+        "P",
+        &measure,
+        table::timed(n, spoolite_s),
+        spoolite_s,
+        &floor,
+        "≤ 1.5× the psql floor (issue 13)",
+    ));
     let shown = |runs: &[f64]| {
         runs.iter()
             .map(|&s| table::seconds(s))
@@ -659,18 +656,9 @@ fn latency(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()>
             report.rows.push(if pause.is_zero() || what != "median" {
                 row
             } else {
-                row.judged(
-                    over,
-                    format!("settle + {}", table::seconds(over)),
-                    Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
-                    "≤ settle + 50 ms",
-                )
+                latency::judged_over_settle(row, over)
             });
         }
     }
     Ok(())
-}
-
-fn progress(message: &str) {
-    eprintln!("[spoolite-bench] {message}");
 }

@@ -14,12 +14,12 @@ use sha2::{Digest, Sha256};
 
 use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
+use crate::files::{READ_BUFFER_BYTES, warm};
 use crate::generate::{self, BatchSpec, Layout};
-use crate::table::{self, Row, Target};
-use crate::{BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres};
-
-/// Read buffer of the in-process SHA-256 baseline.
-const SHA_BUFFER_BYTES: usize = 256 * 1024;
+use crate::table::{self, Floor, Row, Target};
+use crate::{
+    BenchResult, Options, analyst, backlog, idle, latency, machine, peer, postgres, progress,
+};
 
 /// The issue's targets.
 const FAIR_FLOOR_RATIO_MAX: f64 = 1.1;
@@ -34,7 +34,6 @@ const RSS_BYTES_MAX: u64 = 128 * 1024 * 1024;
 const RSS_SPREAD_MAX: f64 = 0.10;
 const GROWTH_RATIO_MIN: f64 = 0.6;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
-const LATENCY_OVER_SETTLE_MAX_S: f64 = 0.050;
 /// 0.3 s of CPU per 60 s idle.
 const IDLE_CORE_SHARE_MAX: f64 = 0.005;
 /// A large backlog's files/s against a small one's, and its first window's against
@@ -405,7 +404,7 @@ impl Bench {
                     table::mebibytes(runs.iter().map(|r| r.peak_rss_bytes).max().unwrap_or(0))
                 ),
             )
-            .judged(ratio, format!("{ratio:.2}× `{}`", variant.name), Target::AtMost(limit), what),
+            .times(ratio, &format!("`{}`", variant.name), Target::AtMost(limit), what),
         );
     }
 
@@ -430,9 +429,9 @@ impl Bench {
                 table::timed(file.events, report.seconds),
                 format!("first ingest {}", table::seconds(first.seconds)),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× first ingest"),
+                "first ingest",
                 Target::AtMost(DRY_RUN_RATIO_MAX),
                 "≤ 0.35× first ingest",
             ),
@@ -447,36 +446,33 @@ impl Bench {
         ingested: Ingested,
         floor: Ingested,
     ) {
-        let floor_seconds = floor.seconds;
         let n = file.events;
-        let ratio = ingested.seconds / floor_seconds;
-        self.rows.push(
-            Row::info(
-                "1–2",
-                &format!(
-                    "first ingest, {} events .{extension} ({}), empty db",
-                    table::count(n),
-                    table::mebibytes(file.bytes)
-                ),
-                format!(
-                    "{} = {}, {}",
-                    table::seconds(ingested.seconds),
-                    table::rate(n, ingested.seconds),
-                    table::throughput(file.bytes, ingested.seconds)
-                ),
-                format!(
-                    "the bench's floor {} = {}",
-                    table::seconds(floor_seconds),
-                    table::rate(n, floor_seconds)
-                ),
-            )
-            .judged(
-                ratio,
-                format!("{ratio:.2}× the bench's floor"),
-                Target::AtMost(FLOOR_RATIO_MAX),
-                "≤ 1.5× the bench's floor (issue 5)",
-            ),
+        let bench_floor = Floor {
+            seconds: floor.seconds,
+            events: n,
+            limit: FLOOR_RATIO_MAX,
+            baseline: "the bench's floor",
+            ratio: "the bench's floor",
+        };
+        let measure = format!(
+            "first ingest, {} events .{extension} ({}), empty db",
+            table::count(n),
+            table::mebibytes(file.bytes)
         );
+        let value = format!(
+            "{} = {}, {}",
+            table::seconds(ingested.seconds),
+            table::rate(n, ingested.seconds),
+            table::throughput(file.bytes, ingested.seconds)
+        );
+        self.rows.push(Row::against_floor(
+            "1–2",
+            &measure,
+            value,
+            ingested.seconds,
+            &bench_floor,
+            "≤ 1.5× the bench's floor (issue 5)",
+        ));
         let rss = ingested.peak_rss_bytes;
         self.rows.push(
             Row::info(
@@ -562,9 +558,9 @@ impl Bench {
                     table::throughput(files.json.bytes, hash)
                 ),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× SHA-256"),
+                "SHA-256",
                 Target::AtMost(REDROP_RATIO_MAX),
                 "≤ 1.2× SHA-256",
             ),
@@ -610,12 +606,7 @@ impl Bench {
                         table::timed(n, run.seconds),
                         format!("{name} {}", table::seconds(first.seconds)),
                     )
-                    .judged(
-                        ratio,
-                        format!("{ratio:.2}× {name}"),
-                        Target::AtMost(limit),
-                        target,
-                    ),
+                    .times(ratio, name, Target::AtMost(limit), target),
                 );
             }
         }
@@ -676,11 +667,7 @@ impl Bench {
                     "6",
                     &format!("speed-up over `sqlite-utils upsert`, .{extension}"),
                     table::timed(n, first.seconds),
-                    format!(
-                        "sqlite-utils {} = {}",
-                        table::seconds(peer_seconds),
-                        table::rate(n, peer_seconds)
-                    ),
+                    format!("sqlite-utils {}", table::timed(n, peer_seconds)),
                 )
                 .judged(
                     speedup,
@@ -732,9 +719,9 @@ impl Bench {
                     table::timed(n, grown.seconds),
                     format!("{name}: {}", table::rate(n, first.seconds)),
                 )
-                .judged(
+                .times(
                     ratio,
-                    format!("{ratio:.2}× {name}"),
+                    name,
                     Target::AtLeast(GROWTH_RATIO_MIN),
                     "≥ 0.6× empty",
                 ),
@@ -894,12 +881,7 @@ impl Bench {
             self.rows.push(if pause.is_zero() {
                 row
             } else {
-                row.judged(
-                    over,
-                    format!("settle + {}", table::seconds(over)),
-                    Target::AtMost(LATENCY_OVER_SETTLE_MAX_S),
-                    "≤ settle + 50 ms",
-                )
+                latency::judged_over_settle(row, over)
             });
             self.rows.push(Row::info(
                 "7",
@@ -1060,9 +1042,9 @@ impl Bench {
                     files_rate(compared)
                 ),
             )
-            .judged(
+            .times(
                 ratio,
-                format!("{ratio:.2}× the {} backlog", table::count(small)),
+                &format!("the {} backlog", table::count(small)),
                 Target::AtLeast(BACKLOG_RATIO_MIN),
                 &format!("≥ 0.8× the {} backlog", table::count(small)),
             ),
@@ -1292,7 +1274,7 @@ fn sha256_seconds(path: &Path) -> BenchResult<f64> {
 fn sha256_hex(path: &Path) -> BenchResult<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
+    let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     loop {
         let read = file.read(&mut buffer)?;
         if read == 0 {
@@ -1301,14 +1283,6 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hex::encode(hasher.finalize()))
-}
-
-/// Reads `path` to its end, so that the next reader finds it in the page cache.
-pub fn warm(path: &Path) -> BenchResult<()> {
-    let mut file = File::open(path)?;
-    let mut buffer = vec![0u8; SHA_BUFFER_BYTES];
-    while file.read(&mut buffer)? > 0 {}
-    Ok(())
 }
 
 /// The median of `f` over `runs`.
@@ -1328,8 +1302,4 @@ fn median_ingest(runs: &[Ingested]) -> Ingested {
 /// `1,234 files/s`.
 fn files_rate(per_second: f64) -> String {
     format!("{} files/s", table::thousands(per_second.round() as u64))
-}
-
-fn progress(message: &str) {
-    eprintln!("[spoolite-bench] {message}");
 }

@@ -20,6 +20,20 @@ impl Target {
     }
 }
 
+/// A floor a figure is held against: the same events written by the least that
+/// does the job, in `seconds`.
+#[derive(Debug, Clone, Copy)]
+pub struct Floor<'a> {
+    pub seconds: f64,
+    pub events: u64,
+    /// The most the figure may take, in times the floor's time.
+    pub limit: f64,
+    /// What the baseline cell calls it: `psql COPY floor`.
+    pub baseline: &'a str,
+    /// What the ratio calls it: `the psql floor`.
+    pub ratio: &'a str,
+}
+
 /// One line of the table.
 #[derive(Debug, Clone, Default)]
 pub struct Row {
@@ -56,6 +70,31 @@ impl Row {
         self.target = target_text.to_owned();
         self.result = target.verdict(compared).to_owned();
         self
+    }
+
+    /// Adds `ratio` as so many times `what` (`1.23× what`), held against `target`.
+    pub fn times(self, ratio: f64, what: &str, target: Target, target_text: &str) -> Row {
+        self.judged(ratio, format!("{ratio:.2}× {what}"), target, target_text)
+    }
+
+    /// A figure of `seconds` held against `floor`: the floor's time and rate as the
+    /// baseline (`psql COPY floor 1.50 s = 2,000 ev/s`), the figure as so many times
+    /// the floor's time, at most `floor.limit`.
+    pub fn against_floor(
+        section: &str,
+        measure: &str,
+        value: String,
+        seconds: f64,
+        floor: &Floor,
+        target_text: &str,
+    ) -> Row {
+        let baseline = format!("{} {}", floor.baseline, timed(floor.events, floor.seconds));
+        Row::info(section, measure, value, baseline).times(
+            seconds / floor.seconds,
+            floor.ratio,
+            Target::AtMost(floor.limit),
+            target_text,
+        )
     }
 
     /// A row for a figure that could not be measured.
@@ -177,4 +216,37 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_shows_the_ratio_against_what_and_judges_it() {
+        let row = Row::info("P", "m", String::new(), String::new()).times(
+            1.234,
+            "the psql floor",
+            Target::AtMost(1.5),
+            "≤ 1.5× the psql floor",
+        );
+        assert_eq!(row.ratio, "1.23× the psql floor");
+        assert_eq!(row.target, "≤ 1.5× the psql floor");
+        assert_eq!(row.result, "PASS");
+    }
+
+    #[test]
+    fn against_floor_shows_the_floor_timed_and_the_ratio_to_it() {
+        let floor = Floor {
+            seconds: 1.5,
+            events: 3000,
+            limit: 1.5,
+            baseline: "psql COPY floor",
+            ratio: "the psql floor",
+        };
+        let row = Row::against_floor("P", "m", String::new(), 3.0, &floor, "≤ 1.5×");
+        assert_eq!(row.baseline, "psql COPY floor 1.50 s = 2,000 ev/s");
+        assert_eq!(row.ratio, "2.00× the psql floor");
+        assert_eq!(row.result, "MISS");
+    }
 }
