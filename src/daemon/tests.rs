@@ -122,6 +122,18 @@ impl Harness {
     }
 
     /// Sets the clock to `seconds` past its origin and steps the daemon then.
+    /// Steps at `seconds` and expects the report that a file waits for the rest
+    /// of its bytes.
+    fn expect_still_arriving_at(&mut self, seconds: f64) {
+        match self.at(seconds) {
+            Report::Waiting {
+                why: Left::StillArriving { .. },
+                ..
+            } => {}
+            other => panic!("expected a wait for the rest, got {other:?}"),
+        }
+    }
+
     fn at(&mut self, seconds: f64) -> Report {
         self.clock.set(Duration::from_secs_f64(seconds));
         self.daemon.step(self.clock.now())
@@ -233,13 +245,7 @@ fn a_cut_file_waits_for_the_partial_timeout_then_is_rejected() {
     let mut h = Harness::new();
     h.drop_file("cut.json", r#"{"events":[{"flight_id":"C1""#);
     assert!(matches!(h.at(0.0), Report::Idle { .. }));
-    match h.at(2.0) {
-        Report::Waiting {
-            why: Left::StillArriving { .. },
-            ..
-        } => {}
-        other => panic!("expected a wait for the rest, got {other:?}"),
-    }
+    h.expect_still_arriving_at(2.0);
     // Nothing more until the timeout, counted from the last change (at 0 s).
     for second in [3.0, 30.0, 59.0] {
         assert!(matches!(h.at(second), Report::Idle { .. }), "at {second}");
@@ -386,13 +392,7 @@ fn a_cut_file_waits_out_a_two_hour_partial_timeout_on_the_clock_alone_then_is_re
     h.drop_file("cut.json", r#"{"events":[{"flight_id":"C2""#);
     let incoming = h.spool.incoming.join("cut.json");
     assert!(matches!(h.at(0.0), Report::Idle { .. }));
-    match h.at(2.0) {
-        Report::Waiting {
-            why: Left::StillArriving { .. },
-            ..
-        } => {}
-        other => panic!("expected a wait for the rest, got {other:?}"),
-    }
+    h.expect_still_arriving_at(2.0);
     // An hour on, a rescan looks again: the file still waits, and the state and
     // metrics files tell since when, by the clock.
     assert!(matches!(h.at(3600.0), Report::Idle { .. }));

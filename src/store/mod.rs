@@ -48,8 +48,23 @@ pub(crate) type Reasons = std::collections::BTreeMap<&'static str, u64>;
 pub(crate) struct Quarantined<'a> {
     pub(crate) index: u64,
     pub(crate) raw: &'a str,
-    pub(crate) reason: &'a str,
+    pub(crate) reason: &'static str,
     pub(crate) detail: &'a str,
+}
+
+impl<'a> Quarantined<'a> {
+    /// `record`, whose event is `invalid`.
+    pub(crate) fn invalid(
+        record: &'a Record,
+        invalid: &'a crate::batch::Invalid,
+    ) -> Quarantined<'a> {
+        Quarantined {
+            index: record.index,
+            raw: &record.raw,
+            reason: invalid.reason.code(),
+            detail: &invalid.detail,
+        }
+    }
 }
 
 /// What `status` reads from the database.

@@ -24,3 +24,15 @@ pub mod process;
 mod rng;
 
 pub use rng::Rng;
+
+/// The counts of a processed file, in the order of its `--json` line and of the
+/// inbox's columns (the contract's outcome counts).
+pub const COUNT_FIELDS: [&str; 7] = [
+    "events_total",
+    "inserted",
+    "updated",
+    "unchanged",
+    "stale",
+    "conflicts",
+    "invalid",
+];

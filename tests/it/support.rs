@@ -183,17 +183,7 @@ pub const CONTRACT_RELATIONS: [&str; 6] = [
     "quarantine",
 ];
 
-/// The counts of a processed file, in the order of its `--json` line and of the
-/// inbox's columns.
-pub const COUNT_FIELDS: [&str; 7] = [
-    "events_total",
-    "inserted",
-    "updated",
-    "unchanged",
-    "stale",
-    "conflicts",
-    "invalid",
-];
+pub use spoolite_testkit::COUNT_FIELDS;
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes; panics with
 /// `what` on time-out.

@@ -321,15 +321,9 @@ impl Batch<'_> {
                     self.tally.read_valid();
                 }
                 Err(invalid) => {
-                    let reason = invalid.reason.code();
-                    let event = Quarantined {
-                        index: record.index,
-                        raw: &record.raw,
-                        reason,
-                        detail: &invalid.detail,
-                    };
+                    let event = Quarantined::invalid(record, invalid);
                     self.effects.quarantine(&self.digest, event);
-                    self.tally.read_invalid(reason);
+                    self.tally.read_invalid(event.reason);
                 }
             }
         }

@@ -59,14 +59,7 @@ pub(super) trait Effects {
 
     /// Folds the staged events (`valid` of them) onto their stored rows and
     /// writes what the fold says.
-    fn apply(
-        &mut self,
-        tx: &Connection,
-        runs: Runs,
-        valid: u64,
-        default_revision: i64,
-        stop: &AtomicBool,
-    ) -> Result<FileFold, StoreError>;
+    fn apply(&mut self, tx: &Connection, staged: Apply<'_>) -> Result<FileFold, StoreError>;
 
     /// Ends the transaction: the inbox row and the commit, or a rollback.
     fn end(
@@ -75,6 +68,15 @@ pub(super) trait Effects {
         header: &Header,
         counts: &Counts,
     ) -> Result<(), StoreError>;
+}
+
+/// What `Effects::apply` folds: the staged events' runs, how many valid events
+/// they hold, the revision of an event that names none, and the stop flag.
+pub(super) struct Apply<'s> {
+    runs: Runs,
+    valid: u64,
+    default_revision: i64,
+    stop: &'s AtomicBool,
 }
 
 /// The write path of one batch: the file its rows are written as (its digest, its
@@ -152,15 +154,9 @@ impl Batch<'_> {
                     self.tally.read_valid();
                 }
                 Err(invalid) => {
-                    let reason = invalid.reason.code();
-                    let event = Quarantined {
-                        index: record.index,
-                        raw: &record.raw,
-                        reason,
-                        detail: &invalid.detail,
-                    };
+                    let event = Quarantined::invalid(record, invalid);
                     self.effects.quarantine(&self.tx, event)?;
-                    self.tally.read_invalid(reason);
+                    self.tally.read_invalid(event.reason);
                 }
             }
         }
@@ -199,9 +195,13 @@ impl Batch<'_> {
         let started = std::time::Instant::now();
         let runs = std::mem::replace(&mut self.runs, Runs::new(Vec::new(), 0));
         let valid = self.tally.valid();
-        let fold = self
-            .effects
-            .apply(&self.tx, runs, valid, default_revision, stop)?;
+        let staged = Apply {
+            runs,
+            valid,
+            default_revision,
+            stop,
+        };
+        let fold = self.effects.apply(&self.tx, staged)?;
         log::debug!(
             "applied {} staged events in {:?}",
             fold.counts().outcomes(),
@@ -270,14 +270,13 @@ impl Effects for Writer {
         Ok(())
     }
 
-    fn apply(
-        &mut self,
-        tx: &Connection,
-        runs: Runs,
-        valid: u64,
-        default_revision: i64,
-        stop: &AtomicBool,
-    ) -> Result<FileFold, StoreError> {
+    fn apply(&mut self, tx: &Connection, staged: Apply<'_>) -> Result<FileFold, StoreError> {
+        let Apply {
+            runs,
+            valid,
+            default_revision,
+            stop,
+        } = staged;
         let mut flights = std::mem::take(&mut self.flights);
         flights.end_run(tx)?;
         let dropped = match self.sorted_index_builds && rebuild::worth_it(tx, valid)? {
@@ -324,14 +323,13 @@ impl Effects for DryRun {
         Ok(())
     }
 
-    fn apply(
-        &mut self,
-        tx: &Connection,
-        runs: Runs,
-        _: u64,
-        default_revision: i64,
-        stop: &AtomicBool,
-    ) -> Result<FileFold, StoreError> {
+    fn apply(&mut self, tx: &Connection, staged: Apply<'_>) -> Result<FileFold, StoreError> {
+        let Apply {
+            runs,
+            default_revision,
+            stop,
+            ..
+        } = staged;
         let mut lookup = tx.prepare(LOOKUP)?;
         fold_runs(
             runs,
