@@ -233,7 +233,7 @@ impl Store {
     }
 
     /// SQLite: whether a batch large against the table builds its secondary
-    /// indexes by sorting (`store::rebuild`; on unless told). The benchmark turns
+    /// indexes by sorting (`store::sqlite::rebuild`; on unless told). The benchmark turns
     /// it off to measure the write path that keeps them throughout. PostgreSQL
     /// has no such step.
     pub fn set_sorted_index_builds(&mut self, on: bool) {

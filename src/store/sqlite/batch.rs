@@ -96,7 +96,7 @@ pub(super) struct Writer {
     /// The batch's flights, numbered and their times kept as events are staged.
     flights: Flights,
     /// Whether a batch large against the table drops and builds again its
-    /// secondary indexes (`store::rebuild`).
+    /// secondary indexes (`store::sqlite::rebuild`).
     pub(super) sorted_index_builds: bool,
 }
 
