@@ -109,7 +109,7 @@ impl Publisher {
         })
     }
 
-    /// Writes the metrics file and (when it differs) the state file, from the
+    /// Writes (when it differs) the state file and the metrics file, from the
     /// waiting files and the database's outage; call when `due`.
     pub(crate) fn publish(
         &mut self,
@@ -121,10 +121,17 @@ impl Publisher {
         self.figures_changed = false;
         self.published_at = Some(now);
         self.refresh(waiting, outage, now, clock);
+        // The state file first: whoever sees the metrics change (an alert) and
+        // then asks `status` reads a state file at least as new.
+        self.write_state(clock);
         if let Some(path) = self.metrics_file.clone() {
             let written = self.metrics.write(&path);
             self.note_write(&path, written);
         }
+    }
+
+    /// Writes the state file, when it differs from the one last written.
+    fn write_state(&mut self, clock: &dyn Clock) {
         let unchanged = self.state_written.as_ref().is_some_and(|written| {
             let mut current = self.state.clone();
             current.written_at.clone_from(&written.written_at);
