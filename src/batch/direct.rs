@@ -311,14 +311,7 @@ impl Parser<'_, '_> {
         let mut repeated = false;
         let mut unknowns = 0;
         loop {
-            self.skip_whitespace();
-            if self.peek() != Some(b'"') {
-                return Err(self.syntax("expected a string key in an object"));
-            }
-            let key = self.string()?;
-            self.skip_whitespace();
-            self.expect(b':', "expected ':' after an object key")?;
-            self.skip_whitespace();
+            let key = self.object_key()?;
             self.s.members.push(Member {
                 key,
                 start: 0,
@@ -445,6 +438,20 @@ impl Parser<'_, '_> {
     }
 
     /// A string, borrowed from the text when it holds no escape.
+    /// An object's next key and the `:` after it, the whitespace around them
+    /// skipped.
+    fn object_key(&mut self) -> Result<Span, JsonError> {
+        self.skip_whitespace();
+        if self.peek() != Some(b'"') {
+            return Err(self.syntax("expected a string key in an object"));
+        }
+        let key = self.string()?;
+        self.skip_whitespace();
+        self.expect(b':', "expected ':' after an object key")?;
+        self.skip_whitespace();
+        Ok(key)
+    }
+
     fn string(&mut self) -> Result<Span, JsonError> {
         self.pos += 1; // the opening quote
         let start = self.pos;
@@ -548,14 +555,7 @@ impl Parser<'_, '_> {
         }
         let mut sorted = true;
         loop {
-            self.skip_whitespace();
-            if self.peek() != Some(b'"') {
-                return Err(self.syntax("expected a string key in an object"));
-            }
-            let key = self.string()?;
-            self.skip_whitespace();
-            self.expect(b':', "expected ':' after an object key")?;
-            self.skip_whitespace();
+            let key = self.object_key()?;
             sorted &= self.follows_in_order(base, key);
             let start = out.len();
             self.write_string(key, out);
