@@ -437,7 +437,6 @@ impl Parser<'_, '_> {
         Ok(())
     }
 
-    /// A string, borrowed from the text when it holds no escape.
     /// An object's next key and the `:` after it, the whitespace around them
     /// skipped.
     fn object_key(&mut self) -> Result<Span, JsonError> {
@@ -452,6 +451,7 @@ impl Parser<'_, '_> {
         Ok(key)
     }
 
+    /// A string, borrowed from the text when it holds no escape.
     fn string(&mut self) -> Result<Span, JsonError> {
         self.pos += 1; // the opening quote
         let start = self.pos;
