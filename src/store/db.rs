@@ -45,15 +45,16 @@ impl Db {
     /// Reads `--db`: a `postgres://` or `postgresql://` URI (any case) names a
     /// PostgreSQL database; anything else is a SQLite file's path.
     pub fn parse(text: &OsStr) -> Db {
-        let lower = text.to_string_lossy().to_ascii_lowercase();
-        match text.to_str() {
-            Some(uri) if lower.starts_with("postgres://") || lower.starts_with("postgresql://") => {
-                Db::Postgres(PgTarget {
-                    uri: uri.to_owned(),
-                })
-            }
-            _ => Db::Sqlite(PathBuf::from(text)),
+        let lossy = text.to_string_lossy();
+        let lower = lossy.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            // A URI with bytes that are not UTF-8 is still meant for a server
+            // (which refuses it, by name), never a SQLite file under `postgres:`.
+            return Db::Postgres(PgTarget {
+                uri: lossy.into_owned(),
+            });
         }
+        Db::Sqlite(PathBuf::from(text))
     }
 
     /// The database as logs and messages name it: a path, or a URI without its
