@@ -41,9 +41,10 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Show whether a daemon serves the spool, batches, events, quarantined records,
     /// the last ingest and the files waiting in incoming/ and lying in rejected/.
-    /// Creates nothing. Exits 0 when a daemon serves the spool, 3 when the site
-    /// exists but no daemon serves it, 2 when the spool or the database does not
-    /// exist or cannot be read (what could be read is printed all the same).
+    /// Creates nothing. Exits 0 when a daemon serves the spool, 1 when it serves it
+    /// but reports a database fault, 3 when the site exists but no daemon serves
+    /// it, 2 when the spool or the database does not exist or cannot be read (what
+    /// could be read is printed all the same).
     Status(StatusArgs),
     /// Print the change feed: one JSON line per row of duty_event_all whose
     /// change_seq is greater than --since, in change_seq order, with every column

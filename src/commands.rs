@@ -154,7 +154,8 @@ fn ingest_waiting_out_locks(
 }
 
 /// `spoolite status`: prints what it could read (text or one JSON object), says on
-/// stderr what it could not, and exits 0 (served), 3 (not served) or 2 (missing or
+/// stderr what it could not, and exits 0 (served), 1 (served, the database
+/// failing), 3 (not served) or 2 (missing or
 /// unreadable).
 pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
     let mut status = status::gather(&args.spool, &args.db, SystemTime::now());

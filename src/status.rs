@@ -19,6 +19,9 @@ pub(crate) const WAL_WARN_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Exit code: a daemon serves the spool.
 pub(crate) const EXIT_SERVED: u8 = 0;
+/// Exit code: a daemon serves the spool but reports a database fault (LSB "dead
+/// or failing"), so that `spoolite status || alert` sees it.
+pub(crate) const EXIT_FAILING: u8 = 1;
 /// Exit code: the spool or the database does not exist or cannot be read.
 pub(crate) const EXIT_UNREADABLE: u8 = 2;
 /// Exit code: the site exists but no daemon serves it (LSB "program is not running").
@@ -34,7 +37,10 @@ pub(crate) struct Status {
     /// The daemon that holds the spool's lock, if one does.
     pub(crate) served_by: Option<ServedBy>,
     pub(crate) batches: Option<u64>,
+    /// Live events (`duty_event`).
     pub(crate) events: Option<u64>,
+    /// Retracted events, which `events` does not count.
+    pub(crate) retracted_events: Option<u64>,
     pub(crate) quarantined: Option<u64>,
     pub(crate) last_ingest_at: Option<String>,
     /// Every regular file in incoming/, temp-named and unsettled ones included.
@@ -88,6 +94,8 @@ impl Status {
     pub(crate) fn exit_code(&self) -> u8 {
         if !self.unreadable.is_empty() {
             EXIT_UNREADABLE
+        } else if self.served_by.is_some() && self.database_fault.is_some() {
+            EXIT_FAILING
         } else if self.served_by.is_some() {
             EXIT_SERVED
         } else {
@@ -114,6 +122,7 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         served_by: None,
         batches: totals.as_ref().map(|t| t.batches),
         events: totals.as_ref().map(|t| t.events),
+        retracted_events: totals.as_ref().map(|t| t.retracted_events),
         quarantined: totals.as_ref().map(|t| t.quarantined),
         last_ingest_at: totals.and_then(|t| t.last_ingest_at),
         incoming_waiting: None,

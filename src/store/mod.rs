@@ -71,7 +71,10 @@ impl<'a> Quarantined<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {
     pub(crate) batches: u64,
+    /// Live events: the rows of `duty_event`.
     pub(crate) events: u64,
+    /// Retracted events: the rows of `duty_event_all` that `duty_event` leaves out.
+    pub(crate) retracted_events: u64,
     pub(crate) quarantined: u64,
     pub(crate) last_ingest_at: Option<String>,
 }

@@ -701,6 +701,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         "served_by": {"pid": daemon.pid(), "since": lock_since(&site)},
         "batches": 2,
         "events": 12,
+        "retracted_events": 0,
         "quarantined": 2,
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
@@ -772,6 +773,7 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "served_by": null,
             "batches": null,
             "events": null,
+            "retracted_events": null,
             "quarantined": null,
             "last_ingest_at": null,
             "incoming_waiting": null,
@@ -890,7 +892,8 @@ fn status_tells_the_wait_from_when_the_serving_daemon_first_saw_the_file() {
             "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
         }),
     );
-    let status = status_json(&site);
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 1, "served, the database failing: {status}");
     assert_eq!(
         status["served_by"],
         json!({"pid": pid, "since": lock_since(&site)})
@@ -899,7 +902,8 @@ fn status_tells_the_wait_from_when_the_serving_daemon_first_saw_the_file() {
     assert!((125..125 + 30).contains(&age), "{status}");
     assert_eq!(status["database_fault"], fault);
     let (code, text) = status_text_code(&site);
-    assert_eq!(code, 0);
+    // Served, but the database fails: LSB's "dead or failing".
+    assert_eq!(code, 1, "{text}");
     let shown_age: u64 = status_line(&text, "waiting")
         .strip_prefix("1 in incoming/ (oldest seen ")
         .and_then(|rest| rest.strip_suffix(" s ago)"))
@@ -920,9 +924,10 @@ fn status_tells_the_wait_from_when_the_serving_daemon_first_saw_the_file() {
             "files_waiting": 1, "oldest_waiting_seen_at": seen, "database_fault": fault,
         }),
     );
-    let status = status_json(&site);
+    let (code, status) = status_json_code(&site);
     assert_eq!(status["oldest_waiting_age_s"], Value::Null, "{status}");
     assert_eq!(status["database_fault"], Value::Null, "{status}");
+    assert_eq!(code, 0, "served, and no fault of this daemon's: {status}");
 
     // Nobody serves the spool: the same state file is history, not news.
     drop(lock);

@@ -290,6 +290,42 @@ fn a_retraction_that_arrives_before_its_event_still_wins() {
 }
 
 #[test]
+fn status_counts_live_events_and_names_the_retracted_apart() {
+    let db = Db::new();
+    let (off, on) = ("2026-11-29T10:05:00Z", "2026-11-29T12:35:00Z");
+    db.processed(
+        "day.json",
+        &json_batch(&[
+            flight_event("off_blocks", off, 1, false),
+            flight_event("on_blocks", on, 1, false),
+        ]),
+        [2, 0, 0, 0, 0, 0],
+    );
+    db.processed(
+        "retraction.json",
+        &json_batch(&[flight_event("on_blocks", on, 2, true)]),
+        [0, 1, 0, 0, 0, 0],
+    );
+    let spool = db.dir.path().join("spool");
+    for folder in ["incoming", "archive", "rejected"] {
+        std::fs::create_dir_all(spool.join(folder)).expect("spool folder");
+    }
+    let output = crate::support::spoolite()
+        .args(["status", "--json", "--spool"])
+        .arg(&spool)
+        .arg("--db")
+        .arg(&db.path)
+        .output()
+        .expect("run status");
+    let status: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status JSON: {e}: {output:?}"));
+    // `events` counts duty_event, the live rows; the tombstone is not one.
+    assert_eq!(db.live().len(), 1);
+    assert_eq!(status["events"], 1, "{status}");
+    assert_eq!(status["retracted_events"], 1, "{status}");
+}
+
+#[test]
 fn retracted_is_true_or_false_and_nothing_else() {
     let db = Db::new();
     let base = event(FLIGHT, "landing", "2026-11-29T12:05:00Z", Some(1), "{}");

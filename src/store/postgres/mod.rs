@@ -175,7 +175,8 @@ impl PgStore {
             "SELECT (SELECT count(*) FROM ingest_inbox),
                     (SELECT count(*) FROM duty_event),
                     (SELECT count(*) FROM quarantine),
-                    (SELECT max(ingested_at) FROM ingest_inbox)",
+                    (SELECT max(ingested_at) FROM ingest_inbox),
+                    (SELECT count(*) FROM duty_event_all WHERE retracted)",
             &[],
         )?;
         Ok(Totals {
@@ -183,6 +184,7 @@ impl PgStore {
             events: row.get::<_, i64>(1) as u64,
             quarantined: row.get::<_, i64>(2) as u64,
             last_ingest_at: row.get(3),
+            retracted_events: row.get::<_, i64>(4) as u64,
         })
     }
 

@@ -158,14 +158,19 @@ impl SqliteStore {
         }
         Ok(Totals {
             batches: count("SELECT count(*) FROM ingest_inbox")?,
-            // The view joins every row to its flight; the table has the same rows.
-            // A database not yet upgraded (status reads any version) has the table
-            // under the view's name.
-            events: count(if self.schema_version()? >= 3 {
-                "SELECT count(*) FROM duty_event_data"
-            } else {
-                "SELECT count(*) FROM duty_event"
+            // Live rows through the index of live rows (schema 5 on), not the view,
+            // which joins every row to its flight. A database not yet upgraded
+            // (status reads any version) has no tombstones; before schema 3 the
+            // table stands under the view's name.
+            events: count(match self.schema_version()? {
+                5.. => "SELECT count(*) FROM duty_event_data WHERE retracted = 0",
+                3 | 4 => "SELECT count(*) FROM duty_event_data",
+                _ => "SELECT count(*) FROM duty_event",
             })?,
+            retracted_events: match self.schema_version()? {
+                5.. => count("SELECT count(*) FROM duty_event_data WHERE retracted = 1")?,
+                _ => 0,
+            },
             quarantined: count("SELECT count(*) FROM quarantine")?,
             last_ingest_at: self.conn.query_row(
                 "SELECT max(ingested_at) FROM ingest_inbox",
