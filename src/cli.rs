@@ -290,13 +290,13 @@ pub struct KeyArgs {
     pub(crate) instant: String,
 }
 
-/// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
 /// `--db` (and `copy-db --to`) read once into a `Db`: which backend is decided
 /// here, at the edge, and never again.
 fn db_value_parser() -> impl TypedValueParser<Value = Db> {
     clap::builder::OsStringValueParser::new().map(|text| Db::parse(&text))
 }
 
+/// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text

@@ -1,6 +1,7 @@
 //! Which database `--db` names, decided once from its text: a SQLite file or a
-//! PostgreSQL URI. Every command and the daemon take a `Db`; `Store::open` is the
-//! one `match` that picks the backend, and nothing else asks what the text was.
+//! PostgreSQL URI. Every command and the daemon take a `Db`; the store's openers
+//! (`Store::open`, `open_read_only`, `open_for_dry_run`, `ChangeFeed::open`) match
+//! on it to pick the backend, and nothing asks what the text was.
 
 use std::ffi::OsStr;
 use std::fmt;

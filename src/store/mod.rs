@@ -172,8 +172,9 @@ impl Store {
         })
     }
 
-    /// Opens an existing database without writing to it (for `status` and
-    /// `ingest --dry-run`); a PostgreSQL schema is neither created nor upgraded.
+    /// Opens an existing database without writing to it (for `status`; a dry run
+    /// opens through `open_for_dry_run`); a PostgreSQL schema is neither created
+    /// nor upgraded.
     pub fn open_read_only(db: &Db) -> Result<Store, StoreError> {
         Ok(match db {
             Db::Sqlite(path) => Store::Sqlite(SqliteStore::open_read_only(path)?),

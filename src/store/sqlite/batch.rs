@@ -83,9 +83,9 @@ pub(super) struct Apply<'s> {
 /// name, the time every row of it is written at, its number in the inbox), its
 /// flights, and the next `change_seq` to give a row it writes.
 pub(super) struct Writer {
-    pub(super) digest: String,
-    pub(super) file_name: String,
-    pub(super) now: String,
+    digest: String,
+    file_name: String,
+    now: String,
     batch_ref: i64,
     next_change_seq: Cell<i64>,
     /// Rows written: inserted, or replacing a row of a batch in `replaced`.
