@@ -76,7 +76,12 @@ impl Database {
             self.store = None;
         }
         let text = error.to_string();
-        let log = self.retry.fail(now, &text);
+        let mut log = self.retry.fail(now, &text);
+        let lasting = error.lasts_until_restart();
+        if lasting {
+            // Said once: a reminder every 30 s would add nothing but noise.
+            log = self.retry.same_error() == 1;
+        }
         // Since the first failure; the error and whether the server can be reached
         // at all are the latest try's.
         let outage = self.outage.get_or_insert_with(|| Outage {
@@ -95,6 +100,7 @@ impl Database {
             attempts: self.retry.failures(),
             next_in: self.retry.delay(),
             log,
+            lasting,
         }
     }
 

@@ -59,6 +59,9 @@ pub(crate) struct Fault {
     pub(crate) next_in: Duration,
     /// Whether this failure is to be logged (the first, then once per 30 s).
     pub(crate) log: bool,
+    /// The fault does not pass by itself (the database file gone or replaced):
+    /// logged once, as an error.
+    pub(crate) lasting: bool,
 }
 
 /// Logs what a step did: outcomes at info (rejections and quarantines at warn),
@@ -168,11 +171,18 @@ fn log_retry(name: &str, fault: &Fault) {
     } else {
         "file failed"
     };
+    if fault.lasting {
+        log::error!(target: LOG_TARGET, "{what}: {}", fault.error);
+        return;
+    }
+    let times = match fault.attempts {
+        1 => "once".to_owned(),
+        n => format!("{n} times in a row"),
+    };
     log::warn!(
         target: LOG_TARGET,
-        "{what}: {} ({failed} {} times in a row, next try in {:?})",
+        "{what}: {} ({failed} {times}, next try in {:?})",
         fault.error,
-        fault.attempts,
         fault.next_in
     );
 }

@@ -262,6 +262,7 @@ impl Schedule {
             attempts,
             next_in,
             log,
+            lasting: false,
         })
     }
 

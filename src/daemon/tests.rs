@@ -450,3 +450,69 @@ fn a_batch_is_recorded_as_ingested_at_the_clocks_time_hours_after_it_was_dropped
         .expect("one inbox row");
     assert_eq!(ingested_at, format_millis(h.clock.wall_at(5 * 3600)));
 }
+
+/// The database file deleted, or another put in its place, under a serving daemon:
+/// every file waits, the fault is said once, and the daemon never creates a new
+/// database by itself; the old file put back, it goes on.
+#[test]
+fn a_database_file_deleted_or_replaced_under_the_daemon_holds_files_back() {
+    let mut h = Harness::new();
+    h.drop_file("one.json", &batch("G1"));
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    assert_eq!(took(&h.at(2.0)), ("one.json", "processed"));
+
+    let aside = h.db.with_extension("aside");
+    fs::rename(&h.db, &aside).expect("move the database away");
+    h.drop_file("two.json", &batch("G2"));
+    h.daemon.notify();
+    assert!(matches!(h.at(3.0), Report::Idle { .. }));
+    let first = h.at(5.0);
+    let Report::RetryLater { name, fault } = &first else {
+        panic!("expected a database fault, got {first:?}");
+    };
+    assert_eq!(name, "two.json");
+    assert!(fault.database && fault.lasting && fault.log, "{fault:?}");
+    assert!(fault.error.contains("is gone"), "{}", fault.error);
+    // Tried again after each back-off, said no more, and no database made.
+    let mut second = 5.0;
+    for _ in 0..5 {
+        second += 31.0;
+        match h.at(second) {
+            Report::RetryLater { fault, .. } => assert!(!fault.log, "said again: {fault:?}"),
+            Report::Idle { .. } => {}
+            other => panic!("expected the fault again, got {other:?}"),
+        }
+    }
+    assert!(!h.db.exists(), "the daemon created a new database");
+    assert_eq!(h.archived(), ["one.json"]);
+    assert!(h.daemon.publisher.state().database_fault.is_some());
+
+    // Another file at the path: the same, as a replacement.
+    Store::open(&Db::Sqlite(h.db.clone())).expect("a new database at the path");
+    second += 31.0;
+    let replaced = h.until_idle(second);
+    let errors: Vec<&str> = replaced
+        .iter()
+        .filter_map(|r| match r {
+            Report::RetryLater { fault, .. } => Some(fault.error.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errors.iter().any(|e| e.contains("was replaced")),
+        "{replaced:?}"
+    );
+    assert_eq!(h.archived(), ["one.json"]);
+
+    // The old file back at its path: the daemon goes on into it.
+    fs::rename(&aside, &h.db).expect("put the database back");
+    second += 31.0;
+    let reports = h.until_idle(second);
+    assert_eq!(
+        took(reports.last().expect("a report")),
+        ("two.json", "processed")
+    );
+    assert_eq!(h.archived(), ["one.json", "two.json"]);
+    let mut store = Store::open(&Db::Sqlite(h.db.clone())).expect("open");
+    assert_eq!(store.totals().expect("totals").batches, 2);
+}

@@ -34,6 +34,21 @@ pub enum StoreError {
     },
     #[error("database {path} is a folder, not a file; point --db at a file")]
     NotAFile { path: PathBuf },
+    /// The database file the daemon opened is no longer at its path (deleted or
+    /// renamed): nothing is written until it is back, or a restart opens what is
+    /// then at the path.
+    #[error(
+        "database {path} is gone (deleted or renamed since spoolite opened it): files wait \
+         in incoming/; put it back, or restart spoolite to create a new database there"
+    )]
+    Gone { path: PathBuf },
+    /// Another file lies at the database's path than the one the daemon opened.
+    #[error(
+        "database {path} was replaced by another file since spoolite opened it: files wait \
+         in incoming/; restart spoolite to write into the file now at the path, or put the \
+         old one back"
+    )]
+    Replaced { path: PathBuf },
     #[error("create database folder {path}: {source}")]
     CreateDir {
         path: PathBuf,
@@ -147,6 +162,10 @@ impl StoreError {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
             StoreError::Spill(_) => return FaultClass::Database { reopen: false },
+            // Never opened again by the daemon: that would create a new database.
+            StoreError::Gone { .. } | StoreError::Replaced { .. } => {
+                return FaultClass::Database { reopen: false };
+            }
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
             | StoreError::NotAFile { .. } => {
@@ -207,6 +226,12 @@ impl StoreError {
         }
     }
 
+    /// A fault that does not pass by itself while the daemon runs: the database
+    /// file gone or replaced, which the daemon never opens again on its own.
+    pub(crate) fn lasts_until_restart(&self) -> bool {
+        matches!(self, StoreError::Gone { .. } | StoreError::Replaced { .. })
+    }
+
     /// A lock held by another connection: waiting helps.
     pub(crate) fn is_busy(&self) -> bool {
         let code = match self {
@@ -215,6 +240,8 @@ impl StoreError {
             | StoreError::OlderSchema { .. }
             | StoreError::CreateDir { .. }
             | StoreError::NotAFile { .. }
+            | StoreError::Gone { .. }
+            | StoreError::Replaced { .. }
             | StoreError::Spill(_)
             | StoreError::PgConnect { .. }
             | StoreError::PgConnection { .. }

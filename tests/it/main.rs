@@ -16,6 +16,7 @@ mod pg_contract;
 mod pg_faults;
 mod pg_feed;
 mod retractions;
+mod silent;
 mod support;
 mod support_pg;
 mod times;

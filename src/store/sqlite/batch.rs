@@ -14,6 +14,7 @@ use rusqlite::{
     Connection, OptionalExtension, Statement, Transaction, TransactionBehavior, params,
 };
 
+use super::DatabaseFile;
 use super::flights::{self, Flights};
 use super::rebuild;
 use super::runs::{Runs, Staged};
@@ -98,10 +99,17 @@ pub(super) struct Writer {
     /// Whether a batch large against the table drops and builds again its
     /// secondary indexes (`store::sqlite::rebuild`).
     pub(super) sorted_index_builds: bool,
+    /// The database file, checked again just before the commit.
+    file: Option<DatabaseFile>,
 }
 
 impl Writer {
-    pub(super) fn new(digest: &str, file_name: &str, now: &str) -> Writer {
+    pub(super) fn new(
+        digest: &str,
+        file_name: &str,
+        now: &str,
+        file: Option<DatabaseFile>,
+    ) -> Writer {
         Writer {
             digest: digest.to_owned(),
             file_name: file_name.to_owned(),
@@ -112,6 +120,7 @@ impl Writer {
             replaced: RefCell::new(HashMap::new()),
             flights: Flights::default(),
             sorted_index_builds: true,
+            file,
         }
     }
 }
@@ -682,6 +691,9 @@ impl Writer {
             less.execute([batch_ref, rows])?;
         }
         drop(less);
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
         let started = std::time::Instant::now();
         tx.commit()?;
         log::debug!("committed in {:?}", started.elapsed());

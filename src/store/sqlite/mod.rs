@@ -32,6 +32,51 @@ pub struct SqliteStore {
     run_bytes: usize,
     /// See `Store::set_sorted_index_builds`.
     sorted_index_builds: bool,
+    /// The file opened for writing, checked before each batch and its commit.
+    file: Option<DatabaseFile>,
+}
+
+/// The database file a writer opened, by device and inode: a file deleted, renamed
+/// or replaced under a running daemon is noticed before the next commit, which
+/// would otherwise go into a file that no longer lies at the path (and vanish at
+/// the next start).
+#[derive(Debug, Clone)]
+pub(crate) struct DatabaseFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl DatabaseFile {
+    /// The file now at `path`, just opened.
+    fn opened(path: &Path) -> Result<DatabaseFile, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|_| StoreError::Gone {
+            path: path.to_owned(),
+        })?;
+        Ok(DatabaseFile {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// `Err` when the path no longer leads to the opened file. A look that fails
+    /// for another reason (a folder not searchable any more) is left to SQLite's
+    /// own statements to report.
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if (meta.dev(), meta.ino()) == (self.dev, self.ino) => Ok(()),
+            Ok(_) => Err(StoreError::Replaced {
+                path: self.path.clone(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Gone {
+                path: self.path.clone(),
+            }),
+            Err(_) => Ok(()),
+        }
+    }
 }
 
 /// The folder of the database file at `path`.
@@ -46,12 +91,14 @@ impl SqliteStore {
     /// Opens (creating if missing) the database at `path` and brings its schema up
     /// to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = connect::read_write(path)?;
         Ok(SqliteStore {
-            conn: connect::read_write(path)?,
+            conn,
             path: path.to_owned(),
             spill_dirs: vec![folder_of(path)],
             run_bytes: runs::RUN_BYTES,
             sorted_index_builds: true,
+            file: Some(DatabaseFile::opened(path)?),
         })
     }
 
@@ -65,6 +112,7 @@ impl SqliteStore {
             spill_dirs: vec![folder_of(path), std::env::temp_dir()],
             run_bytes: runs::RUN_BYTES,
             sorted_index_builds: true,
+            file: None,
         })
     }
 
@@ -77,6 +125,7 @@ impl SqliteStore {
             spill_dirs: vec![std::env::temp_dir()],
             run_bytes: runs::RUN_BYTES,
             sorted_index_builds: true,
+            file: None,
         })
     }
 
@@ -194,7 +243,10 @@ impl SqliteStore {
         file_name: &str,
         now: &str,
     ) -> Result<Option<batch::Batch<'_>>, StoreError> {
-        let mut writer = batch::Writer::new(digest, file_name, now);
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
+        let mut writer = batch::Writer::new(digest, file_name, now, self.file.clone());
         writer.sorted_index_builds = self.sorted_index_builds;
         let runs = self.spill();
         batch::begin(&mut self.conn, runs, digest, Box::new(writer))

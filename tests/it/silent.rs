@@ -1,0 +1,145 @@
+//! Nothing lost silently, through the real binary: a writer that pauses under the
+//! final name and writes after its file was archived, the database file deleted or
+//! replaced under a serving daemon, and a cut file's first sight across a restart.
+
+use std::fs;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn batch(flight: &str) -> String {
+    json_batch(&[event(
+        flight,
+        "off_blocks",
+        "2026-12-01T10:05:00Z",
+        None,
+        "{}",
+    )])
+}
+
+/// `spoolite status` of the site: its exit code and its text.
+fn status(site: &Site, json: bool) -> (i32, String) {
+    let mut command: Command = site.status_command();
+    if json {
+        command.arg("--json");
+    }
+    let output = command.output().expect("run spoolite status");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code().expect("exit code"), text)
+}
+
+fn serve(site: &Site) -> Daemon {
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(["--settle", "100ms", "--rescan", "1s"]),
+    );
+    daemon.wait_serving(site);
+    daemon
+}
+
+fn stop(mut daemon: Daemon) {
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(10), "exit after SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_database_deleted_under_a_serving_daemon_holds_files_until_a_restart() {
+    let site = Site::new();
+    let mut daemon = serve(&site);
+    site.drop_file("one.json", batch("DEL1"));
+    daemon.wait(WAIT, "one.json archived", || {
+        site.archived() == ["one.json"]
+    });
+    // As an operator's `rm s.db s.db-wal s.db-shm`.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = site.db.clone().into_os_string();
+        path.push(suffix);
+        let _ = fs::remove_file(path);
+    }
+    site.drop_file("two.json", batch("DEL2"));
+    daemon.wait(WAIT, "the fault logged", || site.log().contains("is gone"));
+    assert_eq!(site.waiting(), ["two.json"]);
+    assert_eq!(site.archived(), ["one.json"]);
+    assert!(
+        !site.db.exists(),
+        "a new database was created by the daemon"
+    );
+    let line = site
+        .log()
+        .lines()
+        .find(|l| l.contains("is gone"))
+        .expect("the line")
+        .to_owned();
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(&site.db.display().to_string()), "{line}");
+    // The state file is written at most once a second.
+    let mut said = (0, String::new());
+    wait_until(WAIT, "status tells the fault", || {
+        said = status(&site, false);
+        said.1.contains("is gone")
+    });
+    assert_ne!(said.0, 0, "{}", said.1);
+    daemon.assert_running("the database gone");
+
+    stop(daemon);
+    let daemon = serve(&site);
+    wait_until(WAIT, "two.json archived after the restart", || {
+        site.archived() == ["one.json", "two.json"]
+    });
+    // What was in the deleted file is gone with it; the new one holds two.json.
+    assert_eq!(
+        query(&site.db, "SELECT flight_id FROM duty_event"),
+        [["DEL2"]]
+    );
+    assert_eq!(site.log().matches("is gone").count(), 1, "{}", site.log());
+    stop(daemon);
+}
+
+#[test]
+fn a_database_replaced_under_a_serving_daemon_is_written_only_after_a_restart() {
+    let site = Site::new();
+    let mut daemon = serve(&site);
+    site.drop_file("one.json", batch("REP1"));
+    daemon.wait(WAIT, "one.json archived", || {
+        site.archived() == ["one.json"]
+    });
+    // Another database, made aside and renamed over the daemon's.
+    let other = site.dir.path().join("other.db");
+    let other_batch = write(site.dir.path(), "other.json", batch("OTHER"));
+    let (code, _) = ingest_json(&other, &[&other_batch]);
+    assert_eq!(code, 0);
+    fs::rename(&other, &site.db).expect("replace the database");
+    let before = snapshot(&site.db);
+
+    site.drop_file("two.json", batch("REP2"));
+    daemon.wait(WAIT, "the fault logged", || {
+        site.log().contains("was replaced")
+    });
+    assert_eq!(site.waiting(), ["two.json"]);
+    assert_eq!(snapshot(&site.db), before, "the replacement was written to");
+    let mut said = (0, String::new());
+    wait_until(WAIT, "status tells the fault", || {
+        said = status(&site, true);
+        said.1.contains("was replaced")
+    });
+    assert_eq!(said.0, 1, "{}", said.1);
+
+    stop(daemon);
+    let daemon = serve(&site);
+    wait_until(WAIT, "two.json archived after the restart", || {
+        site.archived() == ["one.json", "two.json"]
+    });
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT flight_id FROM duty_event ORDER BY flight_id"
+        ),
+        [["OTHER"], ["REP2"]]
+    );
+    stop(daemon);
+}
