@@ -18,6 +18,8 @@ pub(crate) struct Metrics {
     pub(crate) files_processed: u64,
     pub(crate) files_skipped: u64,
     pub(crate) files_rejected: u64,
+    /// Archived files that changed after their move and went back to incoming/.
+    pub(crate) files_changed_after_archive: u64,
     pub(crate) events: Counts,
     /// Unix time of the last file processed or skipped.
     pub(crate) last_success_unix_s: Option<f64>,
@@ -95,6 +97,13 @@ impl Metrics {
                 by_outcome("skipped_duplicate", self.files_skipped),
                 by_outcome("rejected", self.files_rejected),
             ],
+        );
+        text.family(
+            "spoolite_files_changed_after_archive_total",
+            "counter",
+            "Archived files that changed after their move (a writer still writing under the \
+             final name) and went back to incoming/ to be taken again.",
+            &[sample("", &self.files_changed_after_archive)],
         );
         let e = &self.events;
         text.family(

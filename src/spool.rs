@@ -240,8 +240,8 @@ impl Spool {
     }
 
     /// Moves `name` from incoming/ into archive/, if it is still the file `read`
-    /// describes; returns its final name there, as recorded.
-    pub(crate) fn archive(&self, name: &OsStr, read: &FileIdentity) -> Result<String, MoveError> {
+    /// describes; returns its final name there.
+    pub(crate) fn archive(&self, name: &OsStr, read: &FileIdentity) -> Result<OsString, MoveError> {
         self.check_unchanged(name, read)?;
         let room = names::name_bytes_max(&self.archive);
         let archive = &self.archive;
@@ -301,7 +301,28 @@ impl Spool {
         )?;
         sync_dir(rejected)?;
         sync_dir(&self.incoming)?;
-        Ok(final_name)
+        Ok(names::lossy(&final_name))
+    }
+
+    /// Moves `name` from archive/ back into incoming/ (under that name, or a
+    /// numbered one when incoming/ has it), to be taken again: a file that changed
+    /// after it was archived. Returns its name in incoming/.
+    pub(crate) fn unarchive(&self, name: &OsStr) -> io::Result<OsString> {
+        let room = names::name_bytes_max(&self.incoming);
+        let incoming = &self.incoming;
+        let taken = |candidate: &OsStr| exists(&incoming.join(candidate));
+        let back = move_to_free_name(
+            &self.archive,
+            name,
+            incoming,
+            room,
+            taken,
+            |_| Ok(()),
+            |_| {},
+        )?;
+        sync_dir(incoming)?;
+        sync_dir(&self.archive)?;
+        Ok(back)
     }
 
     /// `MoveError::Changed` unless incoming/`name` is still the file `read`
@@ -392,7 +413,7 @@ fn move_to_free_name(
     taken: impl Fn(&OsStr) -> io::Result<bool>,
     before: impl Fn(&OsStr) -> io::Result<()>,
     undo: impl Fn(&OsStr),
-) -> io::Result<String> {
+) -> io::Result<OsString> {
     let source = from.join(name);
     let no_free_name = |why: String| {
         io::Error::other(format!(
@@ -416,7 +437,7 @@ fn move_to_free_name(
             .ok_or_else(|| no_free_name("every counter is taken".to_owned()))?;
         before(&candidate)?;
         match rename_no_replace(&source, &to.join(&candidate)) {
-            Ok(()) => return Ok(names::lossy(&candidate)),
+            Ok(()) => return Ok(candidate),
             // Taken since we looked; the next search counts against the same tries.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => undo(&candidate),
             Err(e) => return Err(e),
@@ -794,10 +815,9 @@ mod tests {
         assert_eq!(listing.files.len(), 1);
         let waiting = &listing.files[0];
         assert_eq!(waiting.name, name);
-        assert_eq!(
-            spool.archive(name, &waiting.identity).unwrap(),
-            "caf\u{fffd}.json"
-        );
+        let moved = spool.archive(name, &waiting.identity).unwrap();
+        assert_eq!(moved, name);
+        assert_eq!(names::lossy(&moved), "caf\u{fffd}.json");
         assert!(spool.archive.join(name).is_file());
         let read = drop_file(&spool, name, b"x");
         assert_eq!(
@@ -900,7 +920,7 @@ mod tests {
             assert!(moved.len() + REASON_SUFFIX.len() <= NAME_BYTES, "{moved}");
             let read = drop_file(&spool, &name, format!("{copy}").as_bytes());
             let moved = spool.archive(&name, &read).unwrap();
-            assert!(moved.len() <= NAME_BYTES, "{moved}");
+            assert!(moved.len() <= NAME_BYTES, "{moved:?}");
         }
     }
 
@@ -988,7 +1008,10 @@ mod tests {
         }
         let read = drop_file(&spool, name, b"x");
         let moved = spool.archive(name, &read).unwrap();
-        assert_eq!(moved, format!("a.{}.json", NAME_TRIES_LINEAR + 7));
+        assert_eq!(
+            moved,
+            OsString::from(format!("a.{}.json", NAME_TRIES_LINEAR + 7))
+        );
     }
 
     #[test]

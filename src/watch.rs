@@ -1,4 +1,5 @@
-//! The doorbell on incoming/: notify's callback only rings, on a channel of one.
+//! The doorbell on incoming/ (and on archive/, for a file written to after its
+//! move): notify's callback only rings, on a channel of one.
 //! What is ready is decided by the daemon's loop, which lists the folder itself;
 //! events can be lost (queue overflow, inotify limits, network mounts), and the
 //! loop's rescan timer covers that.
@@ -22,13 +23,33 @@ pub(crate) fn watch(
     dir: &Path,
     doorbell: Sender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
+    watch_for(dir, "incoming/", can_make_ready, doorbell)
+}
+
+/// Watches archive/ (not its subfolders) and rings `doorbell` when a file in it is
+/// written to: a writer still writing under the final name after the move, which
+/// the daemon moves back to incoming/. The daemon's own moves into archive/ do
+/// not ring.
+pub(crate) fn watch_archive(
+    dir: &Path,
+    doorbell: Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    watch_for(dir, "archive/", can_change_archived, doorbell)
+}
+
+fn watch_for(
+    dir: &Path,
+    shown: &'static str,
+    rings: fn(&EventKind) -> bool,
+    doorbell: Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let ring = match &event {
             Err(error) => {
-                log::warn!("watch incoming/: {error}; relying on the rescan");
+                log::warn!("watch {shown}: {error}; relying on the rescan");
                 true
             }
-            Ok(event) => event.need_rescan() || can_make_ready(&event.kind),
+            Ok(event) => event.need_rescan() || rings(&event.kind),
         };
         if ring {
             // A full channel means a wake-up is already pending: nothing is lost.
@@ -49,6 +70,18 @@ pub(crate) fn can_make_ready(kind: &EventKind) -> bool {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
         EventKind::Remove(_) => false,
+        EventKind::Any | EventKind::Other => true,
+    }
+}
+
+/// Whether an event of this kind can mean that an archived file was written to.
+/// Names coming and going (the daemon's own moves, retention) do not ring.
+pub(crate) fn can_change_archived(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Modify(ModifyKind::Name(_)) => false,
+        EventKind::Modify(_) => true,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Create(_) | EventKind::Remove(_) => false,
         EventKind::Any | EventKind::Other => true,
     }
 }
@@ -81,6 +114,29 @@ mod tests {
         }
         for kind in quiet {
             assert!(!can_make_ready(&kind), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_write_to_an_archived_file_rings() {
+        let rings = [
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Other,
+        ];
+        let quiet = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Remove(RemoveKind::File),
+        ];
+        for kind in rings {
+            assert!(can_change_archived(&kind), "{kind:?}");
+        }
+        for kind in quiet {
+            assert!(!can_change_archived(&kind), "{kind:?}");
         }
     }
 }

@@ -12,10 +12,12 @@
 //! given, which it hands to `ingest` for the time written into the inbox, so that
 //! its tests choose them all. Its parts: `schedule` (the tracked files, the queue,
 //! the timers and a file's retries), `take` (one file through `ingest` and out of
-//! incoming/), `database` (the store, its back-off and checkpoints), `in_doubt`
+//! incoming/), `archived` (the files archived within `--partial-timeout`, watched
+//! for a writer that wrote on), `database` (the store, its back-off and checkpoints), `in_doubt`
 //! (PostgreSQL's unacknowledged commits), `publish` (the metrics and state files)
 //! and `report` (what a step did, and its log lines).
 
+mod archived;
 mod database;
 mod in_doubt;
 mod publish;
@@ -38,6 +40,7 @@ use crate::service::Notifier;
 use crate::spool::{Spool, SpoolError};
 use crate::store::{Db, Store, StoreError};
 
+use archived::Archived;
 use database::Database;
 use in_doubt::CommitInDoubt;
 use publish::Publisher;
@@ -79,6 +82,7 @@ pub(crate) struct Daemon {
     stop: Arc<AtomicBool>,
     clock: Box<dyn Clock + Send>,
     schedule: Schedule,
+    archived: Archived,
     database: Database,
     in_doubt: CommitInDoubt,
     publisher: Publisher,
@@ -108,6 +112,7 @@ impl Daemon {
             stop,
             clock,
             schedule,
+            archived: Archived::default(),
             database: Database::new(store),
             in_doubt: CommitInDoubt::default(),
             publisher,
@@ -128,6 +133,7 @@ impl Daemon {
 
     fn work(&mut self, now: Instant) -> Report {
         if self.schedule.queue_is_empty() && self.schedule.listing_due(now) {
+            self.look_at_archived(now);
             self.schedule.list(&self.spool, now);
             self.publisher.listed();
             if self.schedule.queue_is_empty()
@@ -156,6 +162,15 @@ impl Daemon {
                 name: names::lossy(&name),
                 why,
             },
+        }
+    }
+
+    /// Moves back to incoming/ the archived files a writer changed since, so that
+    /// the listing that follows finds them.
+    fn look_at_archived(&mut self, now: Instant) {
+        let moved = self.archived.look(&self.spool, now);
+        if !moved.is_empty() {
+            self.publisher.changed_after_archive(moved.len() as u64);
         }
     }
 
@@ -265,11 +280,14 @@ pub fn run(
     };
     // The watch goes in before the first listing, so nothing dropped between the
     // two is missed.
-    let _watcher =
-        crate::watch::watch(&spool.incoming, doorbell).map_err(|source| DaemonError::Watch {
-            path: spool.incoming.clone(),
-            source,
-        })?;
+    let watch_error = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| DaemonError::Watch { path, source }
+    };
+    let _watcher = crate::watch::watch(&spool.incoming, doorbell.clone())
+        .map_err(watch_error(&spool.incoming))?;
+    let _archive_watcher = crate::watch::watch_archive(&spool.archive, doorbell)
+        .map_err(watch_error(&spool.archive))?;
     log::info!(
         "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
         config.spool.display(),

@@ -92,6 +92,12 @@ impl Publisher {
         self.metrics.observe_outcome(outcome, elapsed, wall);
     }
 
+    /// `files` archived files changed after their move and went back to incoming/.
+    pub(crate) fn changed_after_archive(&mut self, files: u64) {
+        self.metrics.files_changed_after_archive += files;
+        self.figures_changed = true;
+    }
+
     /// How long until a figure that changed may be written, when one did.
     pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         self.figures_changed.then(|| self.publish_wait(now))

@@ -160,7 +160,9 @@ impl Daemon {
                 let rejected_at = format_millis(self.clock.wall());
                 let reason =
                     |_: &str| crate::report::reason_json(&recorded, &outcome, &rejected_at);
-                self.spool.reject(name, read, outcome.digest(), reason)
+                self.spool
+                    .reject(name, read, outcome.digest(), reason)
+                    .map(OsString::from)
             }
             _ => self.spool.archive(name, read),
         };
@@ -182,11 +184,18 @@ impl Daemon {
         if committed {
             self.database.committed();
         }
+        if let (false, Some(digest)) = (
+            matches!(outcome, Outcome::Rejected { .. }),
+            outcome.digest(),
+        ) {
+            let until = now + self.config.partial_timeout;
+            self.archived.watch(&final_name, read, digest, until);
+        }
         self.schedule.forget(name);
         Report::Took {
             name: recorded,
             outcome,
-            final_name,
+            final_name: names::lossy(&final_name),
             elapsed: self.clock.now().saturating_duration_since(started),
         }
     }

@@ -516,3 +516,57 @@ fn a_database_file_deleted_or_replaced_under_the_daemon_holds_files_back() {
     let mut store = Store::open(&Db::Sqlite(h.db.clone())).expect("open");
     assert_eq!(store.totals().expect("totals").batches, 2);
 }
+
+fn line(flight: &str) -> String {
+    format!(
+        "{{\"flight_id\":\"{flight}\",\"event_kind\":\"off_blocks\",\"instant_utc\":\"2026-12-01T10:05:00Z\"}}\n"
+    )
+}
+
+/// A writer that wrote under the final name, paused past the settle time at a line
+/// boundary, and wrote on after the move: the file goes back to incoming/ and is
+/// taken again, so that archive/ holds only bytes whose digest is in the inbox.
+#[test]
+fn an_archived_file_written_to_within_the_partial_timeout_is_taken_again() {
+    let mut h = Harness::with_partial_timeout(PARTIAL);
+    h.drop_file("pause.ndjson", &line("P1"));
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    assert_eq!(took(&h.at(2.0)), ("pause.ndjson", "processed"));
+    assert_eq!(h.archived(), ["pause.ndjson"]);
+    assert_eq!(h.daemon.archived.len(), 1);
+
+    let archived = h.spool.archive.join("pause.ndjson");
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(&archived)
+        .expect("open");
+    std::io::Write::write_all(&mut file, line("P2").as_bytes()).expect("write on");
+    drop(file);
+    let whole = fs::read(&archived).expect("read");
+    h.daemon.notify();
+    assert!(matches!(h.at(3.0), Report::Idle { .. }));
+    assert!(h.archived().is_empty(), "{:?}", h.archived());
+    assert!(h.spool.incoming.join("pause.ndjson").exists());
+    assert_eq!(h.daemon.publisher.metrics().files_changed_after_archive, 1);
+
+    assert!(matches!(h.at(4.0), Report::Idle { .. }));
+    let report = h.at(5.0);
+    let Report::Took {
+        outcome: crate::ingest::Outcome::Processed { counts, digest, .. },
+        ..
+    } = &report
+    else {
+        panic!("expected the file processed again, got {report:?}");
+    };
+    assert_eq!((counts.inserted, counts.unchanged), (1, 1), "{counts:?}");
+    assert_eq!(h.archived(), ["pause.ndjson"]);
+    use sha2::Digest;
+    assert_eq!(*digest, hex::encode(sha2::Sha256::digest(&whole)));
+    let mut store = Store::open(&Db::Sqlite(h.db.clone())).expect("open");
+    assert!(store.contains_batch(digest).expect("inbox"));
+
+    // Unchanged past the partial timeout: no longer watched.
+    h.daemon.notify();
+    assert!(matches!(h.at(5.0 + 61.0), Report::Idle { .. }));
+    assert_eq!(h.daemon.archived.len(), 0);
+}

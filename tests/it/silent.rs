@@ -3,6 +3,7 @@
 //! replaced under a serving daemon, and a cut file's first sight across a restart.
 
 use std::fs;
+use std::io::Write;
 use std::process::Command;
 use std::time::Duration;
 
@@ -141,5 +142,78 @@ fn a_database_replaced_under_a_serving_daemon_is_written_only_after_a_restart() 
         ),
         [["OTHER"], ["REP2"]]
     );
+    stop(daemon);
+}
+
+fn ndjson_line(flight: &str) -> String {
+    event(flight, "off_blocks", "2026-12-01T10:05:00Z", None, "{}") + "\n"
+}
+
+#[test]
+fn a_writer_that_pauses_under_the_final_name_loses_nothing() {
+    let site = Site::new();
+    let metrics = site.dir.path().join("spoolite.prom");
+    let mut daemon = site.spawn(
+        site.run_command()
+            .args(["--settle", "200ms", "--rescan", "1s"])
+            .arg("--metrics-file")
+            .arg(&metrics),
+    );
+    daemon.wait_serving(&site);
+    // As `( echo line1; sleep 4; echo line2 ) > incoming/pause.ndjson`: the writer
+    // keeps its descriptor, and writes on after the daemon moved the file.
+    let mut writer = fs::File::create(site.incoming().join("pause.ndjson")).expect("create");
+    writer
+        .write_all(ndjson_line("PAUSE1").as_bytes())
+        .expect("line 1");
+    writer.flush().expect("flush");
+    daemon.wait(WAIT, "line 1 archived", || {
+        site.archived() == ["pause.ndjson"]
+    });
+    writer
+        .write_all(ndjson_line("PAUSE2").as_bytes())
+        .expect("line 2");
+    drop(writer);
+    let whole = (ndjson_line("PAUSE1") + &ndjson_line("PAUSE2")).into_bytes();
+
+    daemon.wait(WAIT, "both lines stored", || {
+        site.db.exists()
+            && query(&site.db, "SELECT count(*) FROM duty_event") == [["2"]]
+            && site.archived() == ["pause.ndjson"]
+    });
+    assert!(site.waiting().is_empty(), "{:?}", site.waiting());
+    // archive/ holds only bytes whose digest is in the inbox.
+    let archived = fs::read(site.archive().join("pause.ndjson")).expect("read");
+    assert_eq!(archived, whole);
+    let digests = query(
+        &site.db,
+        "SELECT batch_digest FROM ingest_inbox ORDER BY batch_ref",
+    );
+    assert_eq!(digests.len(), 2, "{digests:?}");
+    assert_eq!(digests[1][0], sha256_hex(&whole));
+    assert_eq!(
+        query(
+            &site.db,
+            "SELECT flight_id FROM duty_event ORDER BY flight_id"
+        ),
+        [["PAUSE1"], ["PAUSE2"]]
+    );
+    let log = site.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("changed after it was archived"))
+        .unwrap_or_else(|| panic!("no warning: {log}"));
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains(&digests[0][0]), "{warning}");
+    assert!(warning.contains(&sha256_hex(&whole)), "{warning}");
+    assert!(
+        warning.contains("moved back to incoming/pause.ndjson"),
+        "{warning}"
+    );
+    daemon.wait(WAIT, "the metric counts it", || {
+        fs::read_to_string(&metrics)
+            .unwrap_or_default()
+            .contains("spoolite_files_changed_after_archive_total 1\n")
+    });
     stop(daemon);
 }

@@ -1,0 +1,192 @@
+//! The files archived within the last `--partial-timeout`, watched for a writer that
+//! went on writing after the move: one that wrote under the final name and paused
+//! past `--settle` at a line boundary of an NDJSON file, so that the file looked
+//! complete. A watched file whose size or modification time changes is logged and
+//! moved back to incoming/, to be taken again (its events already stored come out
+//! `unchanged`, the new ones `inserted`), so that archive/ only ever holds bytes
+//! whose digest is in the inbox, whatever the writer did.
+//!
+//! The daemon looks at them before each listing of incoming/; a write in archive/
+//! rings the doorbell (`watch::watch_archive`), and the rescan covers a lost event.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::names;
+use crate::spool::{FileIdentity, Spool};
+
+use super::LOG_TARGET;
+
+/// At most this many archived files are watched at once; beyond it the oldest
+/// watch ends early (a backlog of small files archives thousands a minute).
+pub(super) const WATCHED_MAX: usize = 10_000;
+
+/// What is watched of an archived file: which file (device and inode), its size
+/// and modification time when it was archived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_s: i64,
+    mtime_ns: i64,
+}
+
+impl From<&FileIdentity> for Seen {
+    fn from(read: &FileIdentity) -> Seen {
+        Seen {
+            dev: read.dev,
+            ino: read.ino,
+            size: read.size,
+            mtime_s: read.mtime_s,
+            mtime_ns: read.mtime_ns,
+        }
+    }
+}
+
+impl Seen {
+    fn of(meta: &std::fs::Metadata) -> Seen {
+        Seen {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_s: meta.mtime(),
+            mtime_ns: meta.mtime_nsec(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Watched {
+    /// Its name in archive/.
+    name: OsString,
+    /// The digest of the bytes committed.
+    digest: String,
+    seen: Seen,
+    until: Instant,
+}
+
+/// An archived file that changed and was moved back to incoming/.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct MovedBack {
+    /// Its name in archive/, as recorded.
+    pub(crate) archived: String,
+    /// Its name in incoming/ now, as recorded.
+    pub(crate) incoming: String,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Archived {
+    /// In the order they were archived, so the oldest watch ends first.
+    watched: VecDeque<Watched>,
+}
+
+impl Archived {
+    /// Watches `name`, just archived with the bytes of `digest`, until `until`.
+    /// `read` is the file as it was read and found unchanged just before its move
+    /// (a look after the move could miss a write made in between).
+    pub(crate) fn watch(
+        &mut self,
+        name: &OsStr,
+        read: &FileIdentity,
+        digest: &str,
+        until: Instant,
+    ) {
+        if self.watched.len() >= WATCHED_MAX {
+            self.watched.pop_front();
+        }
+        self.watched.push_back(Watched {
+            name: name.to_owned(),
+            digest: digest.to_owned(),
+            seen: Seen::from(read),
+            until,
+        });
+    }
+
+    /// How many files are watched.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// Ends the watches that are over, and moves back to incoming/ every watched
+    /// file that changed; says which.
+    pub(crate) fn look(&mut self, spool: &Spool, now: Instant) -> Vec<MovedBack> {
+        let mut moved = Vec::new();
+        self.watched.retain(|watched| {
+            if now >= watched.until {
+                return false;
+            }
+            let path = spool.archive.join(&watched.name);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                return false; // deleted or renamed by someone: nothing of ours
+            };
+            let seen = Seen::of(&meta);
+            if (seen.dev, seen.ino) != (watched.seen.dev, watched.seen.ino) {
+                return false; // another file under the name: not the one archived
+            }
+            if seen == watched.seen {
+                return true;
+            }
+            if let Some(back) = move_back(spool, watched, &seen) {
+                moved.push(back);
+            }
+            false
+        });
+        moved
+    }
+}
+
+/// Logs the change of an archived file and moves it back to incoming/; `None`
+/// (logged) when the move fails, and the file is no longer watched.
+fn move_back(spool: &Spool, watched: &Watched, seen: &Seen) -> Option<MovedBack> {
+    let archived = names::lossy(&watched.name);
+    let now_digest = digest_of(&spool.archive.join(&watched.name))
+        .unwrap_or_else(|error| format!("unknown ({error})"));
+    let change = format!(
+        "archive/{} changed after it was archived (size {} -> {} bytes): a writer wrote on \
+         under its final name; committed sha256 {}, now {now_digest}",
+        names::escaped(&archived),
+        watched.seen.size,
+        seen.size,
+        watched.digest,
+    );
+    match spool.unarchive(&watched.name) {
+        Ok(back) => {
+            let incoming = names::lossy(&back);
+            log::warn!(
+                target: LOG_TARGET,
+                "{change}; moved back to incoming/{} to be taken again",
+                names::escaped(&incoming)
+            );
+            Some(MovedBack { archived, incoming })
+        }
+        Err(error) => {
+            log::error!(
+                target: LOG_TARGET,
+                "{change}; moving it back to incoming/ failed: {error}; move it there by hand"
+            );
+            None
+        }
+    }
+}
+
+/// The SHA-256 of a file's bytes, in lowercase hex.
+fn digest_of(path: &std::path::Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(hex::encode(hasher.finalize())),
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
