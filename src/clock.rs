@@ -27,6 +27,19 @@ pub fn format_millis(time: SystemTime) -> String {
     )
 }
 
+/// The time `format_millis` wrote (any RFC 3339 instant is read); `None` when the
+/// text is not one.
+pub(crate) fn parse_millis(text: &str) -> Option<SystemTime> {
+    let ts: jiff::Timestamp = text.parse().ok()?;
+    let millis = ts.as_millisecond();
+    let since = std::time::Duration::from_millis(millis.unsigned_abs());
+    if millis >= 0 {
+        SystemTime::UNIX_EPOCH.checked_add(since)
+    } else {
+        SystemTime::UNIX_EPOCH.checked_sub(since)
+    }
+}
+
 /// The current time as spoolite writes it, from the real clock: for the benchmark
 /// and the tests, since the product reads the time from the `Clock` it is given.
 pub fn now_utc() -> String {
@@ -69,5 +82,12 @@ mod tests {
         assert_eq!(at(1_764_582_229_152), "2025-12-01T09:43:49.152Z");
         assert!(at(1_764_582_229_150) < at(1_764_582_229_152));
         assert_eq!(now_utc().len(), "2026-12-01T09:43:49.150Z".len());
+    }
+
+    #[test]
+    fn what_format_millis_writes_reads_back() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_582_229_150);
+        assert_eq!(parse_millis(&format_millis(at)), Some(at));
+        assert_eq!(parse_millis("not a time"), None);
     }
 }

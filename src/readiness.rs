@@ -63,6 +63,30 @@ impl<V: PartialEq> Tracked<V> {
         }
     }
 
+    /// A file a daemon before this one saw first at `first_seen` and last saw
+    /// change at `changed_at` (as the state file told), now seen as `version`:
+    /// when that is the version it saw, its settle time and partial timeout go on
+    /// from then; otherwise the file changed meanwhile, now.
+    pub(crate) fn remembered(
+        version: V,
+        seen: &V,
+        first_seen: Instant,
+        changed_at: Instant,
+        now: Instant,
+    ) -> Tracked<V> {
+        let unchanged = version == *seen;
+        Tracked {
+            changed_at: if unchanged { changed_at } else { now },
+            first_seen,
+            ..Tracked::new(version, now)
+        }
+    }
+
+    /// When the daemon last saw its version change.
+    pub(crate) fn changed_at(&self) -> Instant {
+        self.changed_at
+    }
+
     /// Notes the version seen now; a change restarts the settle time and forgets
     /// that the content was found still arriving. Returns whether it changed.
     pub(crate) fn observe(&mut self, version: V, now: Instant) -> bool {
@@ -112,6 +136,17 @@ impl<V: PartialEq> Tracked<V> {
     #[cfg(test)]
     fn is_still_arriving(&self) -> bool {
         self.still_arriving
+    }
+}
+
+impl Why {
+    /// As the state file and `status --json` write it.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Why::Settling => "settling",
+            Why::StillArriving => "still_arriving",
+            Why::BackingOff => "backing_off",
+        }
     }
 }
 

@@ -72,7 +72,7 @@ pub(crate) struct Listing {
 /// Which file a name stood for, and which version of it: a rewrite in place changes
 /// the size, the times or at least the change time (ctime), which no one can set
 /// back; a replacement by rename changes the inode.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct FileIdentity {
     pub(crate) dev: u64,
     pub(crate) ino: u64,

@@ -35,6 +35,35 @@ pub(crate) struct DaemonState {
     pub(crate) oldest_waiting_seen_at: Option<String>,
     /// The database has failed every try since `since`.
     pub(crate) database_fault: Option<DatabaseFault>,
+    /// The files of incoming/ the daemon has seen longest, oldest first, at most
+    /// `WAITING_KEPT_MAX`: read back at the next start, so that their ages and
+    /// `--partial-timeout` go on across a restart, and named by `status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) waiting: Vec<WaitingFile>,
+}
+
+/// At most this many waiting files are kept in the state file: the oldest, whose
+/// ages `status` and the metrics report. A younger file of a larger backlog starts
+/// its age again after a restart.
+pub(crate) const WAITING_KEPT_MAX: usize = 1000;
+
+/// One file waiting in incoming/, as the daemon saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WaitingFile {
+    /// Its name (each byte that is not UTF-8 as U+FFFD).
+    pub(crate) name: String,
+    /// Why it waits: `temporary_name` (never taken under that name), `settling`,
+    /// `still_arriving` (its content ends early), `backing_off` (a try failed) or
+    /// `ready` (next in line, or held back by a database fault).
+    pub(crate) state: String,
+    /// When the daemon first saw it.
+    pub(crate) first_seen_at: String,
+    /// When the daemon last saw it change (settle and `--partial-timeout` count
+    /// from here).
+    pub(crate) changed_at: String,
+    /// The version then seen: a file that changed while no daemon ran has its
+    /// settle time begin again.
+    pub(crate) version: crate::spool::FileIdentity,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -38,6 +38,7 @@ use crate::names;
 use crate::readiness::Rules;
 use crate::service::Notifier;
 use crate::spool::{Spool, SpoolError};
+use crate::state::DaemonState;
 use crate::store::{Db, Store, StoreError};
 
 use archived::Archived;
@@ -117,6 +118,30 @@ impl Daemon {
             in_doubt: CommitInDoubt::default(),
             publisher,
         }
+    }
+
+    /// Takes over what the daemon before this one told in its state file of the
+    /// files it left waiting, so that their ages and `--partial-timeout` go on.
+    pub(crate) fn remember(&mut self, before: &DaemonState) {
+        let (now, wall) = (self.clock.now(), self.clock.wall());
+        let instant = |text: &str| -> Option<Instant> {
+            let then = crate::clock::parse_millis(text)?;
+            let ago = wall.duration_since(then).unwrap_or_default();
+            Some(earlier(now, ago))
+        };
+        let files = before
+            .waiting
+            .iter()
+            .filter_map(|file| {
+                let remembered = schedule::Remembered {
+                    first_seen: instant(&file.first_seen_at)?,
+                    changed_at: instant(&file.changed_at)?,
+                    version: file.version.clone(),
+                };
+                Some((file.name.clone(), remembered))
+            })
+            .collect();
+        self.schedule.remember(files);
     }
 
     /// The doorbell rang: something in incoming/ may have appeared or changed.
@@ -245,9 +270,21 @@ impl Daemon {
         if !self.publisher.due(now) {
             return;
         }
-        let waiting = self.schedule.waiting();
+        let waiting = self.schedule.waiting(now, crate::state::WAITING_KEPT_MAX);
         let outage = self.database.outage();
         self.publisher.publish(waiting, outage, now, &*self.clock);
+    }
+}
+
+/// `ago` before `now`, or as long before as the monotonic clock reaches (it starts
+/// at boot: a file seen before it waits at least since then).
+fn earlier(now: Instant, ago: Duration) -> Instant {
+    let mut ago = ago;
+    loop {
+        match now.checked_sub(ago) {
+            Some(at) => return at,
+            None => ago /= 2,
+        }
     }
 }
 
@@ -301,7 +338,20 @@ pub fn run(
         .watchdog_every()
         .map_or(config.rescan, |w| w.min(config.rescan));
     let clock = SystemClock;
+    let before = match crate::state::read(&spool.root) {
+        Ok(before) => before,
+        Err(error) => {
+            log::warn!(
+                "read {}: {error}; the ages of waiting files start again",
+                crate::state::path(&spool.root).display()
+            );
+            None
+        }
+    };
     let mut daemon = Daemon::new(spool, store, config, stop.clone(), Box::new(clock));
+    if let Some(before) = &before {
+        daemon.remember(before);
+    }
     notifier.ready();
     while !stop.load(Ordering::SeqCst) {
         if wake.try_recv().is_ok() {

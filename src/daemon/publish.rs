@@ -10,20 +10,23 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock::{Clock, format_millis};
 use crate::ingest::Outcome;
 use crate::metrics::Metrics;
-use crate::state::{self, DaemonState};
+use crate::state::{self, DaemonState, WaitingFile};
 
 use super::LOG_TARGET;
 use super::database::Outage;
+use super::schedule::Listed;
 
 /// The metrics and state files are rewritten at most this often.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
 /// The files waiting in incoming/, as the metrics and the state file tell them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct WaitingFiles {
     pub(crate) count: u64,
     /// When the daemon first saw the one that has waited longest.
     pub(crate) oldest_seen: Option<Instant>,
+    /// The ones seen first, oldest first (at most `state::WAITING_KEPT_MAX`).
+    pub(crate) files: Vec<Listed>,
 }
 
 pub(super) struct Publisher {
@@ -169,11 +172,23 @@ impl Publisher {
         // The wall time of the first sight, from the two clocks read together: the
         // step's `now` may be seconds old (a file that waited on a lock).
         let (mono_now, wall_now) = (clock.now(), clock.wall());
-        self.state.files_waiting = waiting.count;
-        self.state.oldest_waiting_seen_at = oldest.map(|at| {
+        let wall_of = |at: Instant| {
             let ago = mono_now.saturating_duration_since(at);
             format_millis(wall_now.checked_sub(ago).unwrap_or(wall_now))
-        });
+        };
+        self.state.files_waiting = waiting.count;
+        self.state.oldest_waiting_seen_at = oldest.map(wall_of);
+        self.state.waiting = waiting
+            .files
+            .into_iter()
+            .map(|file| WaitingFile {
+                name: crate::names::lossy(&file.name),
+                state: file.state.to_owned(),
+                first_seen_at: wall_of(file.first_seen),
+                changed_at: wall_of(file.changed_at),
+                version: file.version,
+            })
+            .collect();
         self.metrics.database_failing_since_unix_s = outage.map(|outage| {
             let since = outage
                 .since

@@ -38,6 +38,28 @@ pub(super) struct Schedule {
     /// When it was last listed.
     listed_at: Option<Instant>,
     list_retry: Backoff,
+    /// What the daemon before this one told of the files it saw (the state file),
+    /// by name, until the first listing has used it.
+    remembered: HashMap<String, Remembered>,
+}
+
+/// A file that the daemon before this one saw: when first, when it last changed,
+/// and its version then.
+#[derive(Debug, Clone)]
+pub(super) struct Remembered {
+    pub(crate) first_seen: Instant,
+    pub(crate) changed_at: Instant,
+    pub(crate) version: FileIdentity,
+}
+
+/// A file waiting in incoming/, as the state file tells it.
+#[derive(Debug, Clone)]
+pub(super) struct Listed {
+    pub(crate) name: OsString,
+    pub(crate) state: &'static str,
+    pub(crate) first_seen: Instant,
+    pub(crate) changed_at: Instant,
+    pub(crate) version: FileIdentity,
 }
 
 impl Schedule {
@@ -52,7 +74,14 @@ impl Schedule {
             list_at: None,
             listed_at: None,
             list_retry: Backoff::default(),
+            remembered: HashMap::new(),
         }
+    }
+
+    /// What the daemon before this one saw of the files it left waiting: the first
+    /// listing gives those still there their first sight and last change.
+    pub(crate) fn remember(&mut self, files: HashMap<String, Remembered>) {
+        self.remembered = files;
     }
 
     /// The doorbell rang, or something changed that the next listing is to see.
@@ -178,11 +207,22 @@ impl Schedule {
                     tracked.observe(file.identity.clone(), now);
                 }
                 None => {
-                    self.tracked
-                        .insert(file.name.clone(), Tracked::new(file.identity.clone(), now));
+                    let identity = file.identity.clone();
+                    let tracked = match self.remembered.remove(&names::lossy(&file.name)) {
+                        Some(before) => Tracked::remembered(
+                            identity,
+                            &before.version,
+                            before.first_seen,
+                            before.changed_at,
+                            now,
+                        ),
+                        None => Tracked::new(identity, now),
+                    };
+                    self.tracked.insert(file.name.clone(), tracked);
                 }
             }
         }
+        self.remembered.clear();
     }
 
     fn note_ignored(&mut self, ignored: Vec<OsString>) {
@@ -277,11 +317,41 @@ impl Schedule {
     }
 
     /// The files waiting (one pass over the tracked files: done when publishing, at
-    /// most once a second, not on every step of a backlog).
-    pub(crate) fn waiting(&self) -> WaitingFiles {
+    /// most once a second, not on every step of a backlog), the `kept` seen first
+    /// named with why they wait.
+    pub(crate) fn waiting(&self, now: Instant, kept: usize) -> WaitingFiles {
+        let mut files: Vec<Listed> = self
+            .tracked
+            .iter()
+            .map(|(name, tracked)| Listed {
+                name: name.clone(),
+                state: if spool::is_temp_name(name) {
+                    "temporary_name"
+                } else {
+                    match tracked.readiness(&self.rules, now) {
+                        Readiness::Ready => "ready",
+                        Readiness::Wait { why, .. } => why.code(),
+                    }
+                },
+                first_seen: tracked.first_seen,
+                changed_at: tracked.changed_at(),
+                version: tracked.version().clone(),
+            })
+            .collect();
+        let oldest = |a: &Listed, b: &Listed| {
+            a.first_seen
+                .cmp(&b.first_seen)
+                .then_with(|| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()))
+        };
+        if files.len() > kept && kept > 0 {
+            files.select_nth_unstable_by(kept - 1, oldest);
+        }
+        files.truncate(kept);
+        files.sort_by(oldest);
         WaitingFiles {
             count: self.tracked.len() as u64,
-            oldest_seen: self.tracked.values().map(|t| t.first_seen).min(),
+            oldest_seen: files.first().map(|f| f.first_seen),
+            files,
         }
     }
 }

@@ -403,8 +403,10 @@ fn a_cut_file_waits_out_a_two_hour_partial_timeout_on_the_clock_alone_then_is_re
     assert_eq!(state.files_waiting, 1);
     let seen = format_millis(h.clock.wall_at(0));
     assert_eq!(state.oldest_waiting_seen_at.as_deref(), Some(seen.as_str()));
-    // Nothing in it changed since the first look, so it was not written again.
-    assert_eq!(state.written_at, format_millis(h.clock.wall_at(0)));
+    // Nothing in it changed since the file was found still arriving, so it was
+    // not written again.
+    assert_eq!(state.written_at, format_millis(h.clock.wall_at(2)));
+    assert_eq!(state.waiting[0].state, "still_arriving");
     let metrics_file = h.metrics_file.as_ref().expect("a metrics file");
     let metrics = fs::read_to_string(metrics_file).expect("metrics");
     assert!(
@@ -569,4 +571,65 @@ fn an_archived_file_written_to_within_the_partial_timeout_is_taken_again() {
     h.daemon.notify();
     assert!(matches!(h.at(5.0 + 61.0), Report::Idle { .. }));
     assert_eq!(h.daemon.archived.len(), 0);
+}
+
+impl Harness {
+    /// The daemon stopped and another started on the same spool at the same wall
+    /// time, with a monotonic clock of its own (as after a restart), taking over
+    /// what the state file tells.
+    fn restart(&mut self) {
+        let offset = self.clock.offset();
+        let clock = ManualClock {
+            origin: Instant::now() + Duration::from_secs(3600),
+            ..ManualClock::new()
+        };
+        clock.set(offset);
+        let store = Store::open(&Db::Sqlite(self.db.clone())).expect("open store");
+        let config = self.daemon.config.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let before = state::read(&self.spool.root)
+            .expect("read the state file")
+            .expect("a state file");
+        self.daemon = Daemon::new(
+            self.spool.clone(),
+            Some(store),
+            config,
+            stop,
+            Box::new(clock.clone()),
+        );
+        self.daemon.remember(&before);
+        self.clock = clock;
+    }
+}
+
+/// A cut file's first sight and its partial timeout go on across a restart.
+#[test]
+fn a_cut_files_age_and_partial_timeout_survive_a_restart() {
+    let mut h = Harness::with_partial_timeout(PARTIAL);
+    h.drop_file("cut.json", r#"{"events":[{"flight_id":"C1""#);
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    h.expect_still_arriving_at(2.0);
+    assert!(matches!(h.at(40.0), Report::Idle { .. }));
+    let written = state::read(&h.spool.root).expect("read").expect("state");
+    assert_eq!(written.waiting.len(), 1, "{written:?}");
+    assert_eq!(written.waiting[0].name, "cut.json");
+    assert_eq!(written.waiting[0].state, "still_arriving");
+    assert_eq!(
+        written.waiting[0].first_seen_at,
+        format_millis(h.clock.wall_at(0))
+    );
+
+    h.restart();
+    // The first listing after the restart: still seen first at 0 s.
+    h.expect_still_arriving_at(41.0);
+    assert!(matches!(h.at(42.0), Report::Idle { .. }));
+    let state = h.daemon.publisher.state();
+    assert_eq!(
+        state.oldest_waiting_seen_at.as_deref(),
+        Some(format_millis(h.clock.wall_at(0)).as_str())
+    );
+    // Rejected 60 s after its last change (at 0 s), not 60 s after the restart.
+    assert!(matches!(h.at(59.0), Report::Idle { .. }));
+    let report = h.at(60.0);
+    assert_eq!(took(&report), ("cut.json", "rejected"));
 }

@@ -217,3 +217,46 @@ fn a_writer_that_pauses_under_the_final_name_loses_nothing() {
     });
     stop(daemon);
 }
+
+/// `status --json` of the site, parsed.
+fn status_json(site: &Site) -> serde_json::Value {
+    let output = site
+        .status_command()
+        .arg("--json")
+        .output()
+        .expect("run spoolite status");
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+#[test]
+fn a_cut_files_age_goes_on_across_a_restart() {
+    let site = Site::new();
+    let mut daemon = serve(&site);
+    let pid = daemon.pid();
+    site.drop_file("cut.json", r#"{"events":[{"flight_id":"CUT1""#);
+    let mut before = 0.0;
+    daemon.wait(WAIT, "the cut file has waited 3 s", || {
+        let status = status_json(&site);
+        before = status["oldest_waiting_age_s"].as_f64().unwrap_or(0.0);
+        before >= 3.0
+    });
+    stop(daemon);
+
+    let daemon = serve(&site);
+    assert_ne!(daemon.pid(), pid);
+    let mut after = serde_json::Value::Null;
+    wait_until(WAIT, "the new daemon's state file", || {
+        after = status_json(&site);
+        // The age is told only from the serving daemon's own state file.
+        after["served_by"]["pid"] == daemon.pid() && after["oldest_waiting_age_s"].is_number()
+    });
+    let age = after["oldest_waiting_age_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no age: {after}"));
+    assert!(
+        age >= before,
+        "age {age} s after the restart, {before} s before: {after}"
+    );
+    assert_eq!(site.waiting(), ["cut.json"]);
+    stop(daemon);
+}
