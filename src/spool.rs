@@ -65,8 +65,29 @@ pub(crate) struct Waiting {
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
     pub(crate) files: Vec<Waiting>,
-    /// Subfolders, symbolic links, FIFOs, sockets and devices.
-    pub(crate) ignored: Vec<OsString>,
+    /// Subfolders, symbolic links, FIFOs, sockets and devices, each with its kind
+    /// ("a folder", "a FIFO", …).
+    pub(crate) ignored: Vec<(OsString, &'static str)>,
+}
+
+/// What an entry that is not a regular file is, as a log line names it.
+fn kind_of(file_type: fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a folder"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else {
+        "an entry of an unknown kind"
+    }
 }
 
 /// Which file a name stood for, and which version of it: a rewrite in place changes
@@ -233,7 +254,9 @@ impl Spool {
                     identity: FileIdentity::of(&meta),
                 });
             } else {
-                listing.ignored.push(entry.file_name());
+                listing
+                    .ignored
+                    .push((entry.file_name(), kind_of(meta.file_type())));
             }
         }
         Ok(listing)

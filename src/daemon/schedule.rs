@@ -225,18 +225,17 @@ impl Schedule {
         self.remembered.clear();
     }
 
-    fn note_ignored(&mut self, ignored: Vec<OsString>) {
-        for name in &ignored {
+    fn note_ignored(&mut self, ignored: Vec<(OsString, &'static str)>) {
+        for (name, kind) in &ignored {
             if !self.ignored.contains(name) {
                 log::warn!(
                     target: LOG_TARGET,
-                    "incoming/{} is not a regular file (folder, link, FIFO, socket or device): \
-                     left in place, never taken",
+                    "incoming/{} is {kind}, not a regular file: left in place, never taken",
                     names::escaped(&names::lossy(name))
                 );
             }
         }
-        self.ignored = ignored.into_iter().collect();
+        self.ignored = ignored.into_iter().map(|(name, _)| name).collect();
     }
 
     /// A file queued at the listing may have changed or gone since (a long pass

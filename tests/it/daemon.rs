@@ -772,6 +772,19 @@ fn links_fifos_sockets_and_folders_are_never_taken_and_the_daemon_stays_responsi
         let mentions = log.lines().filter(|l| l.contains(name)).count();
         assert_eq!(mentions, 1, "{name} is logged once:\n{log}");
     }
+    // Each named with the kind found.
+    for (name, found) in [
+        ("fifo.json", "a FIFO"),
+        ("folder.json", "a folder"),
+        ("linked.json", "a symbolic link"),
+        ("socket.json", "a socket"),
+    ] {
+        let line = log.lines().find(|l| l.contains(name)).expect("logged");
+        assert!(
+            line.contains(&format!("is {found}, not a regular file")),
+            "{line}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------
