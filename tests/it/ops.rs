@@ -1250,6 +1250,7 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_database_unreachable", "gauge"),
             ("spoolite_database_up", "gauge"),
             ("spoolite_events_total", "counter"),
+            ("spoolite_files_changed_after_archive_total", "counter"),
             ("spoolite_files_total", "counter"),
             ("spoolite_files_waiting", "gauge"),
             ("spoolite_ingest_duration_seconds", "histogram"),
@@ -1257,6 +1258,10 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_oldest_waiting_age_seconds", "gauge"),
             ("spoolite_scans_total", "counter"),
         ])
+    );
+    assert_eq!(
+        sample(&families, "spoolite_files_changed_after_archive_total", &[]),
+        0.0
     );
     for (outcome, count) in [
         ("processed", 3.0),
