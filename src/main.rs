@@ -97,7 +97,8 @@ fn watch_signals(
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
-            log::info!("signal {signal}: finishing the current file, then stopping");
+            let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
+            log::info!("{name}: finishing the current file, then stopping");
             stop.store(true, Ordering::SeqCst);
             // A wait on an analyst's lock gives up at once instead of after 5 s.
             spoolite::store::stop_waiting_for_locks();

@@ -1,0 +1,104 @@
+//! Tests of the command line as an operator meets it: the site defaults file (its
+//! typos, the lines it cannot use, a named file that is missing), `--help`, the
+//! warnings and errors of options, and the names of the signals that stop a
+//! process.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::support::{Site, event, ingest_command, json_batch, spoolite, wait_until};
+
+/// The longest any single wait of these tests may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn exit_code(output: &Output) -> i32 {
+    output.status.code().expect("exit code")
+}
+
+/// Starts `spoolite run` on `site` with `args`, waits for its start-up line and
+/// stops it with `signal`; returns what it logged.
+fn start_and_stop(site: &Site, args: &[&str], signal: libc::c_int) -> String {
+    let before = site.log().len();
+    let mut daemon = site.spawn(site.run_command().args(args));
+    daemon.wait_serving(site);
+    daemon.wait(WAIT, "the start-up line", || {
+        site.log()[before..].contains("serving spool")
+    });
+    daemon.signal(signal);
+    let status = daemon.wait_exit(WAIT, "the daemon to stop");
+    assert_eq!(status.code(), Some(0), "{status}");
+    site.log()[before..].to_owned()
+}
+
+// ---------------------------------------------------------------------------------
+// Signals
+
+#[test]
+fn the_daemon_logs_the_signal_that_stops_it_by_name() {
+    let site = Site::new();
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let log = start_and_stop(&site, &[], signal);
+        assert!(
+            log.contains(&format!(
+                "{name}: finishing the current file, then stopping"
+            )),
+            "{log}"
+        );
+        assert!(!log.contains("signal "), "{log}");
+    }
+}
+
+#[test]
+fn a_follower_logs_the_signal_that_stops_it_by_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("s.db");
+    let batch = dir.path().join("batch.json");
+    let one = event(
+        "BA1-20261201",
+        "takeoff",
+        "2026-12-01T06:00:00Z",
+        None,
+        "{}",
+    );
+    fs::write(&batch, json_batch(&[one])).expect("write batch");
+    assert_eq!(
+        exit_code(&ingest_command(&db).arg(&batch).output().expect("ingest")),
+        0
+    );
+    let log = dir.path().join("follower.log");
+    let mut child = spoolite()
+        .args(["changes", "--follow", "--db"])
+        .arg(&db)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("start spoolite changes --follow");
+    // Its first line is printed once its signal handlers are in place.
+    let stdout = child.stdout.take().expect("stdout");
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines.recv_timeout(WAIT).expect("the follower's first line");
+    let pid = i32::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill(2) on the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut status = None;
+    wait_until(WAIT, "the follower to stop", || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    let log = fs::read_to_string(&log).expect("read log");
+    assert!(log.contains("SIGTERM: stopping"), "{log}");
+    assert!(!log.contains("signal "), "{log}");
+}
