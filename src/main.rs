@@ -63,6 +63,13 @@ fn use_password_file(command: &Command) -> Result<(), String> {
 }
 
 fn run(args: &RunArgs) -> ExitCode {
+    if args.settle.is_zero() {
+        log::warn!(
+            "--settle 0s: a file is taken the moment it is seen, so one that its sender \
+             writes under its final name can be read before it is whole; give --settle \
+             a few seconds (default 2s) unless every sender uploads under a temporary name"
+        );
+    }
     let config = daemon::Config {
         spool: args.spool.spool.clone(),
         db: args.db.db.clone(),

@@ -18,6 +18,9 @@ fn exit_code(output: &Output) -> i32 {
     output.status.code().expect("exit code")
 }
 
+// ---------------------------------------------------------------------------------
+// Options
+
 /// Starts `spoolite run` on `site` with `args`, waits for its start-up line and
 /// stops it with `signal`; returns what it logged.
 fn start_and_stop(site: &Site, args: &[&str], signal: libc::c_int) -> String {
@@ -31,6 +34,29 @@ fn start_and_stop(site: &Site, args: &[&str], signal: libc::c_int) -> String {
     let status = daemon.wait_exit(WAIT, "the daemon to stop");
     assert_eq!(status.code(), Some(0), "{status}");
     site.log()[before..].to_owned()
+}
+
+const SETTLE_0_WARNING: &str = "--settle 0s: a file is taken the moment it is seen, so one \
+    that its sender writes under its final name can be read before it is whole; give \
+    --settle a few seconds (default 2s) unless every sender uploads under a temporary name";
+
+#[test]
+fn settle_0s_is_warned_of_at_start_up() {
+    let site = Site::new();
+    let log = start_and_stop(&site, &["--settle", "0s"], libc::SIGTERM);
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].ends_with(SETTLE_0_WARNING), "{log}");
+    // From its variable too; a settle of some time is not warned of.
+    let mut daemon = site.spawn(site.run_command().env("SPOOLITE_SETTLE", "0ms"));
+    daemon.wait_serving(&site);
+    daemon.wait(WAIT, "the warning", || {
+        site.log().matches(SETTLE_0_WARNING).count() == 2
+    });
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
+    let log = start_and_stop(&site, &["--settle", "100ms"], libc::SIGTERM);
+    assert!(!log.contains("--settle 0s"), "{log}");
 }
 
 // ---------------------------------------------------------------------------------
