@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::builder::{BoolishValueParser, TypedValueParser};
+use clap::builder::TypedValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 
@@ -181,10 +181,10 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub(crate) db: DbArg,
     /// Print one JSON object per file instead of a line of text.
-    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
     /// Validate and classify each file against the database, writing nothing.
-    #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) dry_run: bool,
     #[command(flatten)]
     pub(crate) file_bytes_max: FileBytesMaxArg,
@@ -222,7 +222,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
     /// Print one JSON object instead of text.
-    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
 }
 
@@ -255,7 +255,7 @@ pub struct ChangesArgs {
     /// committed later, within a moment of its commit (PostgreSQL: read every
     /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
     /// flushed after each batch of rows.
-    #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) follow: bool,
 }
 
@@ -276,7 +276,7 @@ pub struct CopyDbArgs {
     /// a daemon's batches), adding the source's batches to them. A batch digest or
     /// an idempotency key both databases hold is refused and nothing is copied; the
     /// copied change_seq values are raised above the target's, keeping their order.
-    #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) into_non_empty: bool,
 }
 
@@ -294,6 +294,18 @@ pub struct KeyArgs {
 /// here, at the edge, and never again.
 fn db_value_parser() -> impl TypedValueParser<Value = Db> {
     clap::builder::OsStringValueParser::new().map(|text| Db::parse(&text))
+}
+
+/// The words a switch (`--json`, `--follow`, …) takes from its variable: those of
+/// clap's `BoolishValueParser`, in any case, with an error that lists them.
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
+        "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a yes or a no: use 1, true, yes or on, or 0, false, no or off"
+        )),
+    }
 }
 
 /// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
@@ -558,6 +570,23 @@ mod tests {
                 ("SPOOLITE_SETTLE", "3s"),
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn switches_from_the_environment_take_yes_and_no_words_and_list_them() {
+        for word in ["1", "true", "YES", "On", "y", "t"] {
+            assert_eq!(parse_switch(word), Ok(true), "{word}");
+        }
+        for word in ["0", "False", "no", "OFF", "n", "f"] {
+            assert_eq!(parse_switch(word), Ok(false), "{word}");
+        }
+        assert_eq!(
+            parse_switch("maybe"),
+            Err(
+                "\"maybe\" is not a yes or a no: use 1, true, yes or on, or 0, false, no or off"
+                    .to_owned()
+            )
         );
     }
 

@@ -18,8 +18,38 @@ fn exit_code(output: &Output) -> i32 {
     output.status.code().expect("exit code")
 }
 
+fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 // ---------------------------------------------------------------------------------
 // Options
+
+#[test]
+fn a_switch_with_a_word_it_does_not_take_lists_the_words_it_takes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (args, variable) in [
+        (&["status"][..], "SPOOLITE_JSON"),
+        (&["ingest", "x.json"][..], "SPOOLITE_DRY_RUN"),
+        (&["changes"][..], "SPOOLITE_FOLLOW"),
+    ] {
+        let output = spoolite()
+            .args(args)
+            .env(variable, "maybe")
+            .current_dir(dir.path())
+            .output()
+            .expect("run spoolite");
+        assert_eq!(exit_code(&output), 2, "{output:?}");
+        let stderr = stderr_of(&output);
+        assert!(
+            stderr.contains(&format!(
+                "(from the environment variable {variable}): \"maybe\" is not a yes or a no: \
+                 use 1, true, yes or on, or 0, false, no or off"
+            )),
+            "{stderr}"
+        );
+    }
+}
 
 /// Starts `spoolite run` on `site` with `args`, waits for its start-up line and
 /// stops it with `signal`; returns what it logged.
