@@ -24,8 +24,12 @@ fn main() -> ExitCode {
     }
     let cli = cli::parse_or_exit(&args, &plan.defaults);
     logging::init();
-    if let Some(error) = &plan.defaults.error {
-        log::warn!("{error}");
+    if let Some(fatal) = &plan.defaults.fatal {
+        eprintln!("spoolite: {fatal}");
+        return ExitCode::from(2);
+    }
+    for warning in &plan.defaults.warnings {
+        log::warn!("{warning}");
     }
     if let Err(message) = use_password_file(&cli.command) {
         eprintln!("spoolite: {message}");

@@ -5,14 +5,40 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use crate::support::{Site, event, ingest_command, json_batch, spoolite, wait_until};
 
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
+
+/// A folder with a defaults file `site.env` holding `text`, where `{dir}` stands for
+/// the folder.
+fn defaults_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("site.env");
+    let text = text.replace("{dir}", &dir.path().display().to_string());
+    fs::write(&file, text).expect("write defaults file");
+    (dir, file)
+}
+
+/// `spoolite status --json` with `SPOOLITE_DEFAULTS_FILE=file`: the exit code, the
+/// object printed and stderr.
+fn status_with_defaults(file: &Path) -> (i32, Value, String) {
+    let output = spoolite()
+        .args(["status", "--json"])
+        .env("SPOOLITE_DEFAULTS_FILE", file)
+        .output()
+        .expect("run spoolite status");
+    let status = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status JSON: {e}: {output:?}"));
+    (exit_code(&output), status, stderr_of(&output))
+}
 
 fn exit_code(output: &Output) -> i32 {
     output.status.code().expect("exit code")
@@ -20,6 +46,123 @@ fn exit_code(output: &Output) -> i32 {
 
 fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The lines of `stderr` that report on `file`, each from the file's name on.
+fn reports_on(stderr: &str, file: &Path) -> Vec<String> {
+    let name = file.display().to_string();
+    stderr
+        .lines()
+        .filter_map(|line| line.find(&name).map(|at| line[at..].to_owned()))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// The site defaults file
+
+#[test]
+fn a_typo_in_the_defaults_file_is_reported_with_its_line_and_not_listed_as_applied() {
+    let (dir, file) = defaults_file(
+        "# the site\nSPOOLITE_SPOOL={dir}/spool\nSPOOLITE_DB={dir}/s.db\n\
+         SPOOLITE_SETTLE=5s\nSPOOLITE_BOGUS=1\n",
+    );
+    let (code, status, stderr) = status_with_defaults(&file);
+    // No daemon has made the site: exit 2, what could be read printed all the same.
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        reports_on(&stderr, &file),
+        [format!(
+            "{}:5: SPOOLITE_BOGUS is no setting of spoolite (no option reads it: a typo?); \
+             ignored",
+            file.display()
+        )],
+        "{stderr}"
+    );
+    // What status reads came from the file; the daemon's SPOOLITE_SETTLE and the
+    // typo are not status's settings.
+    assert_eq!(
+        status["spool"],
+        dir.path().join("spool").display().to_string()
+    );
+    assert_eq!(status["db"], dir.path().join("s.db").display().to_string());
+    assert_eq!(
+        status["settings_from"],
+        json!({"file": file.display().to_string(),
+               "variables": ["SPOOLITE_SPOOL", "SPOOLITE_DB"]})
+    );
+}
+
+#[test]
+fn a_line_the_defaults_file_cannot_use_is_reported_and_the_rest_applies() {
+    let (dir, file) = defaults_file(
+        "SPOOLITE_SPOOL=\"{dir}/spool\"\nexport SPOOLITE_DB={dir}/s.db\nSPOOLITE_DB\n",
+    );
+    let (code, status, stderr) = status_with_defaults(&file);
+    assert_eq!(code, 2, "{stderr}");
+    let name = file.display();
+    assert_eq!(
+        reports_on(&stderr, &file),
+        [
+            format!(
+                "{name}:2: \"export SPOOLITE_DB\" is not a variable name: an EnvironmentFile= \
+                 takes no `export`, write SPOOLITE_DB=… alone; ignored"
+            ),
+            format!("{name}:3: \"SPOOLITE_DB\" is not NAME=value (it has no '='); ignored"),
+        ],
+        "{stderr}"
+    );
+    assert_eq!(
+        status["spool"],
+        dir.path().join("spool").display().to_string()
+    );
+    assert_eq!(
+        status["db"], "./spoolite.db",
+        "the default, as under systemd"
+    );
+    assert_eq!(
+        status["settings_from"]["variables"],
+        json!(["SPOOLITE_SPOOL"])
+    );
+}
+
+#[test]
+fn a_defaults_file_named_that_does_not_exist_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("site.env");
+    let expected = format!(
+        "spoolite: read the defaults file {} (named by SPOOLITE_DEFAULTS_FILE): No such file \
+         or directory (os error 2); name a file that exists, or unset SPOOLITE_DEFAULTS_FILE \
+         to read /etc/default/spoolite\n",
+        missing.display()
+    );
+    let output = spoolite()
+        .arg("status")
+        .env("SPOOLITE_DEFAULTS_FILE", &missing)
+        .current_dir(dir.path())
+        .output()
+        .expect("run spoolite status");
+    assert_eq!(exit_code(&output), 2);
+    assert_eq!(stderr_of(&output), expected);
+    assert!(output.stdout.is_empty(), "{output:?}");
+    // ingest ingests nothing under settings it could not read.
+    let batch = dir.path().join("batch.json");
+    let one = event(
+        "BA1-20261201",
+        "takeoff",
+        "2026-12-01T06:00:00Z",
+        None,
+        "{}",
+    );
+    fs::write(&batch, json_batch(&[one])).expect("write batch");
+    let db = dir.path().join("s.db");
+    let output = ingest_command(&db)
+        .arg(&batch)
+        .env("SPOOLITE_DEFAULTS_FILE", &missing)
+        .output()
+        .expect("run spoolite ingest");
+    assert_eq!(exit_code(&output), 2);
+    assert_eq!(stderr_of(&output), expected);
+    assert!(output.stdout.is_empty() && !db.exists(), "{output:?}");
 }
 
 // ---------------------------------------------------------------------------------
