@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::store::Db;
 
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite
 /// or PostgreSQL, exactly once, however often a file arrives.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true, after_help = SETTINGS_HELP)]
+#[command(version, propagate_version = true, max_term_width = HELP_WIDTH, after_help = SETTINGS_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -30,37 +30,49 @@ a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run do
 not. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
 are reported with their line number.";
 
+/// The widest a line of `--help` gets, however wide the terminal.
+const HELP_WIDTH: usize = 100;
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Watch SPOOL/incoming/ and ingest every complete batch file until SIGTERM or
-    /// SIGINT. Creates the spool folders and the database (PostgreSQL: its schema)
-    /// when missing.
+    /// Watch SPOOL/incoming/ and ingest every complete batch file.
+    ///
+    /// Runs until SIGTERM or SIGINT. Creates the spool folders and the database
+    /// (PostgreSQL: its schema) when missing.
     Run(RunArgs),
-    /// Ingest the named files once, without moving them; one outcome line per file,
-    /// with the seconds it took (and a progress bar on a terminal). Exits 0 when
-    /// every file was processed or skipped as a duplicate, 1 when any was rejected,
-    /// 2 on an operating error. Reads the site defaults file (see `spoolite --help`).
+    /// Ingest the named files once, without moving them.
+    ///
+    /// One outcome line per file, with the seconds it took (and a progress bar on a
+    /// terminal). Exits 0 when every file was processed or skipped as a duplicate, 1
+    /// when any was rejected, 2 on an operating error. Reads the site defaults file
+    /// (see `spoolite --help`).
     Ingest(IngestArgs),
-    /// Show whether a daemon serves the spool, batches, events, quarantined records,
+    /// Show whether a daemon serves the spool, the counts and what waits.
+    ///
+    /// Shows whether a daemon serves the spool, batches, events, quarantined records,
     /// the last ingest and the files waiting in incoming/ and lying in rejected/.
     /// Creates nothing. Exits 0 when a daemon serves the spool, 1 when it serves it
     /// but reports a database fault, 3 when the site exists but no daemon serves
     /// it, 2 when the spool or the database does not exist or cannot be read (what
     /// could be read is printed all the same).
     Status(StatusArgs),
-    /// Print the change feed: one JSON line per row of duty_event_all whose
-    /// change_seq is greater than --since, in change_seq order, with every column
-    /// of the view (payload as a JSON object, retracted as a boolean). A row changed
-    /// twice shows only its latest state, under its latest change_seq. Only reads
-    /// the database, so an account that may read it but not write its folder can
-    /// run it. Exits 0 at the end of the feed, at --limit, on SIGTERM or SIGINT and
-    /// when stdout is closed; 2 when the database does not exist, cannot be read
-    /// or has an older schema (the daemon upgrades it). Reads the site defaults
-    /// file (see `spoolite --help`).
+    /// Print the change feed: one JSON line per row changed after --since.
+    ///
+    /// One JSON line per row of duty_event_all whose change_seq is greater than
+    /// --since, in change_seq order, with every column of the view (payload as a
+    /// JSON object, retracted as a boolean). A row changed twice shows only its
+    /// latest state, under its latest change_seq. Only reads the database, so an
+    /// account that may read it but not write its folder can run it. Exits 0 at the
+    /// end of the feed, at --limit, on SIGTERM or SIGINT and when stdout is closed;
+    /// 2 when the database does not exist, cannot be read or has an older schema
+    /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
+    /// --help`).
     Changes(ChangesArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
-    /// Copy a SQLite database (a workstation's) into a PostgreSQL database: every
+    /// Copy a SQLite database into a PostgreSQL database, in one transaction.
+    ///
+    /// Copies a SQLite database (a workstation's) into a PostgreSQL database: every
     /// batch of the inbox (so files ingested before are still skipped), every event
     /// with its retracted flag, change_seq and times, and quarantine, in one
     /// transaction, with the counts of every table compared on both sides before it
@@ -92,8 +104,9 @@ pub struct DbArg {
     /// The SQLite database file (missing parent folders are created), or a
     /// PostgreSQL database as a libpq URI: postgres://… or postgresql://…, e.g.
     /// postgresql:///spoolite?host=/run/postgresql for a local socket folder, or
-    /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full&sslrootcert=/etc/spoolite/db-ca.pem
-    /// (sslmode disable, prefer, require, verify-ca or verify-full).
+    /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full for a server
+    /// (sslmode disable, prefer, require, verify-ca or verify-full; add
+    /// &sslrootcert=/etc/spoolite/db-ca.pem for a CA of the site's own).
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -771,12 +784,35 @@ fn bad_name(name: &str) -> Option<String> {
     ))
 }
 
+/// The command line's definition as `--help` shows it: each option's variable
+/// reads `[env: SPOOLITE_SPOOL]` while unset and `[env: SPOOLITE_SPOOL=/srv/spool]`
+/// once set (by the environment or the defaults file), never `SPOOLITE_SPOOL=`,
+/// which reads as "set to nothing"; a PostgreSQL URI, which may hold a password,
+/// is never shown.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommands(|sub| sub.mut_args(show_env_value_when_set))
+}
+
+fn show_env_value_when_set(arg: clap::Arg) -> clap::Arg {
+    let Some(variable) = arg.get_env() else {
+        return arg;
+    };
+    let shown = std::env::var_os(variable)
+        .is_some_and(|value| !value.is_empty() && matches!(Db::parse(&value), Db::Sqlite(_)));
+    arg.hide_env_values(!shown)
+}
+
 /// Parses the command line, or prints why it cannot and exits: 2 for a usage
 /// error, 0 for `--help` and `--version`. An invalid value that came from a
 /// variable (of the environment or of the defaults file) is named with its
 /// variable, since the command line the operator sees does not hold it.
 pub fn parse_or_exit(args: &[OsString], defaults: &Defaults) -> Cli {
-    match Cli::try_parse_from(args) {
+    let mut command = command();
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+        .map_err(|error| error.format(&mut command));
+    match parsed {
         Ok(cli) => cli,
         Err(error) => match explain_environment_error(&error, args, defaults) {
             Some(text) => {

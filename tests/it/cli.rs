@@ -17,6 +17,9 @@ use crate::support::{Site, event, ingest_command, json_batch, spoolite, wait_unt
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The commands, as `spoolite --help` lists them.
+const COMMANDS: [&str; 6] = ["run", "ingest", "status", "changes", "key", "copy-db"];
+
 /// A folder with a defaults file `site.env` holding `text`, where `{dir}` stands for
 /// the folder.
 fn defaults_file(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -163,6 +166,109 @@ fn a_defaults_file_named_that_does_not_exist_is_an_error_naming_it() {
     assert_eq!(exit_code(&output), 2);
     assert_eq!(stderr_of(&output), expected);
     assert!(output.stdout.is_empty() && !db.exists(), "{output:?}");
+}
+
+// ---------------------------------------------------------------------------------
+// --help
+
+/// `spoolite ARGS`'s stdout, which must succeed, with `COLUMNS` as given.
+fn help(args: &[&str], columns: Option<&str>) -> String {
+    let mut command = spoolite();
+    command.args(args).env_remove("COLUMNS");
+    if let Some(columns) = columns {
+        command.env("COLUMNS", columns);
+    }
+    let output = command.output().expect("run spoolite --help");
+    assert_eq!(exit_code(&output), 0, "{args:?}: {output:?}");
+    String::from_utf8(output.stdout).expect("help is UTF-8")
+}
+
+#[test]
+fn the_command_list_gives_each_command_one_short_line() {
+    let text = help(&["--help"], None);
+    let listed: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter(|line| !line.trim_start().starts_with("help "))
+        .collect();
+    let names: Vec<&str> = listed
+        .iter()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(names, COMMANDS, "{text}");
+    for line in listed {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+    // The long text stays with the command.
+    let status = help(&["status", "--help"], None);
+    assert!(status.contains("quarantined records"), "{status}");
+}
+
+#[test]
+fn no_line_of_any_help_is_wider_than_100_columns() {
+    for columns in [None, Some("250")] {
+        let mut pages = vec![help(&["--help"], columns)];
+        for command in COMMANDS {
+            pages.push(help(&[command, "--help"], columns));
+            pages.push(help(&[command, "-h"], columns));
+        }
+        for page in &pages {
+            for line in page.lines() {
+                assert!(
+                    line.chars().count() <= 100,
+                    "COLUMNS={columns:?}: {} columns: {line:?}",
+                    line.chars().count()
+                );
+            }
+        }
+    }
+}
+
+/// The `[env: …]` notes of `spoolite run --help` run with the variables `set`.
+fn env_notes(set: &[(&str, &str)]) -> Vec<String> {
+    let mut command = spoolite();
+    command.args(["run", "--help"]);
+    for (name, value) in set {
+        command.env(name, value);
+    }
+    let output = command.output().expect("run spoolite run --help");
+    assert_eq!(exit_code(&output), 0);
+    let text = String::from_utf8(output.stdout).expect("help is UTF-8");
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("[env: "))
+        .map(|note| note.trim_end_matches(']').to_owned())
+        .collect()
+}
+
+#[test]
+fn help_names_each_variable_and_shows_a_value_only_when_one_is_set() {
+    let unset = env_notes(&[]);
+    assert!(unset.contains(&"SPOOLITE_SPOOL".to_owned()), "{unset:?}");
+    assert!(unset.len() >= 9, "{unset:?}");
+    for note in &unset {
+        assert!(
+            note.starts_with("SPOOLITE_") && !note.contains('='),
+            "{note:?}"
+        );
+    }
+    let set = env_notes(&[
+        ("SPOOLITE_SPOOL", "/srv/spool"),
+        (
+            "SPOOLITE_DB",
+            "postgresql://spoolite:secret@db.example/spoolite",
+        ),
+        ("SPOOLITE_SETTLE", ""),
+    ]);
+    assert!(
+        set.contains(&"SPOOLITE_SPOOL=/srv/spool".to_owned()),
+        "{set:?}"
+    );
+    // A URI may hold a password: named, never shown. An empty variable is unset.
+    assert!(set.contains(&"SPOOLITE_DB".to_owned()), "{set:?}");
+    assert!(set.contains(&"SPOOLITE_SETTLE".to_owned()), "{set:?}");
+    assert!(!set.iter().any(|note| note.contains("secret")), "{set:?}");
 }
 
 // ---------------------------------------------------------------------------------
