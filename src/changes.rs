@@ -164,7 +164,8 @@ fn watch_signals(stop: Arc<AtomicBool>, doorbell: Sender<()>) -> io::Result<()> 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
-            log::debug!("signal {signal}: stopping");
+            let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
+            log::debug!("{name}: stopping");
             stop.store(true, Ordering::SeqCst);
             crate::store::stop_waiting_for_locks();
             let _ = doorbell.try_send(());

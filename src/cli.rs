@@ -6,16 +6,16 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::builder::{BoolishValueParser, TypedValueParser};
+use clap::builder::TypedValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::store::Db;
 
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite
 /// or PostgreSQL, exactly once, however often a file arrives.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true, after_help = SETTINGS_HELP)]
+#[command(version, propagate_version = true, max_term_width = HELP_WIDTH, after_help = SETTINGS_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -26,39 +26,53 @@ const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
 status, ingest and changes take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
-a packaged host (SPOOLITE_DEFAULTS_FILE names another); run does not.";
+a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run does \
+not. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
+are reported with their line number.";
+
+/// The widest a line of `--help` gets, however wide the terminal.
+const HELP_WIDTH: usize = 100;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Watch SPOOL/incoming/ and ingest every complete batch file until SIGTERM or
-    /// SIGINT. Creates the spool folders and the database (PostgreSQL: its schema)
-    /// when missing.
+    /// Watch SPOOL/incoming/ and ingest every complete batch file.
+    ///
+    /// Runs until SIGTERM or SIGINT. Creates the spool folders and the database
+    /// (PostgreSQL: its schema) when missing.
     Run(RunArgs),
-    /// Ingest the named files once, without moving them; one outcome line per file,
-    /// with the seconds it took (and a progress bar on a terminal). Exits 0 when
-    /// every file was processed or skipped as a duplicate, 1 when any was rejected,
-    /// 2 on an operating error. Reads the site defaults file (see `spoolite --help`).
+    /// Ingest the named files once, without moving them.
+    ///
+    /// One outcome line per file, with the seconds it took (and a progress bar on a
+    /// terminal). Exits 0 when every file was processed or skipped as a duplicate, 1
+    /// when any was rejected, 2 on an operating error. Reads the site defaults file
+    /// (see `spoolite --help`).
     Ingest(IngestArgs),
-    /// Show whether a daemon serves the spool, batches, events, quarantined records,
+    /// Show whether a daemon serves the spool, the counts and what waits.
+    ///
+    /// Shows whether a daemon serves the spool, batches, events, quarantined records,
     /// the last ingest and the files waiting in incoming/ and lying in rejected/.
     /// Creates nothing. Exits 0 when a daemon serves the spool, 1 when it serves it
     /// but reports a database fault, 3 when the site exists but no daemon serves
     /// it, 2 when the spool or the database does not exist or cannot be read (what
     /// could be read is printed all the same).
     Status(StatusArgs),
-    /// Print the change feed: one JSON line per row of duty_event_all whose
-    /// change_seq is greater than --since, in change_seq order, with every column
-    /// of the view (payload as a JSON object, retracted as a boolean). A row changed
-    /// twice shows only its latest state, under its latest change_seq. Only reads
-    /// the database, so an account that may read it but not write its folder can
-    /// run it. Exits 0 at the end of the feed, at --limit, on SIGTERM or SIGINT and
-    /// when stdout is closed; 2 when the database does not exist, cannot be read
-    /// or has an older schema (the daemon upgrades it). Reads the site defaults
-    /// file (see `spoolite --help`).
+    /// Print the change feed: one JSON line per row changed after --since.
+    ///
+    /// One JSON line per row of duty_event_all whose change_seq is greater than
+    /// --since, in change_seq order, with every column of the view (payload as a
+    /// JSON object, retracted as a boolean). A row changed twice shows only its
+    /// latest state, under its latest change_seq. Only reads the database, so an
+    /// account that may read it but not write its folder can run it. Exits 0 at the
+    /// end of the feed, at --limit, on SIGTERM or SIGINT and when stdout is closed;
+    /// 2 when the database does not exist, cannot be read or has an older schema
+    /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
+    /// --help`).
     Changes(ChangesArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
-    /// Copy a SQLite database (a workstation's) into a PostgreSQL database: every
+    /// Copy a SQLite database into a PostgreSQL database, in one transaction.
+    ///
+    /// Copies a SQLite database (a workstation's) into a PostgreSQL database: every
     /// batch of the inbox (so files ingested before are still skipped), every event
     /// with its retracted flag, change_seq and times, and quarantine, in one
     /// transaction, with the counts of every table compared on both sides before it
@@ -90,8 +104,9 @@ pub struct DbArg {
     /// The SQLite database file (missing parent folders are created), or a
     /// PostgreSQL database as a libpq URI: postgres://… or postgresql://…, e.g.
     /// postgresql:///spoolite?host=/run/postgresql for a local socket folder, or
-    /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full&sslrootcert=/etc/spoolite/db-ca.pem
-    /// (sslmode disable, prefer, require, verify-ca or verify-full).
+    /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full for a server
+    /// (sslmode disable, prefer, require, verify-ca or verify-full; add
+    /// &sslrootcert=/etc/spoolite/db-ca.pem for a CA of the site's own).
     #[arg(
         long,
         env = "SPOOLITE_DB",
@@ -181,10 +196,10 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub(crate) db: DbArg,
     /// Print one JSON object per file instead of a line of text.
-    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
     /// Validate and classify each file against the database, writing nothing.
-    #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_DRY_RUN", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) dry_run: bool,
     #[command(flatten)]
     pub(crate) file_bytes_max: FileBytesMaxArg,
@@ -222,7 +237,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
     /// Print one JSON object instead of text.
-    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
 }
 
@@ -255,7 +270,7 @@ pub struct ChangesArgs {
     /// committed later, within a moment of its commit (PostgreSQL: read every
     /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
     /// flushed after each batch of rows.
-    #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) follow: bool,
 }
 
@@ -276,7 +291,7 @@ pub struct CopyDbArgs {
     /// a daemon's batches), adding the source's batches to them. A batch digest or
     /// an idempotency key both databases hold is refused and nothing is copied; the
     /// copied change_seq values are raised above the target's, keeping their order.
-    #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "SPOOLITE_INTO_NON_EMPTY", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) into_non_empty: bool,
 }
 
@@ -294,6 +309,18 @@ pub struct KeyArgs {
 /// here, at the edge, and never again.
 fn db_value_parser() -> impl TypedValueParser<Value = Db> {
     clap::builder::OsStringValueParser::new().map(|text| Db::parse(&text))
+}
+
+/// The words a switch (`--json`, `--follow`, …) takes from its variable: those of
+/// clap's `BoolishValueParser`, in any case, with an error that lists them.
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
+        "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a yes or a no: use 1, true, yes or on, or 0, false, no or off"
+        )),
+    }
 }
 
 /// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
@@ -339,10 +366,14 @@ const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
 pub struct Defaults {
     /// The file read, when one was.
     pub(crate) file: Option<PathBuf>,
-    /// The variables it set (the environment set none of them).
+    /// The variables it set: those of the command that the environment left unset.
     pub(crate) applied: Vec<String>,
-    /// Why the file could not be read, when it exists but could not be.
-    pub error: Option<String>,
+    /// What to warn of on stderr: a default file that exists but cannot be read, and
+    /// each line of the file that is not used (`FILE:LINE: why`).
+    pub warnings: Vec<String>,
+    /// Why the command must not run: `SPOOLITE_DEFAULTS_FILE` names a file that
+    /// cannot be read (exit 2).
+    pub fatal: Option<String>,
 }
 
 /// What to change in the environment before clap reads it.
@@ -363,11 +394,6 @@ pub fn plan_environment(
     environment: &[(OsString, OsString)],
 ) -> EnvironmentPlan {
     let mut plan = EnvironmentPlan::default();
-    let is_set = |name: &str| {
-        environment
-            .iter()
-            .any(|(key, value)| key == name && !value.is_empty())
-    };
     for (key, value) in environment {
         let key = key.to_string_lossy();
         if key.starts_with("SPOOLITE_") && value.is_empty() {
@@ -375,83 +401,405 @@ pub fn plan_environment(
         }
     }
     let command = args.get(1).map(|a| a.to_string_lossy());
-    if !command.is_some_and(|c| COMMANDS_READING_DEFAULTS.contains(&c.as_ref())) {
+    let Some(command) = command.filter(|c| COMMANDS_READING_DEFAULTS.contains(&c.as_ref())) else {
         return plan;
-    }
-    let file = environment
+    };
+    let named = environment
         .iter()
         .find(|(key, value)| key == DEFAULTS_FILE_VARIABLE && !value.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULTS_FILE), |(_, v)| PathBuf::from(v));
-    let text = match std::fs::read_to_string(&file) {
-        Ok(text) => text,
+        .map(|(_, value)| PathBuf::from(value));
+    let file = named
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULTS_FILE));
+    let bytes = match std::fs::read(&file) {
+        Ok(bytes) => bytes,
+        Err(e) if named.is_some() => {
+            plan.defaults.fatal = Some(format!(
+                "read the defaults file {} (named by {DEFAULTS_FILE_VARIABLE}): {e}; \
+                 name a file that exists, or unset {DEFAULTS_FILE_VARIABLE} to read {DEFAULTS_FILE}",
+                file.display()
+            ));
+            return plan;
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return plan,
         Err(e) => {
-            plan.defaults.error = Some(format!("read defaults {}: {e}", file.display()));
+            let warning = format!("read the defaults file {}: {e}", file.display());
+            plan.defaults.warnings.push(warning);
             plan.defaults.file = Some(file);
             return plan;
         }
     };
-    for (key, value) in parse_environment_file(&text) {
-        let ours = key.starts_with("SPOOLITE_") && key != DEFAULTS_FILE_VARIABLE;
-        if ours && !value.is_empty() && !is_set(&key) {
-            plan.defaults.applied.push(key.clone());
-            plan.set.push((key, value));
+    let is_set = |name: &str| {
+        environment
+            .iter()
+            .any(|(key, value)| key == name && !value.is_empty())
+    };
+    let (values, warnings) = site_settings(&parse_environment_file(&bytes), &command);
+    for warning in warnings {
+        plan.defaults
+            .warnings
+            .push(format!("{}:{warning}", file.display()));
+    }
+    for (name, value) in values {
+        if !value.is_empty() && !is_set(&name) {
+            plan.defaults.applied.push(name.clone());
+            plan.set.push((name, value));
         }
     }
     plan.defaults.file = Some(file);
     plan
 }
 
-/// The `KEY=value` assignments of an environment file, read as systemd reads an
-/// `EnvironmentFile=`: blank lines and lines starting with `#` or `;` are
-/// comments, whitespace around the key and before the value is dropped, a value
-/// wholly in single or double quotes loses them (`\` escapes inside double
-/// quotes), and a line without `=` or with a bad key is ignored. A later
-/// assignment of a key wins.
-pub(crate) fn parse_environment_file(text: &str) -> Vec<(String, String)> {
-    let mut assignments: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
+/// The settings of `command` among a defaults file's entries (a later assignment of
+/// a name wins), and what to warn of (`LINE: why`): each problem of the file, each
+/// `SPOOLITE_*` name that no option of any command reads (a typo), and
+/// `SPOOLITE_DEFAULTS_FILE`, which only the environment sets. Other names
+/// (`RUST_LOG`) and the settings of other commands (the daemon's `SPOOLITE_SETTLE`)
+/// are left to whoever reads them.
+fn site_settings(entries: &[Entry], command: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let known = variables_of(None);
+    let read = variables_of(Some(command));
+    let mut values: Vec<(String, String)> = Vec::new();
+    let mut warnings = Vec::new();
+    for entry in entries {
+        let (line, name, value) = match entry {
+            Entry::Problem { line, why } => {
+                warnings.push(format!("{line}: {why}"));
+                continue;
+            }
+            Entry::Assignment { line, name, value } => (line, name, value),
         };
-        let key = key.trim();
-        let valid_key = key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_key {
+        if !name.starts_with("SPOOLITE_") {
             continue;
         }
-        let value = unquote(value.trim());
-        assignments.retain(|(k, _)| k != key);
-        assignments.push((key.to_owned(), value));
+        if name == DEFAULTS_FILE_VARIABLE {
+            warnings.push(format!(
+                "{line}: {name} names the defaults file, so only the environment sets it; ignored"
+            ));
+        } else if !known.contains(name) {
+            warnings.push(format!(
+                "{line}: {name} is no setting of spoolite (no option reads it: a typo?); ignored"
+            ));
+        } else if read.contains(name) {
+            values.retain(|(known, _)| known != name);
+            values.push((name.clone(), value.clone()));
+        }
     }
-    assignments
+    (values, warnings)
 }
 
-/// A value without its surrounding quotes, if it has a matching pair.
-fn unquote(value: &str) -> String {
-    let quoted = |q: char| value.len() >= 2 && value.starts_with(q) && value.ends_with(q);
-    if quoted('\'') {
-        return value[1..value.len() - 1].to_owned();
+/// The variables of the options of the command `name`, or of every command.
+fn variables_of(name: Option<&str>) -> Vec<String> {
+    let command = Cli::command();
+    command
+        .get_subcommands()
+        .filter(|sub| name.is_none_or(|name| sub.get_name() == name))
+        .flat_map(|sub| sub.get_arguments())
+        .filter_map(|arg| arg.get_env())
+        .map(|env| env.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// One entry of an environment file, with the line (from 1) it starts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// `NAME=value`, with the value as systemd reads it.
+    Assignment {
+        line: usize,
+        name: String,
+        value: String,
+    },
+    /// Text that systemd would not use (or would use by accident), and why.
+    Problem { line: usize, why: String },
+}
+
+/// The entries of an environment file, read as systemd reads an `EnvironmentFile=`
+/// (its `parse_env_file_internal` state machine, then its check of each name):
+/// lines starting with `#` or `;` are comments; whitespace around the name and
+/// before the value is dropped; an unquoted value keeps its inner whitespace and
+/// quotes, loses its trailing whitespace, and takes `\` as an escape of the next
+/// character (`\` at a line's end continues the value on the next line); a value in
+/// single quotes is taken verbatim, one in double quotes with `\` escaping `"`,
+/// `\`, `` ` ``, `$` and a line end, and either may span lines; quoted and unquoted
+/// parts next to each other join. Where systemd drops a line without a word (no
+/// `=`, a name such as `export SPOOLITE_DB`, text that is not UTF-8), this says so
+/// in an `Entry::Problem`, as it does of a quote that is never closed (systemd
+/// takes the rest of the file as the value).
+pub(crate) fn parse_environment_file(bytes: &[u8]) -> Vec<Entry> {
+    let mut parser = EnvironmentParser::default();
+    for &byte in bytes {
+        parser.feed(byte);
     }
-    if quoted('"') {
-        let mut out = String::new();
-        let mut chars = value[1..value.len() - 1].chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => out.extend(chars.next()),
-                c => out.push(c),
-            }
+    parser.finish()
+}
+
+/// Where `EnvironmentParser` is within an entry: systemd's states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum EnvState {
+    #[default]
+    PreKey,
+    Key,
+    PreValue,
+    Value,
+    ValueEscape,
+    SingleQuote,
+    DoubleQuote,
+    DoubleQuoteEscape,
+    Comment,
+    CommentEscape,
+}
+
+/// The environment file's reader, fed one byte at a time.
+#[derive(Debug)]
+struct EnvironmentParser {
+    state: EnvState,
+    /// The line of the byte being read.
+    line: usize,
+    /// The line the entry being read starts on.
+    entry_line: usize,
+    /// The line of the quote last opened.
+    quote_line: usize,
+    name: Vec<u8>,
+    /// Where the name's trailing whitespace begins, if it has some.
+    name_end: Option<usize>,
+    value: Vec<u8>,
+    /// Where an unquoted value's trailing whitespace begins, if it has some.
+    value_end: Option<usize>,
+    entries: Vec<Entry>,
+}
+
+impl Default for EnvironmentParser {
+    fn default() -> Self {
+        EnvironmentParser {
+            state: EnvState::PreKey,
+            line: 1,
+            entry_line: 1,
+            quote_line: 1,
+            name: Vec::new(),
+            name_end: None,
+            value: Vec::new(),
+            value_end: None,
+            entries: Vec::new(),
         }
-        return out;
     }
-    value.to_owned()
+}
+
+/// systemd's `WHITESPACE` and `NEWLINE`.
+fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+fn is_line_end(byte: u8) -> bool {
+    matches!(byte, b'\n' | b'\r')
+}
+
+impl EnvironmentParser {
+    fn feed(&mut self, byte: u8) {
+        use EnvState::*;
+        match self.state {
+            PreKey if byte == b'#' || byte == b';' => self.state = Comment,
+            PreKey if !is_space(byte) => {
+                self.state = Key;
+                self.entry_line = self.line;
+                self.name_end = None;
+                self.name.push(byte);
+            }
+            PreKey => {}
+            Key if is_line_end(byte) => {
+                self.state = PreKey;
+                self.no_equals_sign();
+            }
+            Key if byte == b'=' => {
+                self.state = PreValue;
+                self.value_end = None;
+            }
+            Key => {
+                track_trailing_space(&mut self.name_end, self.name.len(), byte);
+                self.name.push(byte);
+            }
+            PreValue if is_line_end(byte) => {
+                self.state = PreKey;
+                self.push();
+            }
+            PreValue => self.pre_value(byte),
+            Value if is_line_end(byte) => {
+                self.state = PreKey;
+                self.chomp_value();
+                self.push();
+            }
+            Value if byte == b'\\' => {
+                self.state = ValueEscape;
+                self.value_end = None;
+            }
+            Value => {
+                track_trailing_space(&mut self.value_end, self.value.len(), byte);
+                self.value.push(byte);
+            }
+            ValueEscape => {
+                self.state = Value;
+                // An escaped line end continues the value on the next line.
+                if !is_line_end(byte) {
+                    self.value.push(byte);
+                }
+            }
+            SingleQuote if byte == b'\'' => self.state = PreValue,
+            SingleQuote => self.value.push(byte),
+            DoubleQuote if byte == b'"' => self.state = PreValue,
+            DoubleQuote if byte == b'\\' => self.state = DoubleQuoteEscape,
+            DoubleQuote => self.value.push(byte),
+            DoubleQuoteEscape => {
+                self.state = DoubleQuote;
+                if b"\"\\`$".contains(&byte) {
+                    self.value.push(byte);
+                } else if byte != b'\n' {
+                    self.value.extend([b'\\', byte]);
+                }
+            }
+            Comment if byte == b'\\' => self.state = CommentEscape,
+            Comment if is_line_end(byte) => self.state = PreKey,
+            Comment => {}
+            CommentEscape if is_line_end(byte) => self.state = PreKey,
+            CommentEscape => self.state = Comment,
+        }
+        if byte == b'\n' {
+            self.line += 1;
+        }
+    }
+
+    /// After the `=` and between a value's quoted and unquoted parts.
+    fn pre_value(&mut self, byte: u8) {
+        match byte {
+            b'\'' => {
+                self.state = EnvState::SingleQuote;
+                self.quote_line = self.line;
+            }
+            b'"' => {
+                self.state = EnvState::DoubleQuote;
+                self.quote_line = self.line;
+            }
+            b'\\' => self.state = EnvState::ValueEscape,
+            byte if !is_space(byte) => {
+                self.state = EnvState::Value;
+                self.value.push(byte);
+            }
+            _ => {}
+        }
+    }
+
+    fn chomp_value(&mut self) {
+        if let Some(end) = self.value_end.take() {
+            self.value.truncate(end);
+        }
+    }
+
+    /// A line with no `=`, which systemd drops.
+    fn no_equals_sign(&mut self) {
+        let text = String::from_utf8_lossy(&self.name).into_owned();
+        self.name.clear();
+        let why = format!("{text:?} is not NAME=value (it has no '='); ignored");
+        self.problem(self.entry_line, why);
+    }
+
+    fn problem(&mut self, line: usize, why: String) {
+        self.entries.push(Entry::Problem { line, why });
+    }
+
+    /// The entry read, checked as systemd checks it: UTF-8, a name of letters,
+    /// digits and `_` not starting with a digit (and, for `set_var`, no NUL).
+    fn push(&mut self) {
+        if let Some(end) = self.name_end.take() {
+            self.name.truncate(end);
+        }
+        let name = std::mem::take(&mut self.name);
+        let value = std::mem::take(&mut self.value);
+        let line = self.entry_line;
+        let Ok(name) = String::from_utf8(name) else {
+            return self.problem(line, "the name is not UTF-8; ignored".to_owned());
+        };
+        if let Some(why) = bad_name(&name) {
+            return self.problem(line, why);
+        }
+        let Ok(value) = String::from_utf8(value) else {
+            return self.problem(line, format!("the value of {name} is not UTF-8; ignored"));
+        };
+        if value.contains('\0') {
+            return self.problem(line, format!("the value of {name} holds a NUL; ignored"));
+        }
+        self.entries.push(Entry::Assignment { line, name, value });
+    }
+
+    fn finish(mut self) -> Vec<Entry> {
+        use EnvState::*;
+        match self.state {
+            Key => self.no_equals_sign(),
+            Value => {
+                self.chomp_value();
+                self.push();
+            }
+            PreValue | ValueEscape => self.push(),
+            SingleQuote | DoubleQuote | DoubleQuoteEscape => {
+                let name = String::from_utf8_lossy(&self.name).into_owned();
+                let why = format!(
+                    "the quote opened on this line is never closed, so the value of {name} \
+                     runs to the end of the file"
+                );
+                self.problem(self.quote_line, why);
+                self.push();
+            }
+            PreKey | Comment | CommentEscape => {}
+        }
+        self.entries
+    }
+}
+
+/// Keeps `end` at the start of the whitespace that ends the text so far.
+fn track_trailing_space(end: &mut Option<usize>, length: usize, byte: u8) {
+    if !is_space(byte) {
+        *end = None;
+    } else if end.is_none() {
+        *end = Some(length);
+    }
+}
+
+/// Why `name` is not a variable name systemd sets, if it is not.
+fn bad_name(name: &str) -> Option<String> {
+    let valid = name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if valid {
+        return None;
+    }
+    if let Some(rest) = name
+        .strip_prefix("export")
+        .filter(|r| r.starts_with([' ', '\t']))
+    {
+        let rest = rest.trim_start();
+        return Some(format!(
+            "{name:?} is not a variable name: an EnvironmentFile= takes no `export`, \
+             write {rest}=… alone; ignored"
+        ));
+    }
+    Some(format!(
+        "{name:?} is not a variable name (letters, digits and _, not starting with a \
+         digit); ignored"
+    ))
+}
+
+/// The command line's definition as `--help` shows it: each option's variable
+/// reads `[env: SPOOLITE_SPOOL]` while unset and `[env: SPOOLITE_SPOOL=/srv/spool]`
+/// once set (by the environment or the defaults file), never `SPOOLITE_SPOOL=`,
+/// which reads as "set to nothing"; a PostgreSQL URI, which may hold a password,
+/// is never shown.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommands(|sub| sub.mut_args(show_env_value_when_set))
+}
+
+fn show_env_value_when_set(arg: clap::Arg) -> clap::Arg {
+    let Some(variable) = arg.get_env() else {
+        return arg;
+    };
+    let shown = std::env::var_os(variable)
+        .is_some_and(|value| !value.is_empty() && matches!(Db::parse(&value), Db::Sqlite(_)));
+    arg.hide_env_values(!shown)
 }
 
 /// Parses the command line, or prints why it cannot and exits: 2 for a usage
@@ -459,7 +807,12 @@ fn unquote(value: &str) -> String {
 /// variable (of the environment or of the defaults file) is named with its
 /// variable, since the command line the operator sees does not hold it.
 pub fn parse_or_exit(args: &[OsString], defaults: &Defaults) -> Cli {
-    match Cli::try_parse_from(args) {
+    let mut command = command();
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+        .map_err(|error| error.format(&mut command));
+    match parsed {
         Ok(cli) => cli,
         Err(error) => match explain_environment_error(&error, args, defaults) {
             Some(text) => {
@@ -544,20 +897,149 @@ mod tests {
             .collect()
     }
 
+    /// Reads `text` as an environment file and compares its entries: `(line, name,
+    /// value)` for an assignment, `(line, "!", why)` for a problem.
+    fn check(text: &[u8], expected: &[(usize, &str, &str)]) {
+        let entries: Vec<(usize, String, String)> = parse_environment_file(text)
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Assignment { line, name, value } => (line, name, value),
+                Entry::Problem { line, why } => (line, "!".to_owned(), why),
+            })
+            .collect();
+        let expected: Vec<(usize, String, String)> = expected
+            .iter()
+            .map(|(line, name, value)| (*line, (*name).to_owned(), (*value).to_owned()))
+            .collect();
+        assert_eq!(entries, expected, "{:?}", String::from_utf8_lossy(text));
+    }
+
     #[test]
     fn environment_files_read_as_systemd_reads_them() {
-        let text = "# comment\n; also a comment\n\nSPOOLITE_SPOOL=/var/spool/spoolite\n  \
-                    SPOOLITE_DB = \"/var/lib/spoolite/my db.db\"\nSPOOLITE_SETTLE='5s'\n\
-                    not an assignment\n1BAD=x\nSPOOLITE_JSON=\"a\\\"b\"\nSPOOLITE_SETTLE=3s\n";
+        // Comments, blank lines, whitespace around the name and before the value.
+        check(
+            b"# comment\n; also a comment\n\n  A = 1\n\tB=\n",
+            &[(4, "A", "1"), (5, "B", "")],
+        );
+        // Unquoted: inner whitespace and quotes kept, trailing whitespace dropped,
+        // `\` escapes the next character, and at a line's end continues the value.
+        check(
+            b"A=x  y \t\nB=it's \"so\"\nC=a\\ b\\\\ \nD=one\\\ntwo\nE=last",
+            &[
+                (1, "A", "x  y"),
+                (2, "B", "it's \"so\""),
+                (3, "C", "a b\\"),
+                (4, "D", "onetwo"),
+                (6, "E", "last"),
+            ],
+        );
+        // Single quotes verbatim, double quotes with the shell's escapes; either may
+        // span lines, and quoted and unquoted parts join.
+        check(
+            b"A='x\\y \"z\" '\nB=\"a\\\"b\\\\c\\$d\\e\"\nC=\"l1\nl2\"\nD=\"con\\\ntinued\"\nE=\"x\" y\nF=\n",
+            &[
+                (1, "A", "x\\y \"z\" "),
+                (2, "B", "a\"b\\c$d\\e"),
+                (3, "C", "l1\nl2"),
+                (5, "D", "continued"),
+                (7, "E", "xy"),
+                (8, "F", ""),
+            ],
+        );
+        // CRLF line ends; a comment ending in `\` does not swallow the next line.
+        check(b"A=b\r\n# c \\\nC=d\r\n", &[(1, "A", "b"), (3, "C", "d")]);
+    }
+
+    #[test]
+    fn what_systemd_drops_is_reported_with_its_line() {
+        check(
+            b"export SPOOLITE_DB=/x\njunk\n1BAD=x\n=x\nA B=1\nOK=\xff\n\xffK=1\nN=\"a\\\nb",
+            &[
+                (
+                    1,
+                    "!",
+                    "\"export SPOOLITE_DB\" is not a variable name: an EnvironmentFile= takes \
+                     no `export`, write SPOOLITE_DB=… alone; ignored",
+                ),
+                (
+                    2,
+                    "!",
+                    "\"junk\" is not NAME=value (it has no '='); ignored",
+                ),
+                (
+                    3,
+                    "!",
+                    "\"1BAD\" is not a variable name (letters, digits and _, not starting with \
+                     a digit); ignored",
+                ),
+                (4, "!", "\"=x\" is not NAME=value (it has no '='); ignored"),
+                (
+                    5,
+                    "!",
+                    "\"A B\" is not a variable name (letters, digits and _, not starting with \
+                     a digit); ignored",
+                ),
+                (6, "!", "the value of OK is not UTF-8; ignored"),
+                (7, "!", "the name is not UTF-8; ignored"),
+                (
+                    8,
+                    "!",
+                    "the quote opened on this line is never closed, so the value of N runs to \
+                     the end of the file",
+                ),
+                (8, "N", "ab"),
+            ],
+        );
+        // A last line without `=` and without a line end.
+        check(
+            b"A=1\nlast",
+            &[
+                (1, "A", "1"),
+                (
+                    2,
+                    "!",
+                    "\"last\" is not NAME=value (it has no '='); ignored",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_defaults_file_sets_the_commands_own_variables_and_reports_the_rest() {
+        let text = b"SPOOLITE_DB=/a\nSPOOLITE_BOGUS=1\nSPOOLITE_SETTLE=5s\nRUST_LOG=debug\n\
+                     SPOOLITE_DEFAULTS_FILE=/other\nSPOOLITE_DB=/b\nSPOOLITE_JSON=\n";
+        let (values, warnings) = site_settings(&parse_environment_file(text), "status");
+        // A later assignment wins; the daemon's SPOOLITE_SETTLE and RUST_LOG are not
+        // status's to take, nor to warn of.
         assert_eq!(
-            parse_environment_file(text),
+            values,
+            [("SPOOLITE_DB", "/b"), ("SPOOLITE_JSON", "")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        assert_eq!(
+            warnings,
             [
-                ("SPOOLITE_SPOOL", "/var/spool/spoolite"),
-                ("SPOOLITE_DB", "/var/lib/spoolite/my db.db"),
-                ("SPOOLITE_JSON", "a\"b"),
-                ("SPOOLITE_SETTLE", "3s"),
+                "2: SPOOLITE_BOGUS is no setting of spoolite (no option reads it: a typo?); ignored",
+                "5: SPOOLITE_DEFAULTS_FILE names the defaults file, so only the environment sets \
+                 it; ignored",
             ]
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn switches_from_the_environment_take_yes_and_no_words_and_list_them() {
+        for word in ["1", "true", "YES", "On", "y", "t"] {
+            assert_eq!(parse_switch(word), Ok(true), "{word}");
+        }
+        for word in ["0", "False", "no", "OFF", "n", "f"] {
+            assert_eq!(parse_switch(word), Ok(false), "{word}");
+        }
+        assert_eq!(
+            parse_switch("maybe"),
+            Err(
+                "\"maybe\" is not a yes or a no: use 1, true, yes or on, or 0, false, no or off"
+                    .to_owned()
+            )
         );
     }
 
@@ -567,7 +1049,8 @@ mod tests {
         let file = dir.path().join("spoolite");
         std::fs::write(
             &file,
-            "SPOOLITE_SPOOL=/srv/spool\nSPOOLITE_DB=/srv/db\nSPOOLITE_JSON=yes\nRUST_LOG=debug\n",
+            "SPOOLITE_SPOOL=/srv/spool\nSPOOLITE_DB=/srv/db\nSPOOLITE_JSON=yes\nRUST_LOG=debug\n\
+             SPOOLITE_TYPO=1\n",
         )
         .expect("write defaults");
         let file_text = file.to_string_lossy().into_owned();
@@ -585,21 +1068,41 @@ mod tests {
         );
         assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL", "SPOOLITE_JSON"]);
         assert_eq!(plan.defaults.file.as_deref(), Some(file.as_path()));
+        assert_eq!(
+            plan.defaults.warnings,
+            [format!(
+                "{file_text}:5: SPOOLITE_TYPO is no setting of spoolite (no option reads it: a \
+                 typo?); ignored"
+            )]
+        );
+        assert_eq!(plan.defaults.fatal, None);
         // `run` takes its environment from its unit; `key` needs no site.
         for command in ["run", "key"] {
             let plan = plan_environment(&os(&["spoolite", command]), &environment);
             assert!(
-                plan.set.is_empty() && plan.defaults.file.is_none(),
+                plan.set.is_empty() && plan.defaults == Defaults::default(),
                 "{command}"
             );
             assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
         }
-        // `changes` reads the site's database like `status` does.
-        let plan = plan_environment(&os(&["spoolite", "changes", "--follow"]), &environment);
-        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL", "SPOOLITE_JSON"]);
+        // `changes` reads the site's database like `status` does, and only what it
+        // has an option for.
+        let unset = env(&[("SPOOLITE_DEFAULTS_FILE", &file_text)]);
+        let plan = plan_environment(&os(&["spoolite", "changes", "--follow"]), &unset);
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_DB"]);
+        // A file named that does not exist stops the command; the packaged one
+        // missing does not.
         let missing = env(&[("SPOOLITE_DEFAULTS_FILE", "/nonexistent/spoolite")]);
         let plan = plan_environment(&os(&["spoolite", "ingest"]), &missing);
-        assert_eq!(plan, EnvironmentPlan::default());
+        assert_eq!(
+            plan.defaults.fatal.as_deref(),
+            Some(
+                "read the defaults file /nonexistent/spoolite (named by SPOOLITE_DEFAULTS_FILE): \
+                 No such file or directory (os error 2); name a file that exists, or unset \
+                 SPOOLITE_DEFAULTS_FILE to read /etc/default/spoolite"
+            )
+        );
+        assert!(plan.set.is_empty() && plan.defaults.applied.is_empty());
     }
 
     #[test]

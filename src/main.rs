@@ -24,8 +24,12 @@ fn main() -> ExitCode {
     }
     let cli = cli::parse_or_exit(&args, &plan.defaults);
     logging::init();
-    if let Some(error) = &plan.defaults.error {
-        log::warn!("{error}");
+    if let Some(fatal) = &plan.defaults.fatal {
+        eprintln!("spoolite: {fatal}");
+        return ExitCode::from(2);
+    }
+    for warning in &plan.defaults.warnings {
+        log::warn!("{warning}");
     }
     if let Err(message) = use_password_file(&cli.command) {
         eprintln!("spoolite: {message}");
@@ -63,6 +67,13 @@ fn use_password_file(command: &Command) -> Result<(), String> {
 }
 
 fn run(args: &RunArgs) -> ExitCode {
+    if args.settle.is_zero() {
+        log::warn!(
+            "--settle 0s: a file is taken the moment it is seen, so one that its sender \
+             writes under its final name can be read before it is whole; give --settle \
+             a few seconds (default 2s) unless every sender uploads under a temporary name"
+        );
+    }
     let config = daemon::Config {
         spool: args.spool.spool.clone(),
         db: args.db.db.clone(),
@@ -97,7 +108,8 @@ fn watch_signals(
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
-            log::info!("signal {signal}: finishing the current file, then stopping");
+            let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
+            log::info!("{name}: finishing the current file, then stopping");
             stop.store(true, Ordering::SeqCst);
             // A wait on an analyst's lock gives up at once instead of after 5 s.
             spoolite::store::stop_waiting_for_locks();

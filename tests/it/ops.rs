@@ -404,7 +404,12 @@ fn run_options_env() -> Vec<(String, Option<String>)> {
     let options: Vec<(String, Option<String>)> = help
         .lines()
         .filter_map(|line| {
-            let env = line.split("[env: ").nth(1)?.split('=').next()?.to_owned();
+            let env = line
+                .split("[env: ")
+                .nth(1)?
+                .split(['=', ']'])
+                .next()?
+                .to_owned();
             let default = line
                 .split("[default: ")
                 .nth(1)
