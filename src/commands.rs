@@ -165,6 +165,8 @@ fn print_outcome(
 ) {
     if args.json {
         let mut line = report::outcome_json(file, outcome);
+        // The time the text line gives in seconds, in whole milliseconds.
+        line["duration_ms"] = json!(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
         if args.dry_run {
             line["dry_run"] = json!(true);
         }

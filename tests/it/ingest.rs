@@ -929,8 +929,13 @@ fn a_file_delivered_again_changes_nothing() {
     let names = ["first.json", "first-resent.JSON", "first.json"];
     assert_eq!(lines.len(), names.len());
     for (line, name) in lines.iter().zip(names) {
+        let mut line = line.clone();
+        assert!(line["duration_ms"].is_u64(), "{line}");
+        line.as_object_mut()
+            .expect("an object")
+            .remove("duration_ms");
         let expected = serde_json::json!({"file": name, "outcome": "skipped_duplicate", "sha256": sha256_hex(&first)});
-        assert_eq!(*line, expected);
+        assert_eq!(line, expected);
     }
     assert_eq!(snapshot(&site.db), before, "every table, every column");
     let inbox = query(
@@ -2278,4 +2283,44 @@ fn a_missing_file_is_named_once_and_the_others_are_ingested() {
         )]
     );
     assert!(stdout.starts_with("processed good.json "), "{stdout}");
+}
+
+#[test]
+fn an_ingest_json_line_carries_the_time_taken_like_the_text_line() {
+    let site = Site::new();
+    let events: Vec<String> = (0..2000)
+        .map(|i| {
+            event(
+                &format!("BA{i:04}-20261129"),
+                "off_blocks",
+                "2026-11-29T10:05:00Z",
+                Some(1),
+                "{}",
+            )
+        })
+        .collect();
+    let big = site.file("big.json", json_batch(&events));
+    let bad = site.file("bad.csv", "a,b\n");
+    let started = std::time::Instant::now();
+    let (code, lines) = site.ingest(&[&big, &big, &bad]);
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    assert_eq!(code, 1, "{lines:?}");
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(outcomes, ["processed", "skipped_duplicate", "rejected"]);
+    let durations: Vec<u64> = lines
+        .iter()
+        .map(|line| {
+            line["duration_ms"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{line}"))
+        })
+        .collect();
+    // Every line has its own; together they fit in the command's run time.
+    assert!(
+        durations.iter().sum::<u64>() <= elapsed_ms,
+        "{durations:?} in {elapsed_ms} ms"
+    );
 }
