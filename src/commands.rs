@@ -247,7 +247,9 @@ pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
             serde_json::to_string(&status).expect("status serialises")
         );
     } else {
-        print!("{}", status::render(&status));
+        // Wrapped only for a person at a terminal: a pipe gets each value whole.
+        let columns = std::io::stdout().is_terminal().then_some(status::COLUMNS);
+        print!("{}", status::render(&status, columns));
     }
     if !status.unreadable.is_empty() {
         eprintln!(

@@ -334,14 +334,19 @@ pub(crate) fn advice(status: &Status) -> &'static str {
 
 /// Width of the label column of the text form.
 const LABEL_WIDTH: usize = 18;
-/// The text form fits this many columns (a long path excepted).
-const COLUMNS: usize = 80;
+/// On a terminal, the text form fits this many columns (a long path excepted).
+pub(crate) const COLUMNS: usize = 80;
 
-/// The human form, within 80 columns.
-pub(crate) fn render(status: &Status) -> String {
+/// The human form: within `columns` when given (a terminal), else each value on
+/// one line, so that grep and scripts see it whole.
+pub(crate) fn render(status: &Status, columns: Option<usize>) -> String {
     let mut out = String::new();
     for (label, value) in lines(status) {
-        for (i, text) in wrap(&value, COLUMNS - LABEL_WIDTH).iter().enumerate() {
+        let values = match columns {
+            Some(columns) => wrap(&value, columns.saturating_sub(LABEL_WIDTH)),
+            None => vec![value],
+        };
+        for (i, text) in values.iter().enumerate() {
             let label = if i == 0 { label } else { "" };
             out.push_str(&format!("{label:<LABEL_WIDTH$}{text}\n"));
         }
@@ -471,5 +476,37 @@ mod tests {
         assert_eq!(wrap("a b c", 3), ["a b", "c"]);
         assert_eq!(wrap("abcdef g", 3), ["abcdef", "g"]);
         assert_eq!(wrap("", 3), [""]);
+    }
+
+    #[test]
+    fn long_values_wrap_on_a_terminal_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = Db::Sqlite(dir.path().join("s.db"));
+        let mut status = gather(&dir.path().join("spool"), &db, SystemTime::now());
+        let error = "database is locked, and has been for long enough that this line is long";
+        status.database_fault = Some(DatabaseFault {
+            since: "2026-12-01T09:00:00.000Z".to_owned(),
+            error: error.to_owned(),
+            unreachable: false,
+        });
+        let fault_line = |text: &str| -> Vec<String> {
+            let start = text.find("database fault").expect("a fault line");
+            let lines: Vec<&str> = text[start..].lines().collect();
+            let end = lines[1..]
+                .iter()
+                .position(|line| !line.starts_with(' '))
+                .map_or(lines.len(), |n| n + 1);
+            lines[..end].iter().map(|line| line.to_string()).collect()
+        };
+        let whole = format!("database fault    failing since 2026-12-01T09:00:00.000Z: {error}");
+        assert_eq!(fault_line(&render(&status, None)), [whole]);
+        let wrapped = fault_line(&render(&status, Some(COLUMNS)));
+        assert_eq!(
+            wrapped,
+            [
+                "database fault    failing since 2026-12-01T09:00:00.000Z: database is locked,",
+                "                  and has been for long enough that this line is long",
+            ]
+        );
     }
 }

@@ -2186,3 +2186,39 @@ fn ingest_lines_carry_the_time_taken_and_escape_names_and_nothing_more() {
         "{stderr}"
     );
 }
+
+#[test]
+fn status_text_in_a_pipe_keeps_each_value_on_one_line() {
+    let site = stopped_site();
+    let pid = 4_000_000; // beyond pid_max: no live process is named
+    let _lock = hold_lock(&site, pid);
+    let since = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(60));
+    // A PostgreSQL server's words run long.
+    let error = "connect to PostgreSQL database postgresql://spoolite@db.ops.example/spoolite: \
+                 db error: FATAL: remaining connection slots are reserved for roles with the \
+                 SUPERUSER attribute";
+    write_state(
+        &site,
+        &json!({
+            "pid": pid, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 0, "oldest_waiting_seen_at": null,
+            "database_fault": {"since": since, "error": error},
+        }),
+    );
+    // The harness reads stdout through a pipe: no terminal.
+    let (code, text, stderr) = run_status(&mut site.status_command());
+    assert_eq!(code, 1, "{text}{stderr}");
+    let fault = format!("database fault    failing since {since}: {error}");
+    assert!(
+        text.lines().any(|line| line == fault),
+        "the fault on one line, as grep needs it:\n{text}"
+    );
+    let labels: Vec<&str> = text
+        .lines()
+        .map(|line| line.split("  ").next().unwrap_or(""))
+        .collect();
+    assert!(
+        labels.iter().all(|label| !label.is_empty()),
+        "no continuation lines:\n{text}"
+    );
+}
