@@ -330,8 +330,13 @@ fn progress_text(progress: ingest::Progress, elapsed: Duration) -> String {
     let done = progress.bytes_done as f64;
     let total = progress.bytes_total as f64;
     let seconds = elapsed.as_secs_f64();
+    let events = if progress.events == 1 {
+        "event"
+    } else {
+        "events"
+    };
     let mut text = format!(
-        "{} events  {:.1}/{:.1} MB",
+        "{} {events}  {:.1}/{:.1} MB",
         progress.events,
         done / MB,
         total / MB
@@ -416,6 +421,10 @@ mod tests {
         assert_eq!(
             progress_text(progress(1_000_000, 400_000_000, 9), Duration::from_secs(1)),
             "9 events  1.0/400.0 MB  1.0 MB/s  6m39s left"
+        );
+        assert_eq!(
+            progress_text(progress(100, 200, 1), Duration::ZERO),
+            "1 event  0.0/0.0 MB"
         );
         assert_eq!(duration_text(3720), "1h02m");
     }
