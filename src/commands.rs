@@ -1,6 +1,7 @@
 //! The one-shot commands: `ingest`, `status` and `key`. Each returns its exit code.
 
 use std::io::IsTerminal;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -22,6 +23,21 @@ const EXIT_REJECTED: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn ingest(args: &IngestArgs) -> ExitCode {
+    // An argument that names no batch file is the operator's error: nothing is
+    // ingested (or created) until every one does.
+    let mut refused = false;
+    for (path, why) in args
+        .files
+        .iter()
+        .filter_map(|path| Some((path, not_a_batch_file(path)?)))
+    {
+        let shown_path = names::escaped(&path.to_string_lossy());
+        eprintln!("spoolite: ingest {shown_path}: {why}");
+        refused = true;
+    }
+    if refused {
+        return ExitCode::from(EXIT_ERROR);
+    }
     let opened = match args.dry_run {
         false => Store::open(&args.db.db),
         true => Store::open_for_dry_run(&args.db.db),
@@ -72,14 +88,72 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
             }
             Err(error) => {
                 // The error may name the path itself: escaped too, it stays one line.
-                let shown_path = names::escaped(&path.to_string_lossy());
-                let error = names::escaped(&error.to_string());
-                eprintln!("spoolite: {shown_path}: {error}");
+                eprintln!("spoolite: {}", names::escaped(&error_line(path, &error)));
                 code = EXIT_ERROR;
             }
         }
     }
     ExitCode::from(code)
+}
+
+/// Why `path` names nothing `ingest` reads, an operator's error: standard input,
+/// a folder, a symbolic link (never followed, as in incoming/), a FIFO, a socket or
+/// a device. `None` for a regular file, and for a path that does not exist (the
+/// read says so).
+fn not_a_batch_file(path: &Path) -> Option<String> {
+    const STDIN: &str = "standard input and pipes are not read, since a batch's format \
+                         comes from its file name: save the input to a file (e.g. \
+                         batch.ndjson) and name that file";
+    if path.as_os_str() == "-" || is_stdin_or_pipe(path) {
+        return Some(STDIN.to_owned());
+    }
+    let kind = std::fs::symlink_metadata(path).ok()?.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_dir() {
+        return Some(format!(
+            "a folder is not a batch file: name the files in it (e.g. {})",
+            path.join("*.json").display()
+        ));
+    }
+    if kind.is_symlink() {
+        let target = std::fs::read_link(path).unwrap_or_default();
+        return Some(format!(
+            "a symbolic link is not followed: name the file it points to ({})",
+            target.display()
+        ));
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    };
+    Some(format!("{what} is not a batch file: name a regular file"))
+}
+
+/// Whether `path` is a name of standard input or of a pipe (`/dev/stdin`,
+/// `/dev/fd/N`, `/proc/self/fd/N`: the names a shell's `<(…)` gives).
+fn is_stdin_or_pipe(path: &Path) -> bool {
+    path == Path::new("/dev/stdin")
+        || path.starts_with("/dev/fd")
+        || path.starts_with("/proc/self/fd")
+}
+
+/// An ingest error as one line that names the file once: after `path` unless
+/// the error names it already (a file that cannot be read or changed).
+fn error_line(path: &Path, error: &ingest::IngestError) -> String {
+    let shown_path = path.display().to_string();
+    match error {
+        ingest::IngestError::Read { path, .. } | ingest::IngestError::Changed { path }
+            if *path == shown_path =>
+        {
+            error.to_string()
+        }
+        _ => format!("{shown_path}: {error}"),
+    }
 }
 
 /// Prints one file's outcome line (text or JSON) and warns of a re-sent batch.
@@ -91,6 +165,8 @@ fn print_outcome(
 ) {
     if args.json {
         let mut line = report::outcome_json(file, outcome);
+        // The time the text line gives in seconds, in whole milliseconds.
+        line["duration_ms"] = json!(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
         if args.dry_run {
             line["dry_run"] = json!(true);
         }
@@ -171,7 +247,9 @@ pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
             serde_json::to_string(&status).expect("status serialises")
         );
     } else {
-        print!("{}", status::render(&status));
+        // Wrapped only for a person at a terminal: a pipe gets each value whole.
+        let columns = std::io::stdout().is_terminal().then_some(status::COLUMNS);
+        print!("{}", status::render(&status, columns));
     }
     if !status.unreadable.is_empty() {
         eprintln!(
@@ -252,8 +330,13 @@ fn progress_text(progress: ingest::Progress, elapsed: Duration) -> String {
     let done = progress.bytes_done as f64;
     let total = progress.bytes_total as f64;
     let seconds = elapsed.as_secs_f64();
+    let events = if progress.events == 1 {
+        "event"
+    } else {
+        "events"
+    };
     let mut text = format!(
-        "{} events  {:.1}/{:.1} MB",
+        "{} {events}  {:.1}/{:.1} MB",
         progress.events,
         done / MB,
         total / MB
@@ -338,6 +421,10 @@ mod tests {
         assert_eq!(
             progress_text(progress(1_000_000, 400_000_000, 9), Duration::from_secs(1)),
             "9 events  1.0/400.0 MB  1.0 MB/s  6m39s left"
+        );
+        assert_eq!(
+            progress_text(progress(100, 200, 1), Duration::ZERO),
+            "1 event  0.0/0.0 MB"
         );
         assert_eq!(duration_text(3720), "1h02m");
     }

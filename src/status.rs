@@ -2,20 +2,31 @@
 //! folders, the spool's lock and the daemon's state file without changing any of
 //! them, and without creating anything.
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::spool::{LOCK_FILE, REASON_SUFFIX, Spool};
+use crate::names;
+use crate::spool::{self, LOCK_FILE, REASON_SUFFIX, Spool};
 use crate::state::{self, DatabaseFault};
 use crate::store::{Db, Store, Totals};
 
 /// Above this size the WAL is reported as a problem: checkpoints are being held
 /// back, most likely by a long-running analyst read.
 pub(crate) const WAL_WARN_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How many of the oldest waiting files, and of the oldest rejected ones, status
+/// names.
+pub(crate) const FILES_NAMED_MAX: usize = 5;
+/// A reason file is read up to this size (spoolite writes a few hundred bytes).
+const REASON_FILE_BYTES_MAX: u64 = 64 * 1024;
 
 /// Exit code: a daemon serves the spool.
 pub(crate) const EXIT_SERVED: u8 = 0;
@@ -48,8 +59,13 @@ pub(crate) struct Status {
     /// Seconds since the serving daemon first saw the file that has waited longest;
     /// null when nothing waits or no daemon has been watching.
     pub(crate) oldest_waiting_age_s: Option<u64>,
+    /// The oldest few files in incoming/, in the order the daemon takes them
+    /// (modification time, then name), each with what it waits for.
+    pub(crate) oldest_waiting: Option<Vec<WaitingFile>>,
     /// Files in rejected/, reason files not counted.
     pub(crate) rejected_files: Option<u64>,
+    /// The few files that have lain longest in rejected/, each with its reason.
+    pub(crate) oldest_rejected: Option<Vec<RejectedFile>>,
     /// The serving daemon's database is failing, since when and why.
     pub(crate) database_fault: Option<DatabaseFault>,
     pub(crate) wal_bytes: Option<u64>,
@@ -73,6 +89,57 @@ pub(crate) struct ServedBy {
     pub(crate) pid: Option<u32>,
     /// When the daemon took the lock: the lock file's modification time.
     pub(crate) since: String,
+}
+
+/// A file in incoming/ and what it waits for, as far as status can tell from the
+/// spool and the serving daemon's state.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub(crate) struct WaitingFile {
+    /// The name as recorded (each invalid byte as U+FFFD).
+    pub(crate) file: String,
+    pub(crate) state: WaitState,
+    pub(crate) bytes: u64,
+    pub(crate) modified_at: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum WaitState {
+    /// A name uploads use while they write (`.x`, `*.part`, `*.tmp`, `*~`…): never
+    /// taken until renamed.
+    TempName,
+    /// No daemon serves the spool.
+    NotServed,
+    /// The serving daemon reports a database fault: every file waits for it.
+    WaitingForDatabase,
+    /// 0 bytes: still arriving, until --partial-timeout.
+    Empty,
+    /// Settling, still arriving, backing off or being read: which, only the
+    /// daemon knows.
+    Pending,
+}
+
+impl WaitState {
+    fn text(self) -> &'static str {
+        match self {
+            WaitState::TempName => "temp-named, taken once renamed",
+            WaitState::NotServed => "no daemon serves the spool",
+            WaitState::WaitingForDatabase => "waiting for the database",
+            WaitState::Empty => "empty, so still arriving",
+            WaitState::Pending => "settling, still arriving or being read",
+        }
+    }
+}
+
+/// A file in rejected/ and why, from its `NAME.reason.json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub(crate) struct RejectedFile {
+    /// Its name in rejected/ (each invalid byte as U+FFFD).
+    pub(crate) file: String,
+    /// The reason code; null when the reason file is missing or unreadable.
+    pub(crate) reason: Option<String>,
+    pub(crate) detail: Option<String>,
+    pub(crate) rejected_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -127,7 +194,9 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         last_ingest_at: totals.and_then(|t| t.last_ingest_at),
         incoming_waiting: None,
         oldest_waiting_age_s: None,
+        oldest_waiting: None,
         rejected_files: None,
+        oldest_rejected: None,
         database_fault: None,
         wal_bytes: None,
         wal_warning: false,
@@ -174,12 +243,12 @@ fn read_wal_size(db: &Path, status: &mut Status) {
 /// What the spool's folders, its lock and the serving daemon's state file tell.
 fn read_spool(spool_dir: &Path, now: SystemTime, status: &mut Status) {
     let spool = Spool::at(spool_dir);
-    status.incoming_waiting = count_in(&spool.incoming, "incoming/", status, |_| true);
-    status.rejected_files = count_in(&spool.rejected, "rejected/", status, |name| {
-        // Reason files are not rejected files, and neither is a hidden temporary
-        // file a crash may leave while a reason file is being written.
-        !name.ends_with(REASON_SUFFIX) && !name.starts_with('.')
-    });
+    let incoming = list_in(&spool.incoming, "incoming/", status);
+    let rejected = list_in(&spool.rejected, "rejected/", status);
+    status.incoming_waiting = incoming.as_ref().map(|entries| entries.len() as u64);
+    status.rejected_files = rejected
+        .as_ref()
+        .map(|entries| entries.iter().filter(|e| is_rejected_file(&e.name)).count() as u64);
     match served(spool_dir) {
         Ok(Served::By(by)) => {
             read_daemon_state(spool_dir, &by, now, status);
@@ -191,6 +260,121 @@ fn read_spool(spool_dir: &Path, now: SystemTime, status: &mut Status) {
         Err(e) => status
             .unreadable
             .push(format!("{LOCK_FILE}: {}", cause(&e))),
+    }
+    status.oldest_waiting = incoming.map(|entries| oldest_waiting(entries, status));
+    status.oldest_rejected = rejected.map(|entries| oldest_rejected(&spool.rejected, entries));
+}
+
+/// Whether a name in rejected/ is a rejected file: reason files are not, and
+/// neither is a hidden temporary file a crash may leave while a reason file is
+/// being written.
+fn is_rejected_file(name: &OsStr) -> bool {
+    !name.as_bytes().ends_with(REASON_SUFFIX.as_bytes()) && !name.as_bytes().starts_with(b".")
+}
+
+/// The regular files in `dir`, or `None` with the reason in `status.unreadable`.
+fn list_in(dir: &Path, label: &str, status: &mut Status) -> Option<Vec<Entry>> {
+    match regular_files(dir) {
+        Ok(entries) => Some(entries),
+        Err(e) => {
+            status.unreadable.push(format!("{label}: {}", cause(&e)));
+            None
+        }
+    }
+}
+
+/// The first `FILES_NAMED_MAX` of incoming/'s files in the order the daemon takes
+/// them, each with what it waits for.
+fn oldest_waiting(mut entries: Vec<Entry>, status: &Status) -> Vec<WaitingFile> {
+    entries.sort_by(|a, b| {
+        (a.meta.mtime(), a.meta.mtime_nsec(), a.name.as_bytes()).cmp(&(
+            b.meta.mtime(),
+            b.meta.mtime_nsec(),
+            b.name.as_bytes(),
+        ))
+    });
+    entries
+        .iter()
+        .take(FILES_NAMED_MAX)
+        .map(|entry| WaitingFile {
+            file: names::lossy(&entry.name),
+            state: wait_state(entry, status),
+            bytes: entry.meta.len(),
+            modified_at: entry
+                .meta
+                .modified()
+                .map(crate::clock::format_millis)
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// What a file in incoming/ waits for, as far as status can tell: what the name
+/// and size say first, then whether a daemon serves the spool and whether its
+/// database fails.
+fn wait_state(entry: &Entry, status: &Status) -> WaitState {
+    if spool::is_temp_name(&entry.name) {
+        WaitState::TempName
+    } else if status.lock_seen && status.served_by.is_none() {
+        WaitState::NotServed
+    } else if status.database_fault.is_some() {
+        WaitState::WaitingForDatabase
+    } else if entry.meta.len() == 0 {
+        WaitState::Empty
+    } else {
+        WaitState::Pending
+    }
+}
+
+/// The `FILES_NAMED_MAX` files that have lain longest in rejected/ (by their reason
+/// file's modification time, written when they were rejected; a file without one
+/// by its own), each with what its reason file says.
+fn oldest_rejected(dir: &Path, entries: Vec<Entry>) -> Vec<RejectedFile> {
+    let times: HashMap<&OsStr, (i64, i64)> = entries
+        .iter()
+        .map(|e| (e.name.as_os_str(), (e.meta.mtime(), e.meta.mtime_nsec())))
+        .collect();
+    let mut files: Vec<((i64, i64), &OsStr)> = entries
+        .iter()
+        .filter(|e| is_rejected_file(&e.name))
+        .map(|e| {
+            let reason = reason_name(&e.name);
+            let own = (e.meta.mtime(), e.meta.mtime_nsec());
+            let at = times.get(reason.as_os_str()).copied().unwrap_or(own);
+            (at, e.name.as_os_str())
+        })
+        .collect();
+    files.sort_by(|a, b| (a.0, a.1.as_bytes()).cmp(&(b.0, b.1.as_bytes())));
+    files
+        .into_iter()
+        .take(FILES_NAMED_MAX)
+        .map(|(_, name)| rejected_file(dir, name))
+        .collect()
+}
+
+/// `NAME.reason.json` of the file `name` in rejected/.
+fn reason_name(name: &OsStr) -> OsString {
+    let mut reason = name.to_owned();
+    reason.push(REASON_SUFFIX);
+    reason
+}
+
+/// What the reason file of `name` in `dir` says; its fields null when it is
+/// missing, unreadable or not what spoolite writes.
+fn rejected_file(dir: &Path, name: &OsStr) -> RejectedFile {
+    let mut text = Vec::new();
+    let read = crate::ingest::open_no_follow(&dir.join(reason_name(name)))
+        .and_then(|file| file.take(REASON_FILE_BYTES_MAX).read_to_end(&mut text));
+    let value: serde_json::Value = match read {
+        Ok(_) => serde_json::from_slice(&text).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    let field = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    RejectedFile {
+        file: names::lossy(name),
+        reason: field("reason"),
+        detail: field("detail"),
+        rejected_at: field("rejected_at"),
     }
 }
 
@@ -205,23 +389,6 @@ fn read_totals(db: &Db, unreadable: &mut Vec<String>) -> Option<Totals> {
         Ok(totals) => Some(totals),
         Err(e) => {
             unreadable.push(format!("database {db}: {e}"));
-            None
-        }
-    }
-}
-
-/// The number of regular files in `dir` whose names `counts`, or `None` with the
-/// reason in `status.unreadable`.
-fn count_in(
-    dir: &Path,
-    label: &str,
-    status: &mut Status,
-    counts: impl Fn(&str) -> bool,
-) -> Option<u64> {
-    match regular_files(dir) {
-        Ok(names) => Some(names.iter().filter(|name| counts(name)).count() as u64),
-        Err(e) => {
-            status.unreadable.push(format!("{label}: {}", cause(&e)));
             None
         }
     }
@@ -305,8 +472,14 @@ pub(crate) fn wal_path(db: &Path) -> PathBuf {
     name.into()
 }
 
-/// Names of the regular files directly inside `dir`.
-fn regular_files(dir: &Path) -> io::Result<Vec<String>> {
+/// A regular file directly inside a folder.
+struct Entry {
+    name: OsString,
+    meta: fs::Metadata,
+}
+
+/// The regular files directly inside `dir`, links not followed.
+fn regular_files(dir: &Path) -> io::Result<Vec<Entry>> {
     let mut files = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
@@ -316,7 +489,10 @@ fn regular_files(dir: &Path) -> io::Result<Vec<String>> {
             Err(e) => return Err(e),
         };
         if meta.is_file() {
-            files.push(entry.file_name().to_string_lossy().into_owned());
+            files.push(Entry {
+                name: entry.file_name(),
+                meta,
+            });
         }
     }
     Ok(files)
@@ -334,14 +510,19 @@ pub(crate) fn advice(status: &Status) -> &'static str {
 
 /// Width of the label column of the text form.
 const LABEL_WIDTH: usize = 18;
-/// The text form fits this many columns (a long path excepted).
-const COLUMNS: usize = 80;
+/// On a terminal, the text form fits this many columns (a long path excepted).
+pub(crate) const COLUMNS: usize = 80;
 
-/// The human form, within 80 columns.
-pub(crate) fn render(status: &Status) -> String {
+/// The human form: within `columns` when given (a terminal), else each value on
+/// one line, so that grep and scripts see it whole.
+pub(crate) fn render(status: &Status, columns: Option<usize>) -> String {
     let mut out = String::new();
     for (label, value) in lines(status) {
-        for (i, text) in wrap(&value, COLUMNS - LABEL_WIDTH).iter().enumerate() {
+        let values = match columns {
+            Some(columns) => wrap(&value, columns.saturating_sub(LABEL_WIDTH)),
+            None => vec![value],
+        };
+        for (i, text) in values.iter().enumerate() {
             let label = if i == 0 { label } else { "" };
             out.push_str(&format!("{label:<LABEL_WIDTH$}{text}\n"));
         }
@@ -389,10 +570,20 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
         "waiting",
         in_folder(status.incoming_waiting, "incoming/", &oldest),
     ));
+    let waiting = status.oldest_waiting.iter().flatten();
+    let named =
+        waiting.map(|file| format!("{}: {}", names::escaped(&file.file), file.state.text()));
+    push_named(&mut lines, named, status.incoming_waiting);
     lines.push((
         "rejected",
         in_folder(status.rejected_files, "rejected/", ""),
     ));
+    let rejected = status.oldest_rejected.iter().flatten();
+    let named = rejected.map(|file| {
+        let reason = file.reason.as_deref().unwrap_or("(no reason file)");
+        format!("{}: {reason}", names::escaped(&file.file))
+    });
+    push_named(&mut lines, named, status.rejected_files);
     // PostgreSQL keeps its own WAL: no line for it.
     if status.db_is_file {
         lines.push(("wal", wal_text(status)));
@@ -405,6 +596,24 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
         lines.push(("cannot read", problem.clone()));
     }
     lines
+}
+
+/// The named files of a folder as lines of their own under its count, and how
+/// many more there are.
+fn push_named(
+    lines: &mut Vec<(&'static str, String)>,
+    named: impl Iterator<Item = String>,
+    count: Option<u64>,
+) {
+    let mut shown = 0;
+    for text in named {
+        lines.push(("", text));
+        shown += 1;
+    }
+    let more = count.unwrap_or(0).saturating_sub(shown);
+    if more > 0 {
+        lines.push(("", format!("and {more} more")));
+    }
 }
 
 fn database_text(status: &Status) -> String {
@@ -471,5 +680,37 @@ mod tests {
         assert_eq!(wrap("a b c", 3), ["a b", "c"]);
         assert_eq!(wrap("abcdef g", 3), ["abcdef", "g"]);
         assert_eq!(wrap("", 3), [""]);
+    }
+
+    #[test]
+    fn long_values_wrap_on_a_terminal_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = Db::Sqlite(dir.path().join("s.db"));
+        let mut status = gather(&dir.path().join("spool"), &db, SystemTime::now());
+        let error = "database is locked, and has been for long enough that this line is long";
+        status.database_fault = Some(DatabaseFault {
+            since: "2026-12-01T09:00:00.000Z".to_owned(),
+            error: error.to_owned(),
+            unreachable: false,
+        });
+        let fault_line = |text: &str| -> Vec<String> {
+            let start = text.find("database fault").expect("a fault line");
+            let lines: Vec<&str> = text[start..].lines().collect();
+            let end = lines[1..]
+                .iter()
+                .position(|line| !line.starts_with(' '))
+                .map_or(lines.len(), |n| n + 1);
+            lines[..end].iter().map(|line| line.to_string()).collect()
+        };
+        let whole = format!("database fault    failing since 2026-12-01T09:00:00.000Z: {error}");
+        assert_eq!(fault_line(&render(&status, None)), [whole]);
+        let wrapped = fault_line(&render(&status, Some(COLUMNS)));
+        assert_eq!(
+            wrapped,
+            [
+                "database fault    failing since 2026-12-01T09:00:00.000Z: database is locked,",
+                "                  and has been for long enough that this line is long",
+            ]
+        );
     }
 }

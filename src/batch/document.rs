@@ -474,8 +474,9 @@ impl<R: BufRead> JsonReader<R> {
             return Err(reject(
                 RejectReason::CountMismatch,
                 format!(
-                    "event_count says {count} but the file holds {} events",
-                    self.index
+                    "event_count says {count} but the file holds {} {}",
+                    self.index,
+                    if self.index == 1 { "event" } else { "events" }
                 ),
             ));
         }

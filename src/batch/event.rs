@@ -141,8 +141,9 @@ fn event_kind_form(text: &str) -> Result<Cow<'_, str>, Invalid> {
     }
     let kind = trimmed.to_ascii_lowercase();
     if !is_event_kind(kind.as_bytes()) {
+        // Quoted as sent: the sender looks for what they wrote, not its lowercase.
         let why =
-            format!("event_kind {kind:?} must be a letter then up to 31 letters, digits or '_'");
+            format!("event_kind {text:?} must be a letter then up to 31 letters, digits or '_'");
         return Err(invalid(InvalidReason::BadEventKind, why));
     }
     Ok(Cow::Owned(kind))

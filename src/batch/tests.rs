@@ -618,6 +618,37 @@ fn parse_details_name_line_character_and_byte_offset() {
     );
 }
 
+#[test]
+fn details_quote_what_the_sender_wrote_and_count_in_words() {
+    let event =
+        r#"{"flight_id":"A1","event_kind":" Take Off ","instant_utc":"2026-11-29T10:05:00Z"}"#;
+    let want = (
+        "bad_event_kind",
+        r#"event_kind " Take Off " must be a letter then up to 31 letters, digits or '_'"#,
+    );
+    let ndjson = format!("{event}\n");
+    let got = records(Format::Ndjson, ndjson.as_bytes(), Limits::default());
+    assert_eq!(invalid_detail(&got[0]), want);
+    let json = format!("{{\"events\":[{event}]}}");
+    let got = records(Format::Json, json.as_bytes(), Limits::default());
+    assert_eq!(invalid_detail(&got[0]), want);
+
+    assert_eq!(
+        rejection_detail(
+            Format::Json,
+            &format!(r#"{{"events":[{E1}],"event_count":2}}"#)
+        ),
+        "event_count says 2 but the file holds 1 event"
+    );
+    assert_eq!(
+        rejection_detail(
+            Format::Json,
+            &format!(r#"{{"events":[{E1},{E2}],"event_count":1}}"#)
+        ),
+        "event_count says 1 but the file holds 2 events"
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Lone surrogates and line ends.
 

@@ -54,7 +54,7 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("database: {0}")]
+    #[error("{}", sqlite_text(.0))]
     Sqlite(#[from] rusqlite::Error),
     #[error("connect to PostgreSQL database {db}: {}", pg_text(.source))]
     PgConnect {
@@ -99,6 +99,18 @@ pub enum StoreError {
     /// database) failed: a full or failing disk, like the database's own.
     #[error("sort a batch's events: {0}")]
     Spill(std::io::Error),
+}
+
+/// A SQLite error as a person reads it: SQLite's own words, which mostly name the
+/// database already (`database is locked`, `attempt to write a readonly
+/// database`), and `database: ` before those that do not (`disk I/O error`).
+fn sqlite_text(error: &rusqlite::Error) -> String {
+    let text = error.to_string();
+    if text.contains("database") {
+        text
+    } else {
+        format!("database: {text}")
+    }
 }
 
 /// A PostgreSQL error as a person reads it, on one line: the client's words and
@@ -309,4 +321,42 @@ fn postgres_class(error: &postgres::Error) -> FaultClass {
         return FaultClass::InFile;
     }
     FaultClass::ThisFile
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error SQLite gives a second writer while another holds the write lock.
+    fn locked_error() -> rusqlite::Error {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("a.db");
+        let holder = rusqlite::Connection::open(&path).expect("open");
+        holder
+            .execute_batch("PRAGMA journal_mode = WAL; BEGIN IMMEDIATE")
+            .expect("take the write lock");
+        let other = rusqlite::Connection::open(&path).expect("open");
+        other
+            .busy_timeout(std::time::Duration::ZERO)
+            .expect("no busy wait");
+        other
+            .execute_batch("BEGIN IMMEDIATE")
+            .expect_err("the lock is held")
+    }
+
+    #[test]
+    fn a_sqlite_error_names_the_database_once() {
+        assert_eq!(
+            StoreError::Sqlite(locked_error()).to_string(),
+            "database is locked"
+        );
+        let io = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+            Some("disk I/O error".to_owned()),
+        );
+        assert_eq!(
+            StoreError::Sqlite(io).to_string(),
+            "database: disk I/O error"
+        );
+    }
 }

@@ -2176,3 +2176,151 @@ fn a_bad_byte_far_into_a_file_is_named_by_its_line_and_byte() {
         "{detail}"
     );
 }
+
+/// Runs `command` (a `spoolite ingest`) with `stdin` on its standard input; returns
+/// the exit code, stdout and the lines of stderr that are messages (not log lines).
+fn ingest_messages(command: &mut Command, stdin: &str) -> (i32, String, Vec<String>) {
+    use std::io::Write as _;
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run spoolite ingest");
+    let mut input = child.stdin.take().expect("stdin");
+    // The command may exit without reading: a closed pipe is no failure here.
+    let _ = input.write_all(stdin.as_bytes());
+    drop(input);
+    let output = child.wait_with_output().expect("wait for spoolite ingest");
+    let messages = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|line| line.starts_with("spoolite: "))
+        .map(str::to_owned)
+        .collect();
+    (
+        output.status.code().expect("exit code"),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        messages,
+    )
+}
+
+#[test]
+fn an_argument_that_names_no_batch_file_is_an_operating_error_that_says_what_to_do() {
+    let site = Site::new();
+    let good = site.file("good.json", json_batch(&[off_blocks(1, "{}")]));
+    let folder = site.dir.path().join("day1");
+    std::fs::create_dir(&folder).expect("mkdir");
+    let link = site.dir.path().join("latest.json");
+    std::os::unix::fs::symlink(&good, &link).expect("symlink");
+    let fifo = site.dir.path().join("pipe.ndjson");
+    let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o644) }, 0, "mkfifo");
+    let stdin = "standard input and pipes are not read, since a batch's format comes from \
+                 its file name: save the input to a file (e.g. batch.ndjson) and name that file";
+    let cases = [
+        ("-".to_owned(), stdin.to_owned()),
+        ("/dev/stdin".to_owned(), stdin.to_owned()),
+        (
+            folder.display().to_string(),
+            format!(
+                "a folder is not a batch file: name the files in it (e.g. {}/*.json)",
+                folder.display()
+            ),
+        ),
+        (
+            link.display().to_string(),
+            format!(
+                "a symbolic link is not followed: name the file it points to ({})",
+                good.display()
+            ),
+        ),
+        (
+            fifo.display().to_string(),
+            "a FIFO is not a batch file: name a regular file".to_owned(),
+        ),
+    ];
+    for (argument, why) in &cases {
+        for json in [false, true] {
+            let mut command = ingest_command(&site.db);
+            if json {
+                command.arg("--json");
+            }
+            // The good file is named too: nothing is ingested while an argument is wrong.
+            command.arg(&good).arg(argument);
+            let (code, stdout, messages) = ingest_messages(&mut command, "{\"events\":[]}\n");
+            assert_eq!(code, 2, "{argument}: {stdout}{messages:?}");
+            assert_eq!(
+                messages,
+                [format!("spoolite: ingest {argument}: {why}")],
+                "{argument}"
+            );
+            assert_eq!(stdout, "", "{argument}: no outcome line");
+            assert!(!site.db.exists(), "{argument}: no database is created");
+        }
+    }
+}
+
+#[test]
+fn a_missing_file_is_named_once_and_the_others_are_ingested() {
+    let site = Site::new();
+    let good = site.file("good.json", json_batch(&[off_blocks(1, "{}")]));
+    let missing = site.dir.path().join("gone.json");
+    let mut command = ingest_command(&site.db);
+    command.arg(&missing).arg(&good);
+    let (code, stdout, messages) = ingest_messages(&mut command, "");
+    assert_eq!(code, 2, "{stdout}{messages:?}");
+    assert_eq!(
+        messages,
+        [format!(
+            "spoolite: read {}: No such file or directory (os error 2)",
+            missing.display()
+        )]
+    );
+    assert!(stdout.starts_with("processed good.json "), "{stdout}");
+}
+
+#[test]
+fn an_ingest_json_line_carries_the_time_taken_like_the_text_line() {
+    let site = Site::new();
+    let events: Vec<String> = (0..2000)
+        .map(|i| {
+            event(
+                &format!("BA{i:04}-20261129"),
+                "off_blocks",
+                "2026-11-29T10:05:00Z",
+                Some(1),
+                "{}",
+            )
+        })
+        .collect();
+    let big = site.file("big.json", json_batch(&events));
+    let bad = site.file("bad.csv", "a,b\n");
+    let started = std::time::Instant::now();
+    let output = ingest_command(&site.db)
+        .arg("--json")
+        .args([&big, &big, &bad])
+        .output()
+        .expect("run spoolite ingest");
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let lines = parse_lines(&output);
+    assert_eq!(output.status.code(), Some(1), "{lines:?}");
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(outcomes, ["processed", "skipped_duplicate", "rejected"]);
+    let durations: Vec<u64> = lines
+        .iter()
+        .map(|line| {
+            line["duration_ms"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{line}"))
+        })
+        .collect();
+    // Every line has its own; together they fit in the command's run time.
+    assert!(
+        durations.iter().sum::<u64>() <= elapsed_ms,
+        "{durations:?} in {elapsed_ms} ms"
+    );
+}

@@ -699,6 +699,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         "the .part file's hour-old mtime is no hour of waiting: {age}"
     );
     let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
+    let late = site.incoming().join("late.json");
     let expected = json!({
         "spool": site.spool.display().to_string(),
         "db": site.db.display().to_string(),
@@ -711,7 +712,17 @@ fn status_reports_every_number_an_operator_asks_for() {
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
         "oldest_waiting_age_s": null,
+        // In the order the daemon takes them: modification time, then name.
+        "oldest_waiting": [
+            waiting_file(&upload, "temp_name"),
+            waiting_file(&late, "pending"),
+        ],
         "rejected_files": 2,
+        // In the order they were rejected.
+        "oldest_rejected": [
+            rejected_file(&site, "roster.csv", "unsupported_type"),
+            rejected_file(&site, "list.json", "bad_shape"),
+        ],
         "database_fault": null,
         "wal_bytes": 0,
         "wal_warning": false,
@@ -743,6 +754,17 @@ fn status_reports_every_number_an_operator_asks_for() {
         "{text}"
     );
     assert_eq!(status_line(&text, "rejected"), "2 in rejected/");
+    assert_eq!(
+        lines_after(&text, "waiting", 2),
+        [
+            "day4.json.part: temp-named, taken once renamed",
+            "late.json: settling, still arriving or being read",
+        ]
+    );
+    assert_eq!(
+        lines_after(&text, "rejected", 2),
+        ["roster.csv: unsupported_type", "list.json: bad_shape"]
+    );
     assert_eq!(status_line(&text, "wal"), "0 bytes");
     daemon.stop();
 
@@ -758,10 +780,65 @@ fn status_reports_every_number_an_operator_asks_for() {
         Value::Null,
         "nobody watches"
     );
+    assert_eq!(
+        status["oldest_waiting"],
+        json!([
+            waiting_file(&upload, "temp_name"),
+            waiting_file(&late, "not_served"),
+        ])
+    );
     let (code, text) = status_text_code(&site);
     assert_eq!(code, 3);
     assert_eq!(status_line(&text, "daemon"), "not running");
     assert_eq!(status_line(&text, "events"), "12");
+    assert_eq!(
+        lines_after(&text, "waiting", 2),
+        [
+            "day4.json.part: temp-named, taken once renamed",
+            "late.json: no daemon serves the spool",
+        ]
+    );
+}
+
+/// What `status --json` says of the file at `path` in incoming/ in `state`.
+fn waiting_file(path: &Path, state: &str) -> Value {
+    let meta = fs::metadata(path).expect("stat waiting file");
+    json!({
+        "file": path.file_name().expect("a name").to_string_lossy(),
+        "state": state,
+        "bytes": meta.len(),
+        "modified_at": spoolite::clock::format_millis(meta.modified().expect("mtime")),
+    })
+}
+
+/// What `status --json` says of `name` in rejected/: what its reason file says.
+fn rejected_file(site: &Site, name: &str, reason: &str) -> Value {
+    let path = site.rejected().join(format!("{name}.reason.json"));
+    let text = fs::read_to_string(&path).expect("read reason file");
+    let written: Value = serde_json::from_str(&text).expect("reason JSON");
+    assert_eq!(written["reason"], reason, "{text}");
+    json!({
+        "file": name,
+        "reason": reason,
+        "detail": written["detail"],
+        "rejected_at": written["rejected_at"],
+    })
+}
+
+/// The `n` lines after the line of `text` that starts with `label`, which have
+/// no label of their own, trimmed.
+fn lines_after<'t>(text: &'t str, label: &str, n: usize) -> Vec<&'t str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|line| line.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in status:\n{text}"));
+    let after: Vec<&str> = lines[at + 1..].iter().take(n).copied().collect();
+    assert!(
+        after.iter().all(|line| line.starts_with("  ")),
+        "{n} lines without a label after {label:?}:\n{text}"
+    );
+    after.iter().map(|line| line.trim()).collect()
 }
 
 #[test]
@@ -783,7 +860,9 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "last_ingest_at": null,
             "incoming_waiting": null,
             "oldest_waiting_age_s": null,
+            "oldest_waiting": null,
             "rejected_files": null,
+            "oldest_rejected": null,
             "database_fault": null,
             "wal_bytes": null,
             "wal_warning": false,
@@ -1626,7 +1705,13 @@ fn a_dry_run_classifies_against_the_database_and_writes_nothing() {
         .output()
         .expect("run ingest --dry-run");
     assert_eq!(output.status.code(), Some(0));
-    let lines = parse_lines(&output);
+    let mut lines = parse_lines(&output);
+    for line in &mut lines {
+        assert!(line["duration_ms"].is_u64(), "{line}");
+        line.as_object_mut()
+            .expect("an object")
+            .remove("duration_ms");
+    }
     assert_eq!(
         lines,
         [
@@ -2188,5 +2273,189 @@ fn ingest_lines_carry_the_time_taken_and_escape_names_and_nothing_more() {
     assert!(
         stderr.contains("gone.json\\nprocessed forged.json"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn status_text_in_a_pipe_keeps_each_value_on_one_line() {
+    let site = stopped_site();
+    let pid = 4_000_000; // beyond pid_max: no live process is named
+    let _lock = hold_lock(&site, pid);
+    let since = spoolite::clock::format_millis(SystemTime::now() - Duration::from_secs(60));
+    // A PostgreSQL server's words run long.
+    let error = "connect to PostgreSQL database postgresql://spoolite@db.ops.example/spoolite: \
+                 db error: FATAL: remaining connection slots are reserved for roles with the \
+                 SUPERUSER attribute";
+    write_state(
+        &site,
+        &json!({
+            "pid": pid, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 0, "oldest_waiting_seen_at": null,
+            "database_fault": {"since": since, "error": error},
+        }),
+    );
+    // The harness reads stdout through a pipe: no terminal.
+    let (code, text, stderr) = run_status(&mut site.status_command());
+    assert_eq!(code, 1, "{text}{stderr}");
+    let fault = format!("database fault    failing since {since}: {error}");
+    assert!(
+        text.lines().any(|line| line == fault),
+        "the fault on one line, as grep needs it:\n{text}"
+    );
+    let labels: Vec<&str> = text
+        .lines()
+        .map(|line| line.split("  ").next().unwrap_or(""))
+        .collect();
+    assert!(
+        labels.iter().all(|label| !label.is_empty()),
+        "no continuation lines:\n{text}"
+    );
+}
+
+#[test]
+fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_ones_with_why() {
+    let site = stopped_site();
+    let pid = 4_000_000; // beyond pid_max: no live process is named
+    let _lock = hold_lock(&site, pid);
+    let state = |fault: Value| {
+        json!({
+            "pid": pid, "since": lock_since(&site), "written_at": spoolite::clock::now_utc(),
+            "files_waiting": 7, "oldest_waiting_seen_at": spoolite::clock::now_utc(),
+            "database_fault": fault,
+        })
+    };
+    let fault = json!({"since": spoolite::clock::now_utc(), "error": "database is locked"});
+    write_state(&site, &state(fault));
+    // Seven files, a minute apart, the oldest first; one temp-named, one empty.
+    let waiting = [
+        ("a.json", "{\"events\":[]}"),
+        (".b.json.tmp", "{\"events\":["),
+        ("c.ndjson", ""),
+        ("d.json", "{\"events\":[]}"),
+        ("e.json", "{\"events\":[]}"),
+        ("f.json", "{\"events\":[]}"),
+        ("g.json", "{\"events\":[]}"),
+    ];
+    for (i, (name, content)) in waiting.iter().enumerate() {
+        let path = crate::support::write(&site.incoming(), name, content);
+        age_file(&path, Duration::from_secs(60 * (10 - i as u64)));
+    }
+    // Rejected files: two days, a day and an hour ago, one without a reason file.
+    let reject = |name: &str, reason: Option<&str>, age_s: u64| {
+        let path = crate::support::write(&site.rejected(), name, "[1]\n");
+        age_file(&path, Duration::from_secs(9 * 24 * 3600));
+        if let Some(reason) = reason {
+            let reason_file = site.rejected().join(format!("{name}.reason.json"));
+            let text = json!({"file": name, "sha256": sha256_hex("[1]\n"), "reason": reason,
+                "detail": format!("{reason} detail"), "rejected_at": format!("{age_s} s ago")});
+            fs::write(&reason_file, text.to_string()).expect("write reason file");
+            age_file(&reason_file, Duration::from_secs(age_s));
+        }
+    };
+    reject("new.json", Some("not_json"), 3600);
+    reject("old.1.json", Some("bad_shape"), 24 * 3600);
+    reject("oldest.json", Some("truncated"), 2 * 24 * 3600);
+    reject("orphan.json", None, 0);
+    for n in 0..3 {
+        reject(&format!("recent{n}.csv"), Some("unsupported_type"), 60 - n);
+    }
+
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 1, "served, the database failing: {status}");
+    let names_states = |status: &Value| -> Vec<(String, String)> {
+        status["oldest_waiting"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{status}"))
+            .iter()
+            .map(|f| {
+                (
+                    f["file"].as_str().unwrap_or("?").to_owned(),
+                    f["state"].as_str().unwrap_or("?").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let expect = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        names_states(&status),
+        expect(&[
+            ("a.json", "waiting_for_database"),
+            (".b.json.tmp", "temp_name"),
+            ("c.ndjson", "waiting_for_database"),
+            ("d.json", "waiting_for_database"),
+            ("e.json", "waiting_for_database"),
+        ])
+    );
+    assert_eq!(
+        status["oldest_waiting"][0],
+        waiting_file(&site.incoming().join("a.json"), "waiting_for_database")
+    );
+    assert_eq!(status["rejected_files"], 7);
+    assert_eq!(
+        status["oldest_rejected"],
+        json!([
+            {"file": "orphan.json", "reason": null, "detail": null, "rejected_at": null},
+            {"file": "oldest.json", "reason": "truncated", "detail": "truncated detail",
+             "rejected_at": "172800 s ago"},
+            {"file": "old.1.json", "reason": "bad_shape", "detail": "bad_shape detail",
+             "rejected_at": "86400 s ago"},
+            {"file": "new.json", "reason": "not_json", "detail": "not_json detail",
+             "rejected_at": "3600 s ago"},
+            {"file": "recent0.csv", "reason": "unsupported_type",
+             "detail": "unsupported_type detail", "rejected_at": "60 s ago"},
+        ])
+    );
+    let (code, text, _) = run_status(&mut site.status_command());
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(
+        lines_after(&text, "waiting", 6),
+        [
+            "a.json: waiting for the database",
+            ".b.json.tmp: temp-named, taken once renamed",
+            "c.ndjson: waiting for the database",
+            "d.json: waiting for the database",
+            "e.json: waiting for the database",
+            "and 2 more",
+        ]
+    );
+    assert_eq!(
+        lines_after(&text, "rejected", 6),
+        [
+            "orphan.json: (no reason file)",
+            "oldest.json: truncated",
+            "old.1.json: bad_shape",
+            "new.json: not_json",
+            "recent0.csv: unsupported_type",
+            "and 2 more",
+        ]
+    );
+
+    // Once the database works again, each file says what it waits for itself.
+    write_state(&site, &state(Value::Null));
+    let (code, status) = status_json_code(&site);
+    assert_eq!(code, 0, "{status}");
+    assert_eq!(
+        names_states(&status),
+        expect(&[
+            ("a.json", "pending"),
+            (".b.json.tmp", "temp_name"),
+            ("c.ndjson", "empty"),
+            ("d.json", "pending"),
+            ("e.json", "pending"),
+        ])
+    );
+    let (_, text, _) = run_status(&mut site.status_command());
+    assert_eq!(
+        lines_after(&text, "waiting", 3),
+        [
+            "a.json: settling, still arriving or being read",
+            ".b.json.tmp: temp-named, taken once renamed",
+            "c.ndjson: empty, so still arriving",
+        ]
     );
 }
