@@ -81,6 +81,10 @@ pub(crate) struct Status {
     /// WAL beside it, rather than one on a server.
     #[serde(skip)]
     pub(crate) db_is_file: bool,
+    /// What the serving daemon's state file says of the files it saw waiting, by
+    /// name (the oldest 1000).
+    #[serde(skip)]
+    pub(crate) daemon_waiting: HashMap<String, state::WaitingFile>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -100,6 +104,8 @@ pub(crate) struct WaitingFile {
     pub(crate) state: WaitState,
     pub(crate) bytes: u64,
     pub(crate) modified_at: String,
+    /// When the serving daemon first saw it; null when it has not seen it yet.
+    pub(crate) first_seen_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -114,8 +120,15 @@ pub(crate) enum WaitState {
     WaitingForDatabase,
     /// 0 bytes: still arriving, until --partial-timeout.
     Empty,
-    /// Settling, still arriving, backing off or being read: which, only the
-    /// daemon knows.
+    /// The daemon saw it change less than --settle ago.
+    Settling,
+    /// Its content ends early: the rest may still come, until --partial-timeout.
+    StillArriving,
+    /// A try failed for a reason not in the file; the next one waits.
+    BackingOff,
+    /// Next in line, or being read now.
+    Ready,
+    /// Not seen by the serving daemon yet (or beyond the 1000 it tells of).
     Pending,
 }
 
@@ -126,7 +139,11 @@ impl WaitState {
             WaitState::NotServed => "no daemon serves the spool",
             WaitState::WaitingForDatabase => "waiting for the database",
             WaitState::Empty => "empty, so still arriving",
-            WaitState::Pending => "settling, still arriving or being read",
+            WaitState::Settling => "settling",
+            WaitState::StillArriving => "still arriving (its content ends early)",
+            WaitState::BackingOff => "a try failed, waiting to try again",
+            WaitState::Ready => "next in line, or being read",
+            WaitState::Pending => "not yet looked at by the daemon",
         }
     }
 }
@@ -204,6 +221,7 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         unreadable,
         lock_seen: !spool_exists,
         db_is_file: db.is_file(),
+        daemon_waiting: HashMap::new(),
     };
     if let Some(path) = db.file().filter(|_| db_exists) {
         read_wal_size(path, &mut status);
@@ -298,6 +316,10 @@ fn oldest_waiting(mut entries: Vec<Entry>, status: &Status) -> Vec<WaitingFile> 
         .take(FILES_NAMED_MAX)
         .map(|entry| WaitingFile {
             file: names::lossy(&entry.name),
+            first_seen_at: status
+                .daemon_waiting
+                .get(&names::lossy(&entry.name))
+                .map(|seen| seen.first_seen_at.clone()),
             state: wait_state(entry, status),
             bytes: entry.meta.len(),
             modified_at: entry
@@ -322,7 +344,14 @@ fn wait_state(entry: &Entry, status: &Status) -> WaitState {
     } else if entry.meta.len() == 0 {
         WaitState::Empty
     } else {
-        WaitState::Pending
+        let seen = status.daemon_waiting.get(&names::lossy(&entry.name));
+        match seen.map(|seen| seen.state.as_str()) {
+            Some("settling") => WaitState::Settling,
+            Some("still_arriving") => WaitState::StillArriving,
+            Some("backing_off") => WaitState::BackingOff,
+            Some("ready") => WaitState::Ready,
+            _ => WaitState::Pending,
+        }
     }
 }
 
@@ -454,6 +483,11 @@ fn read_daemon_state(spool_dir: &Path, by: &ServedBy, now: SystemTime, status: &
             u64::try_from(now.as_second() - seen.as_second()).unwrap_or(0)
         });
     status.database_fault = daemon_state.database_fault;
+    status.daemon_waiting = daemon_state
+        .waiting
+        .into_iter()
+        .map(|file| (file.name.clone(), file))
+        .collect();
 }
 
 /// An I/O error as a person reads it: "permission denied", "not found".
@@ -500,7 +534,9 @@ fn regular_files(dir: &Path) -> io::Result<Vec<Entry>> {
 
 /// What to do about what could not be read, for the message on stderr.
 pub(crate) fn advice(status: &Status) -> &'static str {
-    if status.db_exists && Path::new(&status.spool).is_dir() {
+    if status.served_by.is_some() && status.database_fault.is_some() {
+        "the serving daemon reports the database fault above: do what it says"
+    } else if status.db_exists && Path::new(&status.spool).is_dir() {
         "run status as a user who may read the spool and the database (e.g. \
          `sudo -u spoolite spoolite status`)"
     } else {

@@ -689,15 +689,24 @@ fn status_reports_every_number_an_operator_asks_for() {
         fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
     });
 
-    let mut status = status_json(&site);
+    let mut status = Value::Null;
+    daemon.wait(WAIT, "the daemon tells of both waiting files", || {
+        status = status_json(&site);
+        status["oldest_waiting"][1]["state"] == "settling"
+            && status["oldest_waiting"][0]["first_seen_at"].is_string()
+    });
     // The age runs from when the daemon first saw a file, never from its
-    // modification time (an upload may keep an hour-old one): null until the daemon
-    // writes its state file, then at most the few seconds this test has run.
+    // modification time (an upload may keep an hour-old one): at most the few
+    // seconds this test has run.
     let age = status["oldest_waiting_age_s"].take();
     assert!(
-        age.is_null() || age.as_u64().is_some_and(|a| a < 300),
+        age.as_u64().is_some_and(|a| a < 300),
         "the .part file's hour-old mtime is no hour of waiting: {age}"
     );
+    for file in status["oldest_waiting"].as_array_mut().expect("files") {
+        let seen = file["first_seen_at"].take();
+        assert!(seen.is_string(), "{seen}");
+    }
     let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
     let late = site.incoming().join("late.json");
     let expected = json!({
@@ -715,7 +724,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         // In the order the daemon takes them: modification time, then name.
         "oldest_waiting": [
             waiting_file(&upload, "temp_name"),
-            waiting_file(&late, "pending"),
+            waiting_file(&late, "settling"),
         ],
         "rejected_files": 2,
         // In the order they were rejected.
@@ -758,7 +767,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         lines_after(&text, "waiting", 2),
         [
             "day4.json.part: temp-named, taken once renamed",
-            "late.json: settling, still arriving or being read",
+            "late.json: settling",
         ]
     );
     assert_eq!(
@@ -808,6 +817,7 @@ fn waiting_file(path: &Path, state: &str) -> Value {
         "state": state,
         "bytes": meta.len(),
         "modified_at": spoolite::clock::format_millis(meta.modified().expect("mtime")),
+        "first_seen_at": null,
     })
 }
 
@@ -2435,27 +2445,43 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
         ]
     );
 
-    // Once the database works again, each file says what it waits for itself.
-    write_state(&site, &state(Value::Null));
+    // Once the database works again, each file says what it waits for itself, as
+    // far as the daemon's state file tells (the daemon saw a.json and d.json).
+    let seen_at = spoolite::clock::now_utc();
+    let seen = |name: &str, state: &str| {
+        json!({"name": name, "state": state, "first_seen_at": seen_at, "changed_at": seen_at,
+            "version": {"dev": 0, "ino": 0, "size": 0, "mtime_s": 0, "mtime_ns": 0,
+                "ctime_s": 0, "ctime_ns": 0}})
+    };
+    let mut told = state(Value::Null);
+    told["waiting"] = json!([
+        seen("a.json", "still_arriving"),
+        seen("d.json", "backing_off")
+    ]);
+    write_state(&site, &told);
     let (code, status) = status_json_code(&site);
     assert_eq!(code, 0, "{status}");
     assert_eq!(
         names_states(&status),
         expect(&[
-            ("a.json", "pending"),
+            ("a.json", "still_arriving"),
             (".b.json.tmp", "temp_name"),
             ("c.ndjson", "empty"),
-            ("d.json", "pending"),
+            ("d.json", "backing_off"),
             ("e.json", "pending"),
         ])
     );
+    assert_eq!(status["oldest_waiting"][0]["first_seen_at"], seen_at);
+    assert_eq!(status["oldest_waiting"][4]["first_seen_at"], Value::Null);
     let (_, text, _) = run_status(&mut site.status_command());
     assert_eq!(
-        lines_after(&text, "waiting", 3),
+        lines_after(&text, "waiting", 5),
         [
-            "a.json: settling, still arriving or being read",
+            "a.json: still arriving (its content ends early)",
             ".b.json.tmp: temp-named, taken once renamed",
             "c.ndjson: empty, so still arriving",
+            "d.json: a try failed, waiting to try again",
+            "e.json: not yet looked at by the daemon",
         ]
     );
 }

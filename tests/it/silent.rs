@@ -85,6 +85,8 @@ fn a_database_deleted_under_a_serving_daemon_holds_files_until_a_restart() {
         said.1.contains("is gone")
     });
     assert_ne!(said.0, 0, "{}", said.1);
+    assert!(!said.1.contains("start `spoolite run` once"), "{}", said.1);
+    assert!(said.1.contains("the serving daemon reports"), "{}", said.1);
     daemon.assert_running("the database gone");
 
     stop(daemon);
