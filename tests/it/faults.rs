@@ -13,16 +13,6 @@ use crate::support::*;
 /// The unprivileged account the daemon runs as in these tests.
 const NOBODY: u32 = 65534;
 
-fn batch(flight: &str) -> String {
-    json_batch(&[event(
-        flight,
-        "off_blocks",
-        "2026-12-01T10:05:00Z",
-        None,
-        "{}",
-    )])
-}
-
 /// The value of an unlabelled sample in a Prometheus text file, if present.
 fn metric(path: &Path, name: &str) -> Option<f64> {
     let text = fs::read_to_string(path).ok()?;
@@ -105,7 +95,7 @@ fn an_idle_daemon_lists_incoming_at_most_twice_in_10_s_and_a_burst_costs_few_lis
             write(
                 &site.incoming(),
                 &format!(".burst{i:03}.json.tmp"),
-                batch(&format!("BU{i}")),
+                one_event_batch(&format!("BU{i}")),
             )
         })
         .collect();
@@ -135,7 +125,7 @@ fn a_database_read_only_at_start_holds_files_back_and_recovers_without_a_restart
     // The database's folder cannot be written by the daemon's user.
     fs::set_permissions(&state, fs::Permissions::from_mode(0o555)).expect("chmod state");
     let mut daemon = start_as_nobody(&site);
-    site.drop_file("early.json", batch("RO1"));
+    site.drop_file("early.json", one_event_batch("RO1"));
     daemon.wait(Duration::from_secs(20), "the database fault logged", || {
         site.log().contains("waits in incoming/") || site.log().contains("trying again")
     });
@@ -166,13 +156,13 @@ fn a_file_that_cannot_be_read_waits_alone_while_later_files_go_in() {
     let site = Site::new();
     give_to_nobody(&site);
     let mut daemon = start_as_nobody(&site);
-    let locked = write(&site.incoming(), ".locked.json.tmp", batch("UR1"));
+    let locked = write(&site.incoming(), ".locked.json.tmp", one_event_batch("UR1"));
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).expect("chmod 000");
     fs::rename(&locked, site.incoming().join("locked.json")).expect("rename");
     daemon.wait(Duration::from_secs(20), "the read fault logged", || {
         site.log().contains("locked.json waits in incoming/")
     });
-    site.drop_file("later.json", batch("UR2"));
+    site.drop_file("later.json", one_event_batch("UR2"));
     daemon.wait(Duration::from_secs(20), "later.json archived", || {
         site.archived() == ["later.json"]
     });
@@ -199,7 +189,7 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
     let site = Site::new();
     let mut daemon = site.spawn(site.run_command().args(["--settle", "0ms"]));
     daemon.wait_serving(&site);
-    site.drop_file("first.json", batch("LK1"));
+    site.drop_file("first.json", one_event_batch("LK1"));
     daemon.wait(Duration::from_secs(20), "first.json archived", || {
         site.archived() == ["first.json"]
     });
@@ -207,7 +197,7 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
     analyst
         .execute_batch("BEGIN IMMEDIATE")
         .expect("analyst takes the write lock");
-    site.drop_file("second.json", batch("LK2"));
+    site.drop_file("second.json", one_event_batch("LK2"));
     // The daemon has the file open while it waits for the lock.
     let path = fs::canonicalize(site.incoming().join("second.json")).expect("path");
     let pid = daemon.pid();
@@ -408,7 +398,7 @@ fn in_the_packaged_layout_the_daemon_publishes_its_state_and_a_failing_write_war
         }
         let mut daemon = start_as_nobody(&site);
         for i in 0..3 {
-            site.drop_file(&format!("p{i}.json"), batch(&format!("PK{i}")));
+            site.drop_file(&format!("p{i}.json"), one_event_batch(&format!("PK{i}")));
             daemon.wait(Duration::from_secs(20), "the file archived", || {
                 site.archived().len() == i + 1
             });

@@ -11,16 +11,6 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn batch(flight: &str) -> String {
-    json_batch(&[event(
-        flight,
-        "off_blocks",
-        "2026-12-01T10:05:00Z",
-        None,
-        "{}",
-    )])
-}
-
 /// `spoolite status` of the site: its exit code and its text.
 fn status(site: &Site, json: bool) -> (i32, String) {
     let mut command: Command = site.status_command();
@@ -52,7 +42,7 @@ fn stop(mut daemon: Daemon) {
 fn a_database_deleted_under_a_serving_daemon_holds_files_until_a_restart() {
     let site = Site::new();
     let mut daemon = serve(&site);
-    site.drop_file("one.json", batch("DEL1"));
+    site.drop_file("one.json", one_event_batch("DEL1"));
     daemon.wait(WAIT, "one.json archived", || {
         site.archived() == ["one.json"]
     });
@@ -62,7 +52,7 @@ fn a_database_deleted_under_a_serving_daemon_holds_files_until_a_restart() {
         path.push(suffix);
         let _ = fs::remove_file(path);
     }
-    site.drop_file("two.json", batch("DEL2"));
+    site.drop_file("two.json", one_event_batch("DEL2"));
     daemon.wait(WAIT, "the fault logged", || site.log().contains("is gone"));
     assert_eq!(site.waiting(), ["two.json"]);
     assert_eq!(site.archived(), ["one.json"]);
@@ -107,19 +97,19 @@ fn a_database_deleted_under_a_serving_daemon_holds_files_until_a_restart() {
 fn a_database_replaced_under_a_serving_daemon_is_written_only_after_a_restart() {
     let site = Site::new();
     let mut daemon = serve(&site);
-    site.drop_file("one.json", batch("REP1"));
+    site.drop_file("one.json", one_event_batch("REP1"));
     daemon.wait(WAIT, "one.json archived", || {
         site.archived() == ["one.json"]
     });
     // Another database, made aside and renamed over the daemon's.
     let other = site.dir.path().join("other.db");
-    let other_batch = write(site.dir.path(), "other.json", batch("OTHER"));
+    let other_batch = write(site.dir.path(), "other.json", one_event_batch("OTHER"));
     let (code, _) = ingest_json(&other, &[&other_batch]);
     assert_eq!(code, 0);
     fs::rename(&other, &site.db).expect("replace the database");
     let before = snapshot(&site.db);
 
-    site.drop_file("two.json", batch("REP2"));
+    site.drop_file("two.json", one_event_batch("REP2"));
     daemon.wait(WAIT, "the fault logged", || {
         site.log().contains("was replaced")
     });

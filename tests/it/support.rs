@@ -257,6 +257,17 @@ pub fn off_blocks(revision: i64, payload: &str) -> String {
 }
 
 /// A `.json` batch holding `events`.
+/// A `.json` batch of one event: `flight` off blocks at 10:05 UTC.
+pub fn one_event_batch(flight: &str) -> String {
+    json_batch(&[event(
+        flight,
+        "off_blocks",
+        "2026-12-01T10:05:00Z",
+        None,
+        "{}",
+    )])
+}
+
 pub fn json_batch(events: &[String]) -> String {
     format!("{{\"events\":[{}]}}", events.join(",\n"))
 }
