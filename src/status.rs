@@ -128,7 +128,8 @@ pub(crate) enum WaitState {
     BackingOff,
     /// Next in line, or being read now.
     Ready,
-    /// Not seen by the serving daemon yet (or beyond the 1000 it tells of).
+    /// The serving daemon has not told of it yet (it tells of the first 1000 in
+    /// line, once a second).
     Pending,
 }
 
@@ -143,7 +144,7 @@ impl WaitState {
             WaitState::StillArriving => "still arriving (its content ends early)",
             WaitState::BackingOff => "a try failed, waiting to try again",
             WaitState::Ready => "next in line, or being read",
-            WaitState::Pending => "not yet looked at by the daemon",
+            WaitState::Pending => "not yet told of by the daemon",
         }
     }
 }

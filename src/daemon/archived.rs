@@ -6,14 +6,16 @@
 //! `unchanged`, the new ones `inserted`), so that archive/ only ever holds bytes
 //! whose digest is in the inbox, whatever the writer did.
 //!
-//! The daemon looks at them before each listing of incoming/; a write in archive/
-//! rings the doorbell (`watch::watch_archive`), and the rescan covers a lost event.
+//! The daemon looks at them before each listing of incoming/ and, during a long
+//! pass, at most once a second; a write in archive/ rings the doorbell
+//! (`watch::watch_archive`), and the rescan covers a lost event. A watch that ends
+//! (its time is over, or the 10,000 newest push it out) ends after a last look.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -84,28 +86,49 @@ pub(super) struct MovedBack {
 pub(super) struct Archived {
     /// In the order they were archived, so the oldest watch ends first.
     watched: VecDeque<Watched>,
+    looked_at: Option<Instant>,
 }
+
+/// During a long pass the watched files are looked at this often.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 impl Archived {
     /// Watches `name`, just archived with the bytes of `digest`, until `until`.
     /// `read` is the file as it was read and found unchanged just before its move
-    /// (a look after the move could miss a write made in between).
+    /// (a look after the move could miss a write made in between). Returns the
+    /// oldest watched file when it had to make room and that file had changed.
     pub(crate) fn watch(
         &mut self,
+        spool: &Spool,
         name: &OsStr,
         read: &FileIdentity,
         digest: &str,
         until: Instant,
-    ) {
-        if self.watched.len() >= WATCHED_MAX {
-            self.watched.pop_front();
-        }
+    ) -> Option<MovedBack> {
+        // The oldest watch ends early, after a last look.
+        let last = if self.watched.len() >= WATCHED_MAX {
+            self.watched
+                .pop_front()
+                .and_then(|oldest| look_at(spool, &oldest).err().flatten())
+        } else {
+            None
+        };
         self.watched.push_back(Watched {
             name: name.to_owned(),
             digest: digest.to_owned(),
             seen: Seen::from(read),
             until,
         });
+        last
+    }
+
+    /// Whether a look is due during a long pass (at most once a second while
+    /// files are watched), so that a backlog does not leave them unwatched.
+    pub(crate) fn look_due(&self, now: Instant) -> bool {
+        !self.watched.is_empty()
+            && self
+                .looked_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= LOOK_EVERY)
     }
 
     /// How many files are watched.
@@ -117,29 +140,37 @@ impl Archived {
     /// Ends the watches that are over, and moves back to incoming/ every watched
     /// file that changed; says which.
     pub(crate) fn look(&mut self, spool: &Spool, now: Instant) -> Vec<MovedBack> {
+        self.looked_at = Some(now);
         let mut moved = Vec::new();
-        self.watched.retain(|watched| {
-            if now >= watched.until {
-                return false;
-            }
-            let path = spool.archive.join(&watched.name);
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                return false; // deleted or renamed by someone: nothing of ours
-            };
-            let seen = Seen::of(&meta);
-            if (seen.dev, seen.ino) != (watched.seen.dev, watched.seen.ino) {
-                return false; // another file under the name: not the one archived
-            }
-            if seen == watched.seen {
-                return true;
-            }
-            if let Some(back) = move_back(spool, watched, &seen) {
-                moved.push(back);
-            }
-            false
-        });
+        self.watched
+            .retain(|watched| match look_at(spool, watched) {
+                // A watch that is over ends after this last look.
+                Ok(still_watched) => still_watched && now < watched.until,
+                Err(back) => {
+                    moved.extend(back);
+                    false
+                }
+            });
         moved
     }
+}
+
+/// One look at a watched file: `Ok(true)` while it is unchanged, `Ok(false)` when
+/// it is no longer ours to watch (deleted, renamed, another file under its
+/// name), `Err` when it changed: moved back to incoming/ (`None` when that failed,
+/// logged).
+fn look_at(spool: &Spool, watched: &Watched) -> Result<bool, Option<MovedBack>> {
+    let Ok(meta) = std::fs::symlink_metadata(spool.archive.join(&watched.name)) else {
+        return Ok(false);
+    };
+    let seen = Seen::of(&meta);
+    if (seen.dev, seen.ino) != (watched.seen.dev, watched.seen.ino) {
+        return Ok(false);
+    }
+    if seen == watched.seen {
+        return Ok(true);
+    }
+    Err(move_back(spool, watched, &seen))
 }
 
 /// Logs the change of an archived file and moves it back to incoming/; `None`

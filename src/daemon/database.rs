@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock::format_millis;
 use crate::readiness::Backoff;
 use crate::state::DatabaseFault;
-use crate::store::{FaultClass, Store, StoreError};
+use crate::store::{DatabaseFile, FaultClass, Store, StoreError};
 
 use super::LOG_TARGET;
 use super::report::Fault;
@@ -23,6 +23,10 @@ pub(super) struct Database {
     outage: Option<Outage>,
     /// Something was committed since the last checkpoint.
     wal_dirty: bool,
+    /// SQLite: the database file first opened. The daemon opens the path again
+    /// (after a fault) only while it leads to that file: it never creates a new
+    /// database, nor writes into another file put in its place, by itself.
+    first_file: Option<DatabaseFile>,
 }
 
 /// The database has failed every try since `since`.
@@ -37,9 +41,16 @@ pub(super) struct Outage {
 impl Database {
     pub(crate) fn new(store: Option<Store>) -> Database {
         Database {
+            first_file: store.as_ref().and_then(Store::database_file),
             store,
             ..Database::default()
         }
+    }
+
+    /// `Err` when the database was opened before and its path no longer leads to
+    /// that file (SQLite); `Ok` when it may be opened.
+    pub(crate) fn may_open(&self) -> Result<(), StoreError> {
+        self.first_file.as_ref().map_or(Ok(()), DatabaseFile::check)
     }
 
     pub(crate) fn is_open(&self) -> bool {
@@ -47,6 +58,9 @@ impl Database {
     }
 
     pub(crate) fn opened(&mut self, store: Store) {
+        if self.first_file.is_none() {
+            self.first_file = store.database_file();
+        }
         self.store = Some(store);
     }
 

@@ -167,6 +167,9 @@ impl Daemon {
                 return report;
             }
         }
+        if !self.schedule.queue_is_empty() && self.archived.look_due(now) {
+            self.look_at_archived(now);
+        }
         let database_wait = self.database.waiting(now);
         if self.schedule.queue_is_empty() || database_wait.is_some() {
             self.idle(now);
@@ -202,6 +205,9 @@ impl Daemon {
     /// Opens the database after a fault (or when it could not be opened at start).
     /// Returns what to report when it fails.
     fn open_store(&mut self, now: Instant) -> Option<Report> {
+        if let Err(error) = self.database.may_open() {
+            return Some(self.database_fault(None, String::new(), &error, now));
+        }
         match Store::open(&self.config.db) {
             Ok(store) => {
                 self.database.opened(store);
@@ -211,12 +217,13 @@ impl Daemon {
         }
     }
 
-    /// PostgreSQL, with nothing to ingest: a look at the server at each listing
-    /// (twice a minute when idle, with the default rescan), so that `status` and
-    /// the metrics tell an outage, and its end, without a file waiting. Not while
-    /// the database waits out a back-off. SQLite: nothing.
+    /// With nothing to ingest, a look at the database at each listing (twice a
+    /// minute when idle, with the default rescan), so that `status` and the
+    /// metrics tell an outage, and its end, without a file waiting: PostgreSQL,
+    /// one round trip to the server; SQLite, whether the path still leads to the
+    /// file opened. Not while the database waits out a back-off.
     fn probe(&mut self, now: Instant) -> Option<Report> {
-        if self.config.db.is_file() || self.database.waiting(now).is_some() {
+        if self.database.waiting(now).is_some() {
             return None;
         }
         if !self.database.is_open()
@@ -276,16 +283,9 @@ impl Daemon {
     }
 }
 
-/// `ago` before `now`, or as long before as the monotonic clock reaches (it starts
-/// at boot: a file seen before it waits at least since then).
+/// `ago` before `now`; `now` where the monotonic clock cannot go that far back.
 fn earlier(now: Instant, ago: Duration) -> Instant {
-    let mut ago = ago;
-    loop {
-        match now.checked_sub(ago) {
-            Some(at) => return at,
-            None => ago /= 2,
-        }
-    }
+    now.checked_sub(ago).unwrap_or(now)
 }
 
 /// Runs the daemon until `stop` is set (and `doorbell` rung). Start-up problems are
@@ -323,8 +323,15 @@ pub fn run(
     };
     let _watcher = crate::watch::watch(&spool.incoming, doorbell.clone())
         .map_err(watch_error(&spool.incoming))?;
+    // Without it a write in archive/ is seen at the next listing: a warning.
     let _archive_watcher = crate::watch::watch_archive(&spool.archive, doorbell)
-        .map_err(watch_error(&spool.archive))?;
+        .map_err(|error| {
+            log::warn!(
+                "watch {}: {error}; writes to archived files are seen at the rescan",
+                spool.archive.display()
+            )
+        })
+        .ok();
     log::info!(
         "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
         config.spool.display(),

@@ -208,7 +208,16 @@ impl Schedule {
                 }
                 None => {
                     let identity = file.identity.clone();
-                    let tracked = match self.remembered.remove(&names::lossy(&file.name)) {
+                    // The same file (device and inode) the daemon before saw under
+                    // the name: a new file under an old name starts afresh.
+                    let before =
+                        self.remembered
+                            .remove(&names::lossy(&file.name))
+                            .filter(|before| {
+                                (before.version.dev, before.version.ino)
+                                    == (identity.dev, identity.ino)
+                            });
+                    let tracked = match before {
                         Some(before) => Tracked::remembered(
                             identity,
                             &before.version,
@@ -316,12 +325,28 @@ impl Schedule {
     }
 
     /// The files waiting (one pass over the tracked files: done when publishing, at
-    /// most once a second, not on every step of a backlog), the `kept` seen first
-    /// named with why they wait.
+    /// most once a second, not on every step of a backlog), the `kept` first in
+    /// line named with why they wait.
     pub(crate) fn waiting(&self, now: Instant, kept: usize) -> WaitingFiles {
-        let mut files: Vec<Listed> = self
-            .tracked
-            .iter()
+        // The `kept` first in the order they are taken (modification time, then
+        // name), as `status` names them, chosen before anything is copied.
+        let mut files: Vec<(&OsString, &Tracked<FileIdentity>)> = self.tracked.iter().collect();
+        let order = |a: &(&OsString, &Tracked<FileIdentity>),
+                     b: &(&OsString, &Tracked<FileIdentity>)| {
+            let (va, vb) = (a.1.version(), b.1.version());
+            (va.mtime_s, va.mtime_ns, a.0.as_encoded_bytes()).cmp(&(
+                vb.mtime_s,
+                vb.mtime_ns,
+                b.0.as_encoded_bytes(),
+            ))
+        };
+        if files.len() > kept && kept > 0 {
+            files.select_nth_unstable_by(kept - 1, order);
+        }
+        files.truncate(kept);
+        files.sort_by(order);
+        let files = files
+            .into_iter()
             .map(|(name, tracked)| Listed {
                 name: name.clone(),
                 state: if spool::is_temp_name(name) {
@@ -337,19 +362,9 @@ impl Schedule {
                 version: tracked.version().clone(),
             })
             .collect();
-        let oldest = |a: &Listed, b: &Listed| {
-            a.first_seen
-                .cmp(&b.first_seen)
-                .then_with(|| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()))
-        };
-        if files.len() > kept && kept > 0 {
-            files.select_nth_unstable_by(kept - 1, oldest);
-        }
-        files.truncate(kept);
-        files.sort_by(oldest);
         WaitingFiles {
             count: self.tracked.len() as u64,
-            oldest_seen: files.first().map(|f| f.first_seen),
+            oldest_seen: self.tracked.values().map(|t| t.first_seen).min(),
             files,
         }
     }

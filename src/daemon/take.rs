@@ -189,7 +189,12 @@ impl Daemon {
             outcome.digest(),
         ) {
             let until = now + self.config.partial_timeout;
-            self.archived.watch(&final_name, read, digest, until);
+            let last = self
+                .archived
+                .watch(&self.spool, &final_name, read, digest, until);
+            if last.is_some() {
+                self.publisher.changed_after_archive(1);
+            }
         }
         self.schedule.forget(name);
         Report::Took {

@@ -38,15 +38,16 @@ pub enum StoreError {
     /// renamed): nothing is written until it is back, or a restart opens what is
     /// then at the path.
     #[error(
-        "database {path} is gone (deleted or renamed since spoolite opened it): files wait \
-         in incoming/; put it back, or restart spoolite to create a new database there"
+        "database {path} is gone (deleted or renamed since spoolite opened it): nothing \
+         more is written until it is back at the path, or spoolite is restarted to create \
+         a new database there"
     )]
     Gone { path: PathBuf },
     /// Another file lies at the database's path than the one the daemon opened.
     #[error(
-        "database {path} was replaced by another file since spoolite opened it: files wait \
-         in incoming/; restart spoolite to write into the file now at the path, or put the \
-         old one back"
+        "database {path} was replaced by another file since spoolite opened it: nothing \
+         more is written until the old one is back, or spoolite is restarted to write into \
+         the file now at the path"
     )]
     Replaced { path: PathBuf },
     #[error("create database folder {path}: {source}")]
@@ -174,9 +175,11 @@ impl StoreError {
             StoreError::Sqlite(e) | StoreError::Open { source: e, .. } => e.sqlite_error_code(),
             StoreError::CreateDir { .. } => return FaultClass::Database { reopen: true },
             StoreError::Spill(_) => return FaultClass::Database { reopen: false },
-            // Never opened again by the daemon: that would create a new database.
+            // The connection is closed (its WAL, still at the path, goes back into
+            // the file it belongs to, and leaves the path); the daemon opens the
+            // path again only once it leads to the file first opened.
             StoreError::Gone { .. } | StoreError::Replaced { .. } => {
-                return FaultClass::Database { reopen: false };
+                return FaultClass::Database { reopen: true };
             }
             StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }

@@ -20,6 +20,7 @@ use std::sync::atomic::AtomicBool;
 pub use db::{Db, PgTarget};
 pub use error::{CommitStatus, FaultClass, InDoubt, StoreError};
 pub use fold::Counts;
+pub(crate) use sqlite::DatabaseFile;
 pub use sqlite::SqliteStore;
 pub use sqlite::connect::{BUSY_TIMEOUT, stop_waiting_for_locks};
 
@@ -210,11 +211,22 @@ impl Store {
 
     /// Whether the database can still be used, for a daemon with nothing to
     /// ingest: PostgreSQL, one round trip on the open connection (a server
-    /// stopped since fails it); SQLite, a local file, nothing to look at.
+    /// stopped since fails it); SQLite, whether the path still leads to the file
+    /// opened (one `stat`).
     pub fn probe(&mut self) -> Result<(), StoreError> {
         match self {
-            Store::Sqlite(_) => Ok(()),
+            Store::Sqlite(store) => store.database_file().map_or(Ok(()), |f| f.check()),
             Store::Postgres(store) => store.probe(),
+        }
+    }
+
+    /// SQLite: the database file this store opened for writing, by device and
+    /// inode, for the daemon to tell, before it opens the path again, whether it
+    /// is still that file. PostgreSQL: `None`.
+    pub(crate) fn database_file(&self) -> Option<DatabaseFile> {
+        match self {
+            Store::Sqlite(store) => store.database_file().cloned(),
+            Store::Postgres(_) => None,
         }
     }
 

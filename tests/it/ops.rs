@@ -2481,7 +2481,7 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
             ".b.json.tmp: temp-named, taken once renamed",
             "c.ndjson: empty, so still arriving",
             "d.json: a try failed, waiting to try again",
-            "e.json: not yet looked at by the daemon",
+            "e.json: not yet told of by the daemon",
         ]
     );
 }

@@ -697,6 +697,11 @@ impl Writer {
         let started = std::time::Instant::now();
         tx.commit()?;
         log::debug!("committed in {:?}", started.elapsed());
+        // Moved away between the look above and the commit: the batch went into a
+        // file no longer at the path, so its file must not be archived.
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
         Ok(())
     }
 }
@@ -813,5 +818,49 @@ mod tests {
             total.invalid,
         ];
         assert!(every.iter().all(|&count| count > 0), "{total:?}");
+    }
+
+    /// The database file moved away after its batch began: the commit is refused
+    /// before it happens (and, were it to slip in between, reported after it), so
+    /// that the daemon never archives a file whose batch went into a file that is no
+    /// longer at the path.
+    #[test]
+    fn a_batch_whose_database_file_moved_away_is_not_committed_as_if_it_were_there() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("moved.db");
+        let mut store = Store::open(&path).expect("open");
+        let header = Header {
+            batch_id: None,
+            source_revision: None,
+        };
+        let stop = AtomicBool::new(false);
+        let mut batch = store
+            .begin(
+                &format!("{:064}", 1),
+                "f.ndjson",
+                "2026-12-01T00:00:00.000Z",
+            )
+            .expect("begin")
+            .expect("new");
+        batch.stage(&records(20, 1)).expect("stage");
+        std::fs::rename(&path, dir.path().join("aside.db")).expect("move away");
+        match batch.finish(&header, &stop) {
+            Err(StoreError::Gone { path: named }) => assert_eq!(named, path),
+            other => panic!("expected the database gone, got {other:?}"),
+        }
+        // No batch begins, and nothing was committed into the file moved away
+        // (closing the connection checkpoints its WAL into it).
+        assert!(matches!(
+            store.begin(
+                &format!("{:064}", 2),
+                "g.ndjson",
+                "2026-12-01T00:00:00.000Z"
+            ),
+            Err(StoreError::Gone { .. })
+        ));
+        drop(store);
+        let aside = Store::open(&dir.path().join("aside.db")).expect("open aside");
+        assert_eq!(aside.totals().expect("totals").batches, 0);
+        assert!(!path.exists(), "a database was made at the path");
     }
 }

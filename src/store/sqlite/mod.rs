@@ -172,6 +172,11 @@ impl SqliteStore {
         self.sorted_index_builds = on;
     }
 
+    /// The file opened for writing (`None` read-only or in memory).
+    pub(crate) fn database_file(&self) -> Option<&DatabaseFile> {
+        self.file.as_ref()
+    }
+
     /// Whether a batch with this digest is already committed (a quick look before
     /// taking the write lock; `Store::begin` checks again under the lock).
     pub fn contains_batch(&self, digest: &str) -> Result<bool, StoreError> {
