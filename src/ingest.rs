@@ -335,6 +335,7 @@ fn stream(
     let finished = batch
         .finish(&header, options.stop)
         .map_err(|error| store_error(error, options.stop))?;
+    finished.case_variants.log(&names::escaped(name));
     let resent_batch_id = if finished.resent {
         header.batch_id
     } else {

@@ -103,6 +103,7 @@ impl CommitInDoubt {
                     "{shown}: the COMMIT of its batch was carried out though the connection \
                      was lost before it was acknowledged (the server says so): processed once"
                 );
+                batch.finished.case_variants.log(&shown);
                 Settlement::Stands(processed_once(batch))
             }
             CommitStatus::Aborted => {

@@ -8,7 +8,8 @@
 //! 64-hex text, `flight_ref` to `flight_id`, `batch_ref` to the batch's digest,
 //! `retracted` 0/1 to a boolean; the rows are read through the views that already
 //! do this (`duty_event_all`). PostgreSQL keeps no flight table: its
-//! `flight_times` is computed from the copied rows. `change_seq` keeps its values
+//! `flight_times` is computed from the copied rows, and its list of flight ids
+//! (`spoolite_flight_id`) is filled from them. `change_seq` keeps its values
 //! in an empty target (shifted above the target's counter in one that has had
 //! rows), and the counter goes on above the largest copied.
 
@@ -193,6 +194,14 @@ pub(crate) fn sqlite_into_postgres(
             TableError::Target(e) => overlap(&target, table.name, e),
         })?;
     }
+    // Every flight id the target now holds, for the look-up that tells a later
+    // batch's id differing from one of them only in letter case.
+    tx.execute(
+        "INSERT INTO spoolite_flight_id (flight_id) SELECT DISTINCT flight_id FROM duty_event_data
+         ON CONFLICT DO NOTHING",
+        &[],
+    )
+    .map_err(target_error)?;
     let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
     tx.commit().map_err(target_error)?;
     drop(snapshot);

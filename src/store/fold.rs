@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use super::{Finished, Reasons};
+use super::{CaseVariants, Finished, Reasons};
 
 /// What two versions of one key with the same revision are compared on: the
 /// canonical payload together with `retracted` (the contract's *content*).
@@ -382,6 +382,7 @@ impl Tally {
             counts: self.counts,
             resent,
             reasons: self.reasons,
+            case_variants: CaseVariants::default(),
         }
     }
 }

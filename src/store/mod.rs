@@ -38,10 +38,80 @@ pub struct Finished {
     pub(crate) resent: bool,
     /// Quarantined events by reason code.
     pub(crate) reasons: Reasons,
+    /// The batch's flight ids new to the database that differ only in letter
+    /// case from another one, each logged once the batch is committed.
+    pub(crate) case_variants: CaseVariants,
 }
 
 /// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
 pub(crate) type Reasons = std::collections::BTreeMap<&'static str, u64>;
+
+/// Flight ids that a batch brought into the database and that differ only in
+/// letter case from one it held before (or one the batch brought earlier in the
+/// file): each kept as sent, since the key is computed from it, and told to the
+/// operator. Pairs beyond `CASE_VARIANTS_SHOWN` are only counted, so memory stays
+/// bounded whatever the file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CaseVariants {
+    /// `(as sent, the other spelling)`, in the order noted, at most
+    /// `CASE_VARIANTS_SHOWN`.
+    shown: Vec<(String, String)>,
+    total: u64,
+}
+
+/// Pairs of spellings a batch's log names one by one; the rest are counted.
+pub(crate) const CASE_VARIANTS_SHOWN: usize = 10;
+
+impl CaseVariants {
+    /// Notes that `sent`, new to the database, differs from `other` only in case.
+    pub(crate) fn note(&mut self, sent: &str, other: &str) {
+        if self.shown.len() < CASE_VARIANTS_SHOWN {
+            self.shown.push((sent.to_owned(), other.to_owned()));
+        }
+        self.total += 1;
+    }
+
+    /// Sets how many pairs there are in all, those noted included, when more
+    /// were found than noted.
+    pub(crate) fn set_total(&mut self, total: u64) {
+        self.total = total.max(self.total);
+    }
+
+    /// Logs each pair at warn level, naming the file (`shown_name`, escaped for a
+    /// log line), then how many more there are.
+    pub(crate) fn log(&self, shown_name: &str) {
+        for message in self.messages(shown_name) {
+            log::warn!("{message}");
+        }
+    }
+
+    /// The lines `log` writes.
+    fn messages(&self, shown_name: &str) -> Vec<String> {
+        let mut messages: Vec<String> = self
+            .shown
+            .iter()
+            .map(|(sent, other)| {
+                format!(
+                    "{shown_name}: flight id {sent:?} differs only in letter case from \
+                     {other:?}, already stored; kept as sent, as a flight of its own"
+                )
+            })
+            .collect();
+        let more = self.total - self.shown.len() as u64;
+        if more > 0 {
+            let ids = if more == 1 {
+                "id differs"
+            } else {
+                "ids differ"
+            };
+            messages.push(format!(
+                "{shown_name}: {more} more flight {ids} only in letter case from one already \
+                 stored; kept as sent"
+            ));
+        }
+        messages
+    }
+}
 
 /// An event bound for quarantine: its place in the file (from 0), its text as
 /// sent, and why (a reason code and a detail a person can act on).
@@ -309,5 +379,44 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
         self.sqlite_for_tests().limit_value_bytes_for_tests(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_variants_beyond_the_few_shown_are_counted_not_kept() {
+        let mut variants = CaseVariants::default();
+        assert!(variants.messages("f.json").is_empty());
+        variants.note("ba1", "BA1");
+        assert_eq!(
+            variants.messages("f.json"),
+            [
+                "f.json: flight id \"ba1\" differs only in letter case from \"BA1\", already \
+                 stored; kept as sent, as a flight of its own"
+            ]
+        );
+        for n in 2..=CASE_VARIANTS_SHOWN + 2 {
+            variants.note(&format!("ba{n}"), &format!("BA{n}"));
+        }
+        assert_eq!(variants.shown.len(), CASE_VARIANTS_SHOWN);
+        let messages = variants.messages("f.json");
+        assert_eq!(messages.len(), CASE_VARIANTS_SHOWN + 1);
+        assert_eq!(
+            messages[CASE_VARIANTS_SHOWN],
+            "f.json: 2 more flight ids differ only in letter case from one already stored; \
+             kept as sent"
+        );
+        // A count from elsewhere (PostgreSQL's, over every pair) includes those noted.
+        variants.set_total(CASE_VARIANTS_SHOWN as u64 + 1);
+        assert_eq!(
+            variants.messages("f.json")[CASE_VARIANTS_SHOWN],
+            "f.json: 2 more flight ids differ only in letter case from one already stored; \
+             kept as sent"
+        );
+        variants.set_total(CASE_VARIANTS_SHOWN as u64 + 3);
+        assert!(variants.messages("f.json")[CASE_VARIANTS_SHOWN].contains(": 3 more flight ids"));
     }
 }

@@ -115,6 +115,7 @@ fn whole(db: &PgDb) -> Vec<Vec<String>> {
         db.rows("SELECT * FROM ingest_inbox"),
         db.rows("SELECT * FROM quarantine"),
         db.rows("SELECT * FROM change_seq_counter"),
+        db.rows("SELECT * FROM spoolite_flight_id"),
     ];
     tables.push(db.rows("SELECT version FROM spoolite_schema"));
     tables
@@ -164,12 +165,17 @@ fn a_copy_reads_as_its_source_and_as_the_same_files_ingested_into_postgres() {
         "the copy against a direct ingest into PostgreSQL",
     );
     assert_eq!(
+        target.lines("SELECT flight_id FROM spoolite_flight_id"),
+        direct.lines("SELECT flight_id FROM spoolite_flight_id"),
+        "the copy lists the flight ids a direct ingest lists"
+    );
+    assert_eq!(
         target_db.query("SELECT next_seq::text FROM change_seq_counter"),
         [[(max + 1).to_string()]]
     );
     assert_eq!(
         target_db.query("SELECT max(version)::text FROM spoolite_schema"),
-        [["1"]],
+        [["2"]],
         "the target's schema is made as ingest makes it"
     );
     assert_eq!(

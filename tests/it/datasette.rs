@@ -315,7 +315,7 @@ fn flight_events(n: u64) -> Vec<Event> {
 }
 
 /// Writes the rows of flights 0..FLIGHTS into DB (made by `spoolite ingest`,
-/// schema 5) as the daemon would have, continuing its numbering (flight ref,
+/// schema 6) as the daemon would have, continuing its numbering (flight ref,
 /// batch_ref, change_seq): run by the venv's Python with the arguments DB,
 /// FLIGHTS, FLIGHTS_PER_BATCH, FLIGHTS_PER_DAY, RETRACTED_EVERY, FIRST_DAY.
 ///
@@ -384,7 +384,7 @@ def now_plus_ms(ms):
     return instant(millis // 1000)[:-1] + f".{millis % 1000:03}Z"
 
 conn = sqlite3.connect(db, isolation_level=None)
-assert conn.execute("PRAGMA user_version").fetchone()[0] == 5, "not schema 5"
+assert conn.execute("PRAGMA user_version").fetchone()[0] == 6, "not schema 6"
 conn.execute("PRAGMA synchronous = OFF")
 conn.execute("PRAGMA cache_size = -512000")
 conn.execute("BEGIN IMMEDIATE")

@@ -2078,7 +2078,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("has schema version 2, older than this spoolite's (5)"),
+        stderr.contains("has schema version 2, older than this spoolite's (6)"),
         "{stderr}"
     );
     assert_eq!(query(&site.db, "PRAGMA user_version"), [["2"]]);
@@ -2089,7 +2089,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         "new.json",
         &json_batch(&[off_blocks(1, "{}"), duty_start(1, "{}")]),
     );
-    assert_eq!(query(&site.db, "PRAGMA user_version"), [["5"]]);
+    assert_eq!(query(&site.db, "PRAGMA user_version"), [["6"]]);
     assert_eq!(
         query(
             &site.db,
@@ -2106,6 +2106,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
             ["index", "duty_event_data_key"],
             ["index", "duty_event_data_kind_instant"],
             ["table", "flight"],
+            ["index", "flight_id_lower"],
             ["index", "flight_off_blocks"],
             ["view", "flight_times"],
             ["index", "sqlite_autoindex_flight_1"],

@@ -7,6 +7,7 @@ mod copydb;
 mod daemon;
 mod datasette;
 mod faults;
+mod flight_case;
 mod fold;
 mod ingest;
 mod names;

@@ -226,11 +226,11 @@ fn postgres_records_its_schema_version_and_refuses_a_newer_one() {
         .expect("run");
     assert!(output.status.code().is_some());
     assert_eq!(
-        db.query("SELECT version::text FROM spoolite_schema"),
-        [["1"]]
+        db.query("SELECT version::text FROM spoolite_schema ORDER BY version"),
+        [["1"], ["2"]]
     );
     db.client()
-        .batch_execute("INSERT INTO spoolite_schema (version) VALUES (2)")
+        .batch_execute("INSERT INTO spoolite_schema (version) VALUES (3)")
         .expect("a newer version");
     let output = ingest_command(Path::new(&db.uri()))
         .arg(&file)
@@ -239,7 +239,7 @@ fn postgres_records_its_schema_version_and_refuses_a_newer_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("schema version 2, newer than this spoolite knows (1)"),
+        stderr.contains("schema version 3, newer than this spoolite knows (2)"),
         "{stderr}"
     );
 }

@@ -607,7 +607,7 @@ fn a_schema_4_database_keeps_every_row_and_gains_retracted_and_change_seq() {
         ]),
         [1, 1, 0, 0, 0, 0],
     );
-    assert_eq!(query(&db.path, "PRAGMA user_version"), [["5"]]);
+    assert_eq!(query(&db.path, "PRAGMA user_version"), [["6"]]);
     // Every old row and inbox row is kept, column for column; the landing is the
     // one the new batch retracted.
     let landing = key("landing", "2026-11-29T12:05:00Z");

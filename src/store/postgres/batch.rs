@@ -6,12 +6,15 @@
 //!    on that row until the first commits, then finds it and skips the file (or,
 //!    if the first rolled back, takes it over).
 //! 2. `stage` COPYs each chunk's valid events into a temporary table and its
-//!    invalid ones straight into quarantine.
+//!    invalid ones straight into quarantine; the flight id of each run of one
+//!    flight's events goes into a temporary table of its own.
 //! 3. `finish` locks the one `change_seq_counter` row, which serialises the apply
 //!    phase of every writer in commit order, then reads the staged events joined
 //!    to their stored rows in key order (file order within a key) through a
 //!    cursor, folds each key with `store::fold::FileFold` exactly as SQLite does,
-//!    COPYs the winners (each with the next `change_seq`) and conflicts out, applies
+//!    COPYs the winners (each with the next `change_seq`) and conflicts out, adds
+//!    the batch's new flight ids to `spoolite_flight_id` (noting those that differ
+//!    from another only in letter case), applies
 //!    the winners with one revision-guarded `INSERT … ON CONFLICT … DO UPDATE`,
 //!    moves the counter on, fills in the inbox row's counts (reading back the
 //!    transaction's id), and commits. A `COMMIT` that fails may have happened all
@@ -31,7 +34,9 @@ use crate::batch::{Header, Record};
 use crate::store::fold::{
     CONFLICT_REASON, Content, Counts, FileFold, Outcome, Tally, Version, conflict_detail,
 };
-use crate::store::{CommitStatus, Finished, InDoubt, Quarantined, StoreError};
+use crate::store::{
+    CASE_VARIANTS_SHOWN, CaseVariants, CommitStatus, Finished, InDoubt, Quarantined, StoreError,
+};
 
 /// Rows read from the fold's cursor at a time.
 const FETCH_ROWS: usize = 10_000;
@@ -46,6 +51,9 @@ pub struct Batch<'c> {
     tally: Tally,
     /// COPY text of the chunk being staged.
     staged: Vec<u8>,
+    /// The flight id of the last valid event staged (a run of one flight's
+    /// events is told to the effects once).
+    last_flight: String,
 }
 
 /// Where a batch's results go: `Write` writes them, `DryRun` drops them. The
@@ -63,6 +71,10 @@ pub(super) trait Effects {
 
     /// The version of a key that won within the file, sent with the next `flush`.
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>);
+
+    /// A flight id of the file and the position of its event that starts a run
+    /// of them (one call per run of a flight's events, not per event).
+    fn flight(&mut self, flight_id: &str, index: u64);
 
     /// Sends what was gathered since the last flush.
     fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError>;
@@ -88,7 +100,13 @@ pub(super) struct Write {
     /// The next `change_seq`, and the first this batch took (under the lock).
     next_seq: i64,
     first_seq: i64,
+    /// COPY text of runs' flight ids, for `spoolite_stage_flight`.
+    flights: Vec<u8>,
 }
+
+/// Bytes of runs' flight ids gathered before they are sent (a few thousand
+/// flights), so that staging them costs a round trip now and then, not per chunk.
+const FLIGHTS_SEND_BYTES: usize = 256 * 1024;
 
 /// A dry run's effects: the inbox is only looked at, nothing is written, no lock
 /// is taken, and the transaction is rolled back.
@@ -114,6 +132,10 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         payload text NOT NULL,
         retracted boolean NOT NULL,
         change_seq bigint NOT NULL
+    ) ON COMMIT DROP;
+    CREATE TEMP TABLE spoolite_stage_flight (
+        flight_id text COLLATE \"C\" NOT NULL,
+        idx bigint NOT NULL
     ) ON COMMIT DROP";
 
 impl Write {
@@ -126,6 +148,7 @@ impl Write {
             winners: Vec::new(),
             next_seq: 0,
             first_seq: 0,
+            flights: Vec::new(),
         }
     }
 }
@@ -154,6 +177,7 @@ pub(super) fn begin<'c>(
         effects,
         tally: Tally::default(),
         staged: Vec::new(),
+        last_flight: String::new(),
     }))
 }
 
@@ -204,6 +228,7 @@ const COPY_STAGE: &str = "COPY spoolite_stage (key, idx, revision, retracted, fl
     event_kind, instant_utc, payload, raw) FROM STDIN";
 const COPY_QUARANTINE: &str = "COPY quarantine (batch_digest, file_name, record_index, reason,
     detail, raw, quarantined_at) FROM STDIN";
+const COPY_STAGE_FLIGHT: &str = "COPY spoolite_stage_flight (flight_id, idx) FROM STDIN";
 const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, instant_utc,
     source_revision, payload, retracted, change_seq) FROM STDIN";
 
@@ -230,6 +255,29 @@ const APPLY: &str = "INSERT INTO duty_event_data AS d (key, flight_id, event_kin
         updated_at = excluded.updated_at,
         change_seq = excluded.change_seq
     WHERE excluded.source_revision > d.source_revision";
+
+/// Adds the batch's new flight ids to `spoolite_flight_id` and returns, at most
+/// `CASE_VARIANTS_SHOWN` of them in file order, each new id with a spelling that
+/// differs only in letter case, stored before (the statement's snapshot does not
+/// see its own insert) or new in the file before it, and how many such pairs
+/// there are in all. Run under the counter lock: the writer before has committed
+/// its ids.
+const NOTE_FLIGHT_IDS: &str = "WITH sent AS (
+        SELECT flight_id, min(idx) AS idx FROM spoolite_stage_flight GROUP BY flight_id
+    ), new AS (
+        INSERT INTO spoolite_flight_id (flight_id) SELECT flight_id FROM sent
+        ON CONFLICT DO NOTHING RETURNING flight_id
+    ), new_sent AS (
+        SELECT flight_id, idx FROM new JOIN sent USING (flight_id)
+    ), pairs AS (
+        SELECT n.flight_id AS sent, n.idx, k.flight_id AS other
+        FROM new_sent AS n JOIN spoolite_flight_id AS k ON lower(k.flight_id) = lower(n.flight_id)
+        UNION ALL
+        SELECT n.flight_id, n.idx, m.flight_id
+        FROM new_sent AS n
+        JOIN new_sent AS m ON lower(m.flight_id) = lower(n.flight_id) AND m.idx < n.idx
+    )
+    SELECT sent, other, count(*) OVER () FROM pairs ORDER BY idx, other LIMIT $1";
 
 /// The key being folded: its columns (the same in every version of it).
 #[derive(Default)]
@@ -300,6 +348,11 @@ impl Batch<'_> {
             write!(index, "{}", record.index).expect("write to a String");
             match &record.event {
                 Ok(event) => {
+                    if event.flight_id() != self.last_flight {
+                        self.last_flight.clear();
+                        self.last_flight.push_str(event.flight_id());
+                        self.effects.flight(event.flight_id(), record.index);
+                    }
                     revision.clear();
                     if let Some(r) = event.revision() {
                         write!(revision, "{r}").expect("write to a String");
@@ -485,18 +538,31 @@ impl Effects for Write {
         self.next_seq += 1;
     }
 
+    fn flight(&mut self, flight_id: &str, index: u64) {
+        row(
+            &mut self.flights,
+            &[Some(flight_id), Some(&index.to_string())],
+        );
+    }
+
     fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError> {
         copy(tx, COPY_WINNER, &mut self.winners)?;
-        copy(tx, COPY_QUARANTINE, &mut self.quarantined)
+        copy(tx, COPY_QUARANTINE, &mut self.quarantined)?;
+        if self.flights.len() >= FLIGHTS_SEND_BYTES {
+            copy(tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
+        }
+        Ok(())
     }
 
     fn end(
-        self: Box<Self>,
+        mut self: Box<Self>,
         mut tx: Transaction<'_>,
         digest: String,
         header: &Header,
-        finished: Finished,
+        mut finished: Finished,
     ) -> Result<Finished, StoreError> {
+        copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
+        finished.case_variants = note_flight_ids(&mut tx)?;
         let written = tx.execute(APPLY, &[&digest, &self.now])?;
         let expected = (self.next_seq - self.first_seq) as u64;
         if written != expected {
@@ -527,6 +593,20 @@ impl Effects for Write {
             }),
         }
     }
+}
+
+/// Runs `NOTE_FLIGHT_IDS`: the batch's new flight ids that differ only in letter
+/// case from another.
+fn note_flight_ids(tx: &mut Transaction<'_>) -> Result<CaseVariants, StoreError> {
+    let shown = CASE_VARIANTS_SHOWN as i64;
+    let mut variants = CaseVariants::default();
+    let mut total = 0;
+    for found in tx.query(NOTE_FLIGHT_IDS, &[&shown])? {
+        variants.note(found.get(0), found.get(1));
+        total = found.get::<_, i64>(2) as u64;
+    }
+    variants.set_total(total);
+    Ok(variants)
 }
 
 /// Fills in the inbox row's counts; returns the transaction's id, read back with
@@ -576,6 +656,8 @@ impl Effects for DryRun {
     }
 
     fn winner(&mut self, _: &KeyColumns, _: Version<'_>) {}
+
+    fn flight(&mut self, _: &str, _: u64) {}
 
     fn flush(&mut self, _: &mut Transaction<'_>) -> Result<(), StoreError> {
         Ok(())

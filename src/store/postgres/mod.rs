@@ -21,7 +21,10 @@ pub use connect::{use_password_file, with_causes};
 use super::{PgTarget, StoreError, Totals};
 
 /// The migrations, in order; `spoolite_schema` holds one row per version applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema/postgres/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../schema/postgres/0001_initial.sql"),
+    include_str!("../../../schema/postgres/0002_flight_id_case.sql"),
+];
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -22,7 +22,7 @@ use crate::batch::{Event, Header, Record};
 use crate::store::fold::{
     CONFLICT_REASON, Content, Counts, FileFold, KeyEnd, Outcome, Tally, Version, conflict_detail,
 };
-use crate::store::{Finished, Quarantined, StoreError};
+use crate::store::{CaseVariants, Finished, Quarantined, StoreError};
 
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;
@@ -62,6 +62,10 @@ pub(super) trait Effects {
     /// writes what the fold says.
     fn apply(&mut self, tx: &Connection, staged: Apply<'_>) -> Result<FileFold, StoreError>;
 
+    /// The batch's new flight ids that differ only in letter case from another,
+    /// once `apply` is done (a dry run numbers no flight and notes none).
+    fn case_variants(&mut self) -> CaseVariants;
+
     /// Ends the transaction: the inbox row and the commit, or a rollback.
     fn end(
         self: Box<Self>,
@@ -96,6 +100,8 @@ pub(super) struct Writer {
     replaced: RefCell<HashMap<i64, i64>>,
     /// The batch's flights, numbered and their times kept as events are staged.
     flights: Flights,
+    /// What `flights` found once the apply was done.
+    case_variants: CaseVariants,
     /// Whether a batch large against the table drops and builds again its
     /// secondary indexes (`store::sqlite::rebuild`).
     pub(super) sorted_index_builds: bool,
@@ -119,6 +125,7 @@ impl Writer {
             rows_written: Cell::new(0),
             replaced: RefCell::new(HashMap::new()),
             flights: Flights::default(),
+            case_variants: CaseVariants::default(),
             sorted_index_builds: true,
             file,
         }
@@ -225,7 +232,8 @@ impl Batch<'_> {
                 .optional()?
                 .is_some(),
         };
-        let finished = self.tally.finish(&fold, resent);
+        let mut finished = self.tally.finish(&fold, resent);
+        finished.case_variants = self.effects.case_variants();
         self.effects.end(self.tx, header, &finished.counts)?;
         Ok(finished)
     }
@@ -300,8 +308,12 @@ impl Effects for Writer {
         }
         // After the rebuild: a flight's times are recomputed through the index on
         // flight_ref.
-        flights.finish(tx)?;
+        self.case_variants = flights.finish(tx)?;
         Ok(fold)
+    }
+
+    fn case_variants(&mut self) -> CaseVariants {
+        std::mem::take(&mut self.case_variants)
     }
 
     fn end(
@@ -348,6 +360,10 @@ impl Effects for DryRun {
             |_, _| Ok(()),
             |_, _| Ok(()),
         )
+    }
+
+    fn case_variants(&mut self) -> CaseVariants {
+        CaseVariants::default()
     }
 
     fn end(self: Box<Self>, tx: Transaction<'_>, _: &Header, _: &Counts) -> Result<(), StoreError> {

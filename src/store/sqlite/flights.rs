@@ -12,10 +12,17 @@
 //! key ends the file not live, though the file held a live version of it or the
 //! key was live before, is noted (in a temporary table, so memory stays bounded)
 //! and its times computed again from its live rows once every row is written.
+//!
+//! A flight is found by the index of its lowered id (schema 6), which also finds
+//! the other spellings of a new flight id that differ from it only in letter
+//! case: the same one look-up per run of a flight's events, and one more index
+//! entry per new flight. Such a spelling is numbered as a flight of its own (the
+//! key is computed from the id as sent) and noted for the operator.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, params};
 
-use crate::store::StoreError;
+use crate::store::{CaseVariants, StoreError};
 
 /// The event kinds a flight's times are made of, in the order of `flight`'s four
 /// columns; the first two count their earliest event, the last two their latest.
@@ -52,6 +59,12 @@ const RECOMPUTE: &str = "UPDATE flight SET
                      WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'on_blocks')
 WHERE ref IN (SELECT ref FROM temp.flight_recompute)";
 
+/// Every stored flight whose id, lowered, is the one given lowered: the flight
+/// itself and its spellings that differ only in letter case, through the index on
+/// `lower(flight_id)` (SQLite's `lower` folds ASCII letters only, and flight ids
+/// are ASCII).
+const SPELLINGS: &str = "SELECT ref, flight_id FROM flight WHERE lower(flight_id) = lower(?1)";
+
 /// The events of one flight read one after the other.
 struct Run {
     flight_id: String,
@@ -71,6 +84,26 @@ pub(super) struct Flights {
     next_ref: Option<i64>,
     /// Whether a flight was noted for `finish` to compute again.
     any_recompute: bool,
+    /// New flight ids that differ only in letter case from a stored one.
+    case_variants: CaseVariants,
+}
+
+/// The number of the stored flight `flight_id`, if there is one, and the stored
+/// ids that differ from it only in letter case.
+fn spellings(tx: &Connection, flight_id: &str) -> Result<(Option<i64>, Vec<String>), StoreError> {
+    let mut found = None;
+    let mut others = Vec::new();
+    let mut statement = tx.prepare_cached(SPELLINGS)?;
+    let mut rows = statement.query([flight_id])?;
+    while let Some(row) = rows.next()? {
+        match row.get_ref(1)? {
+            ValueRef::Text(stored) if stored == flight_id.as_bytes() => found = Some(row.get(0)?),
+            ValueRef::Text(other) => others.push(String::from_utf8_lossy(other).into_owned()),
+            // flight_id is TEXT NOT NULL, written only by this module.
+            _ => {}
+        }
+    }
+    Ok((found, others))
 }
 
 /// Whether `instant` comes before `other` in time (canonical instants: the text
@@ -115,10 +148,12 @@ impl Flights {
     }
 
     fn start_run(&mut self, tx: &Connection, flight_id: &str) -> Result<Run, StoreError> {
-        let found = tx
-            .prepare_cached("SELECT ref FROM flight WHERE flight_id = ?1")?
-            .query_row([flight_id], |row| row.get(0))
-            .optional()?;
+        let (found, others) = spellings(tx, flight_id)?;
+        if found.is_none() {
+            for other in &others {
+                self.case_variants.note(flight_id, other);
+            }
+        }
         let (flight_ref, new) = match found {
             Some(flight_ref) => (flight_ref, false),
             None => {
@@ -187,12 +222,13 @@ impl Flights {
     }
 
     /// Computes the noted flights' times again; call once every row is written.
-    pub(super) fn finish(self, tx: &Connection) -> Result<(), StoreError> {
+    /// Returns the new flight ids that differ only in letter case from another.
+    pub(super) fn finish(self, tx: &Connection) -> Result<CaseVariants, StoreError> {
         if self.any_recompute {
             tx.execute_batch(RECOMPUTE)?;
             tx.execute_batch("DELETE FROM temp.flight_recompute")?;
         }
-        Ok(())
+        Ok(self.case_variants)
     }
 }
 
