@@ -40,6 +40,31 @@ pub(crate) struct DaemonState {
     /// `--partial-timeout` go on across a restart, and named by `status`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) waiting: Vec<WaitingFile>,
+    /// The files archived within the last `--partial-timeout`, watched for a
+    /// writer that writes on (the newest `ARCHIVED_KEPT_MAX`): the next daemon
+    /// watches them for what is left of their time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) archived_watched: Vec<ArchivedFile>,
+}
+
+/// At most this many watched archived files are kept in the state file: the
+/// newest. A restart ends the watch of older ones.
+pub(crate) const ARCHIVED_KEPT_MAX: usize = 1000;
+
+/// An archived file under watch, as the daemon saw it when it was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ArchivedFile {
+    /// Its name in archive/ (a name that is not UTF-8 is not taken over).
+    pub(crate) name: String,
+    /// The digest of the bytes committed.
+    pub(crate) sha256: String,
+    /// When the watch ends.
+    pub(crate) until: String,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_s: i64,
+    pub(crate) mtime_ns: i64,
 }
 
 /// At most this many waiting files are kept in the state file: the oldest, whose

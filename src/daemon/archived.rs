@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use crate::clock::{Clock, format_millis, parse_millis};
 use crate::names;
 use crate::spool::{FileIdentity, Spool};
+use crate::state::ArchivedFile;
 
 use super::LOG_TARGET;
 
@@ -129,6 +131,60 @@ impl Archived {
             && self
                 .looked_at
                 .is_none_or(|at| now.saturating_duration_since(at) >= LOOK_EVERY)
+    }
+
+    /// The newest `kept` watches, as the state file keeps them (`clock` turns
+    /// their ends into wall times).
+    pub(crate) fn kept(&self, kept: usize, clock: &dyn Clock) -> Vec<ArchivedFile> {
+        let (now, wall) = (clock.now(), clock.wall());
+        let skip = self.watched.len().saturating_sub(kept);
+        self.watched
+            .iter()
+            .skip(skip)
+            .filter_map(|watched| {
+                let name = watched.name.to_str()?.to_owned();
+                let left = watched.until.saturating_duration_since(now);
+                Some(ArchivedFile {
+                    name,
+                    sha256: watched.digest.clone(),
+                    until: format_millis(wall + left),
+                    dev: watched.seen.dev,
+                    ino: watched.seen.ino,
+                    size: watched.seen.size,
+                    mtime_s: watched.seen.mtime_s,
+                    mtime_ns: watched.seen.mtime_ns,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes over the watches a daemon before this one kept, for what is left of
+    /// their time.
+    pub(crate) fn remember(&mut self, kept: &[ArchivedFile], clock: &dyn Clock) {
+        let (now, wall) = (clock.now(), clock.wall());
+        for file in kept {
+            let Some(until) = parse_millis(&file.until) else {
+                continue;
+            };
+            let Ok(left) = until.duration_since(wall) else {
+                continue; // over
+            };
+            if self.watched.len() >= WATCHED_MAX {
+                break;
+            }
+            self.watched.push_back(Watched {
+                name: OsString::from(&file.name),
+                digest: file.sha256.clone(),
+                seen: Seen {
+                    dev: file.dev,
+                    ino: file.ino,
+                    size: file.size,
+                    mtime_s: file.mtime_s,
+                    mtime_ns: file.mtime_ns,
+                },
+                until: now + left,
+            });
+        }
     }
 
     /// How many files are watched.

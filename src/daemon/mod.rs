@@ -121,7 +121,8 @@ impl Daemon {
     }
 
     /// Takes over what the daemon before this one told in its state file of the
-    /// files it left waiting, so that their ages and `--partial-timeout` go on.
+    /// files it left waiting, so that their ages and `--partial-timeout` go on, and
+    /// of the archived files it watched, for what is left of their watch.
     pub(crate) fn remember(&mut self, before: &DaemonState) {
         let (now, wall) = (self.clock.now(), self.clock.wall());
         let instant = |text: &str| -> Option<Instant> {
@@ -142,6 +143,8 @@ impl Daemon {
             })
             .collect();
         self.schedule.remember(files);
+        self.archived
+            .remember(&before.archived_watched, &*self.clock);
     }
 
     /// The doorbell rang: something in incoming/ may have appeared or changed.
@@ -278,6 +281,10 @@ impl Daemon {
             return;
         }
         let waiting = self.schedule.waiting(now, crate::state::WAITING_KEPT_MAX);
+        let archived = self
+            .archived
+            .kept(crate::state::ARCHIVED_KEPT_MAX, &*self.clock);
+        self.publisher.archived_watched(archived);
         let outage = self.database.outage();
         self.publisher.publish(waiting, outage, now, &*self.clock);
     }

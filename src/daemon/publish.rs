@@ -95,6 +95,11 @@ impl Publisher {
         self.metrics.observe_outcome(outcome, elapsed, wall);
     }
 
+    /// The archived files under watch, for the state file.
+    pub(crate) fn archived_watched(&mut self, files: Vec<state::ArchivedFile>) {
+        self.state.archived_watched = files;
+    }
+
     /// `files` archived files changed after their move and went back to incoming/.
     pub(crate) fn changed_after_archive(&mut self, files: u64) {
         self.metrics.files_changed_after_archive += files;

@@ -648,3 +648,44 @@ fn a_cut_files_age_and_partial_timeout_survive_a_restart() {
     let report = h.at(60.0);
     assert_eq!(took(&report), ("cut.json", "rejected"));
 }
+
+/// A file archived just before a restart and written to after it: the new daemon
+/// watches it for what is left of its partial timeout.
+#[test]
+fn an_archived_files_watch_goes_on_across_a_restart() {
+    let mut h = Harness::with_partial_timeout(PARTIAL);
+    h.drop_file("pause.ndjson", &line("R1"));
+    assert!(matches!(h.at(0.0), Report::Idle { .. }));
+    assert_eq!(took(&h.at(2.0)), ("pause.ndjson", "processed"));
+    let written = state::read(&h.spool.root).expect("read").expect("state");
+    assert_eq!(written.archived_watched.len(), 1, "{written:?}");
+    assert_eq!(
+        written.archived_watched[0].until,
+        format_millis(h.clock.wall_at(62))
+    );
+
+    h.clock.set(Duration::from_secs(10));
+    h.restart();
+    assert_eq!(h.daemon.archived.len(), 1);
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(h.spool.archive.join("pause.ndjson"))
+        .expect("open");
+    std::io::Write::write_all(&mut file, line("R2").as_bytes()).expect("write on");
+    drop(file);
+    h.daemon.notify();
+    assert!(matches!(h.at(11.0), Report::Idle { .. }));
+    assert!(h.spool.incoming.join("pause.ndjson").exists());
+    let reports = h.until_idle(13.0);
+    assert_eq!(
+        took(reports.last().expect("a report")),
+        ("pause.ndjson", "processed")
+    );
+    assert_eq!(h.archived(), ["pause.ndjson"]);
+
+    // A watch whose time is over is not taken over.
+    h.clock.set(Duration::from_secs(13 + 61));
+    assert!(matches!(h.at(13.0 + 61.0), Report::Idle { .. }));
+    h.restart();
+    assert_eq!(h.daemon.archived.len(), 0);
+}
