@@ -149,14 +149,7 @@ fn a_defaults_file_named_that_does_not_exist_is_an_error_naming_it() {
     assert!(output.stdout.is_empty(), "{output:?}");
     // ingest ingests nothing under settings it could not read.
     let batch = dir.path().join("batch.json");
-    let one = event(
-        "BA1-20261201",
-        "takeoff",
-        "2026-12-01T06:00:00Z",
-        None,
-        "{}",
-    );
-    fs::write(&batch, json_batch(&[one])).expect("write batch");
+    write_takeoff_batch(&batch);
     let db = dir.path().join("s.db");
     let output = ingest_command(&db)
         .arg(&batch)
@@ -361,14 +354,7 @@ fn a_follower_logs_the_signal_that_stops_it_by_name() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("s.db");
     let batch = dir.path().join("batch.json");
-    let one = event(
-        "BA1-20261201",
-        "takeoff",
-        "2026-12-01T06:00:00Z",
-        None,
-        "{}",
-    );
-    fs::write(&batch, json_batch(&[one])).expect("write batch");
+    write_takeoff_batch(&batch);
     assert_eq!(
         exit_code(&ingest_command(&db).arg(&batch).output().expect("ingest")),
         0
@@ -406,4 +392,16 @@ fn a_follower_logs_the_signal_that_stops_it_by_name() {
     let log = fs::read_to_string(&log).expect("read log");
     assert!(log.contains("SIGTERM: stopping"), "{log}");
     assert!(!log.contains("signal "), "{log}");
+}
+
+/// Writes a `.json` batch of one event, BA1 taking off, at `path`.
+fn write_takeoff_batch(path: &Path) {
+    let one = event(
+        "BA1-20261201",
+        "takeoff",
+        "2026-12-01T06:00:00Z",
+        None,
+        "{}",
+    );
+    fs::write(path, json_batch(&[one])).expect("write batch");
 }
