@@ -56,6 +56,40 @@ pub trait Clock {
     fn wall(&self) -> SystemTime;
 }
 
+/// A clock's two times read together, to turn an instant of the one into the
+/// other's (a state file holds wall times; the daemon waits on monotonic ones).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    pub(crate) now: Instant,
+    pub(crate) wall: SystemTime,
+}
+
+impl Reading {
+    pub(crate) fn of(clock: &dyn Clock) -> Reading {
+        Reading {
+            now: clock.now(),
+            wall: clock.wall(),
+        }
+    }
+
+    /// The wall time of the monotonic instant `at`.
+    pub(crate) fn wall_of(&self, at: Instant) -> SystemTime {
+        match at.checked_duration_since(self.now) {
+            Some(ahead) => self.wall + ahead,
+            None => self.wall.checked_sub(self.now - at).unwrap_or(self.wall),
+        }
+    }
+
+    /// The monotonic instant of the wall time `then` (`now` where the monotonic
+    /// clock cannot go back that far).
+    pub(crate) fn instant_of(&self, then: SystemTime) -> Instant {
+        match then.duration_since(self.wall) {
+            Ok(ahead) => self.now + ahead,
+            Err(behind) => self.now.checked_sub(behind.duration()).unwrap_or(self.now),
+        }
+    }
+}
+
 /// The real clock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
@@ -82,6 +116,24 @@ mod tests {
         assert_eq!(at(1_764_582_229_152), "2025-12-01T09:43:49.152Z");
         assert!(at(1_764_582_229_150) < at(1_764_582_229_152));
         assert_eq!(now_utc().len(), "2026-12-01T09:43:49.150Z".len());
+    }
+
+    #[test]
+    fn a_reading_turns_instants_into_wall_times_and_back() {
+        let reading = Reading {
+            now: Instant::now() + Duration::from_secs(100),
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        };
+        for offset in [-40_i64, 0, 25] {
+            let shift = Duration::from_secs(offset.unsigned_abs());
+            let (at, wall) = if offset < 0 {
+                (reading.now - shift, reading.wall - shift)
+            } else {
+                (reading.now + shift, reading.wall + shift)
+            };
+            assert_eq!(reading.wall_of(at), wall, "{offset}");
+            assert_eq!(reading.instant_of(wall), at, "{offset}");
+        }
     }
 
     #[test]

@@ -105,6 +105,14 @@ pub(crate) struct FileIdentity {
 }
 
 impl FileIdentity {
+    /// Whether the file was written to since `earlier` was seen: its size or
+    /// modification time differ. The change time is left out, since a rename
+    /// (the daemon's own move) changes it.
+    pub(crate) fn written_since(&self, earlier: &FileIdentity) -> bool {
+        (self.size, self.mtime_s, self.mtime_ns)
+            != (earlier.size, earlier.mtime_s, earlier.mtime_ns)
+    }
+
     pub(crate) fn of(meta: &fs::Metadata) -> FileIdentity {
         FileIdentity {
             dev: meta.dev(),

@@ -60,11 +60,8 @@ pub(crate) struct ArchivedFile {
     pub(crate) sha256: String,
     /// When the watch ends.
     pub(crate) until: String,
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-    pub(crate) size: u64,
-    pub(crate) mtime_s: i64,
-    pub(crate) mtime_ns: i64,
+    /// The file as it was read before its move.
+    pub(crate) version: crate::spool::FileIdentity,
 }
 
 /// At most this many waiting files are kept in the state file: the oldest, whose

@@ -315,19 +315,20 @@ fn oldest_waiting(mut entries: Vec<Entry>, status: &Status) -> Vec<WaitingFile> 
     entries
         .iter()
         .take(FILES_NAMED_MAX)
-        .map(|entry| WaitingFile {
-            file: names::lossy(&entry.name),
-            first_seen_at: status
-                .daemon_waiting
-                .get(&names::lossy(&entry.name))
-                .map(|seen| seen.first_seen_at.clone()),
-            state: wait_state(entry, status),
-            bytes: entry.meta.len(),
-            modified_at: entry
-                .meta
-                .modified()
-                .map(crate::clock::format_millis)
-                .unwrap_or_default(),
+        .map(|entry| {
+            let file = names::lossy(&entry.name);
+            let seen = status.daemon_waiting.get(&file);
+            WaitingFile {
+                first_seen_at: seen.map(|seen| seen.first_seen_at.clone()),
+                state: wait_state(entry, seen, status),
+                file,
+                bytes: entry.meta.len(),
+                modified_at: entry
+                    .meta
+                    .modified()
+                    .map(crate::clock::format_millis)
+                    .unwrap_or_default(),
+            }
         })
         .collect()
 }
@@ -335,7 +336,7 @@ fn oldest_waiting(mut entries: Vec<Entry>, status: &Status) -> Vec<WaitingFile> 
 /// What a file in incoming/ waits for, as far as status can tell: what the name
 /// and size say first, then whether a daemon serves the spool and whether its
 /// database fails.
-fn wait_state(entry: &Entry, status: &Status) -> WaitState {
+fn wait_state(entry: &Entry, seen: Option<&state::WaitingFile>, status: &Status) -> WaitState {
     if spool::is_temp_name(&entry.name) {
         WaitState::TempName
     } else if status.lock_seen && status.served_by.is_none() {
@@ -345,7 +346,6 @@ fn wait_state(entry: &Entry, status: &Status) -> WaitState {
     } else if entry.meta.len() == 0 {
         WaitState::Empty
     } else {
-        let seen = status.daemon_waiting.get(&names::lossy(&entry.name));
         match seen.map(|seen| seen.state.as_str()) {
             Some("settling") => WaitState::Settling,
             Some("still_arriving") => WaitState::StillArriving,

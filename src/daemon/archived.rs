@@ -14,12 +14,11 @@
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::clock::{Clock, format_millis, parse_millis};
+use crate::clock::{Clock, Reading, format_millis, parse_millis};
 use crate::names;
 use crate::spool::{FileIdentity, Spool};
 use crate::state::ArchivedFile;
@@ -30,48 +29,14 @@ use super::LOG_TARGET;
 /// watch ends early (a backlog of small files archives thousands a minute).
 pub(super) const WATCHED_MAX: usize = 10_000;
 
-/// What is watched of an archived file: which file (device and inode), its size
-/// and modification time when it was archived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_s: i64,
-    mtime_ns: i64,
-}
-
-impl From<&FileIdentity> for Seen {
-    fn from(read: &FileIdentity) -> Seen {
-        Seen {
-            dev: read.dev,
-            ino: read.ino,
-            size: read.size,
-            mtime_s: read.mtime_s,
-            mtime_ns: read.mtime_ns,
-        }
-    }
-}
-
-impl Seen {
-    fn of(meta: &std::fs::Metadata) -> Seen {
-        Seen {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime_s: meta.mtime(),
-            mtime_ns: meta.mtime_nsec(),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Watched {
     /// Its name in archive/.
     name: OsString,
     /// The digest of the bytes committed.
     digest: String,
-    seen: Seen,
+    /// The file as it was read before its move.
+    read: FileIdentity,
     until: Instant,
 }
 
@@ -118,7 +83,7 @@ impl Archived {
         self.watched.push_back(Watched {
             name: name.to_owned(),
             digest: digest.to_owned(),
-            seen: Seen::from(read),
+            read: read.clone(),
             until,
         });
         last
@@ -136,23 +101,18 @@ impl Archived {
     /// The newest `kept` watches, as the state file keeps them (`clock` turns
     /// their ends into wall times).
     pub(crate) fn kept(&self, kept: usize, clock: &dyn Clock) -> Vec<ArchivedFile> {
-        let (now, wall) = (clock.now(), clock.wall());
+        let reading = Reading::of(clock);
         let skip = self.watched.len().saturating_sub(kept);
         self.watched
             .iter()
             .skip(skip)
             .filter_map(|watched| {
                 let name = watched.name.to_str()?.to_owned();
-                let left = watched.until.saturating_duration_since(now);
                 Some(ArchivedFile {
                     name,
                     sha256: watched.digest.clone(),
-                    until: format_millis(wall + left),
-                    dev: watched.seen.dev,
-                    ino: watched.seen.ino,
-                    size: watched.seen.size,
-                    mtime_s: watched.seen.mtime_s,
-                    mtime_ns: watched.seen.mtime_ns,
+                    until: format_millis(reading.wall_of(watched.until)),
+                    version: watched.read.clone(),
                 })
             })
             .collect()
@@ -161,13 +121,11 @@ impl Archived {
     /// Takes over the watches a daemon before this one kept, for what is left of
     /// their time.
     pub(crate) fn remember(&mut self, kept: &[ArchivedFile], clock: &dyn Clock) {
-        let (now, wall) = (clock.now(), clock.wall());
+        let reading = Reading::of(clock);
         for file in kept {
-            let Some(until) = parse_millis(&file.until) else {
-                continue;
-            };
-            let Ok(left) = until.duration_since(wall) else {
-                continue; // over
+            let Some(until) = parse_millis(&file.until).filter(|&until| until > reading.wall)
+            else {
+                continue; // over, or not a time
             };
             if self.watched.len() >= WATCHED_MAX {
                 break;
@@ -175,14 +133,8 @@ impl Archived {
             self.watched.push_back(Watched {
                 name: OsString::from(&file.name),
                 digest: file.sha256.clone(),
-                seen: Seen {
-                    dev: file.dev,
-                    ino: file.ino,
-                    size: file.size,
-                    mtime_s: file.mtime_s,
-                    mtime_ns: file.mtime_ns,
-                },
-                until: now + left,
+                read: file.version.clone(),
+                until: reading.instant_of(until),
             });
         }
     }
@@ -219,11 +171,11 @@ fn look_at(spool: &Spool, watched: &Watched) -> Result<bool, Option<MovedBack>> 
     let Ok(meta) = std::fs::symlink_metadata(spool.archive.join(&watched.name)) else {
         return Ok(false);
     };
-    let seen = Seen::of(&meta);
-    if (seen.dev, seen.ino) != (watched.seen.dev, watched.seen.ino) {
+    let seen = FileIdentity::of(&meta);
+    if (seen.dev, seen.ino) != (watched.read.dev, watched.read.ino) {
         return Ok(false);
     }
-    if seen == watched.seen {
+    if !seen.written_since(&watched.read) {
         return Ok(true);
     }
     Err(move_back(spool, watched, &seen))
@@ -231,7 +183,7 @@ fn look_at(spool: &Spool, watched: &Watched) -> Result<bool, Option<MovedBack>> 
 
 /// Logs the change of an archived file and moves it back to incoming/; `None`
 /// (logged) when the move fails, and the file is no longer watched.
-fn move_back(spool: &Spool, watched: &Watched, seen: &Seen) -> Option<MovedBack> {
+fn move_back(spool: &Spool, watched: &Watched, seen: &FileIdentity) -> Option<MovedBack> {
     let archived = names::lossy(&watched.name);
     let now_digest = digest_of(&spool.archive.join(&watched.name))
         .unwrap_or_else(|error| format!("unknown ({error})"));
@@ -239,7 +191,7 @@ fn move_back(spool: &Spool, watched: &Watched, seen: &Seen) -> Option<MovedBack>
         "archive/{} changed after it was archived (size {} -> {} bytes): a writer wrote on \
          under its final name; committed sha256 {}, now {now_digest}",
         names::escaped(&archived),
-        watched.seen.size,
+        watched.read.size,
         seen.size,
         watched.digest,
     );

@@ -124,11 +124,11 @@ impl Daemon {
     /// files it left waiting, so that their ages and `--partial-timeout` go on, and
     /// of the archived files it watched, for what is left of their watch.
     pub(crate) fn remember(&mut self, before: &DaemonState) {
-        let (now, wall) = (self.clock.now(), self.clock.wall());
+        let reading = crate::clock::Reading::of(&*self.clock);
+        // A time ahead of the wall clock (set back since) counts as now.
         let instant = |text: &str| -> Option<Instant> {
             let then = crate::clock::parse_millis(text)?;
-            let ago = wall.duration_since(then).unwrap_or_default();
-            Some(earlier(now, ago))
+            Some(reading.instant_of(then).min(reading.now))
         };
         let files = before
             .waiting
@@ -288,11 +288,6 @@ impl Daemon {
         let outage = self.database.outage();
         self.publisher.publish(waiting, outage, now, &*self.clock);
     }
-}
-
-/// `ago` before `now`; `now` where the monotonic clock cannot go that far back.
-fn earlier(now: Instant, ago: Duration) -> Instant {
-    now.checked_sub(ago).unwrap_or(now)
 }
 
 /// Runs the daemon until `stop` is set (and `doorbell` rung). Start-up problems are

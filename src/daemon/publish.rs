@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::clock::{Clock, format_millis};
+use crate::clock::{Clock, Reading, format_millis};
 use crate::ingest::Outcome;
 use crate::metrics::Metrics;
 use crate::state::{self, DaemonState, WaitingFile};
@@ -176,11 +176,8 @@ impl Publisher {
         self.metrics.oldest_waiting_age_s = age;
         // The wall time of the first sight, from the two clocks read together: the
         // step's `now` may be seconds old (a file that waited on a lock).
-        let (mono_now, wall_now) = (clock.now(), clock.wall());
-        let wall_of = |at: Instant| {
-            let ago = mono_now.saturating_duration_since(at);
-            format_millis(wall_now.checked_sub(ago).unwrap_or(wall_now))
-        };
+        let reading = Reading::of(clock);
+        let wall_of = |at: Instant| format_millis(reading.wall_of(at));
         self.state.files_waiting = waiting.count;
         self.state.oldest_waiting_seen_at = oldest.map(wall_of);
         self.state.waiting = waiting

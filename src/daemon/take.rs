@@ -184,10 +184,9 @@ impl Daemon {
         if committed {
             self.database.committed();
         }
-        if let (false, Some(digest)) = (
-            matches!(outcome, Outcome::Rejected { .. }),
-            outcome.digest(),
-        ) {
+        if !matches!(outcome, Outcome::Rejected { .. })
+            && let Some(digest) = outcome.digest()
+        {
             let until = now + self.config.partial_timeout;
             let last = self
                 .archived
