@@ -2,8 +2,96 @@
 //! from its first live off-blocks, its block time, a duty open and closed, and what
 //! corrections and retractions do to them.
 
+use std::collections::BTreeMap;
+
 use crate::pg_contract::Backend;
 use crate::support::{event, ingest_json, json_batch, write};
+
+/// Both crew views, as `crew_flight` and `crew_duty` read them.
+pub(crate) fn crew_views(db: &Backend) -> (Vec<String>, Vec<String>) {
+    (crew_flight(db), crew_duty(db))
+}
+
+/// An instant's milliseconds since the epoch.
+fn millis(instant: &str) -> i64 {
+    let at: jiff::Timestamp = instant.parse().expect("a canonical instant");
+    at.as_millisecond()
+}
+
+/// Minutes between two instants in hundredths, rounded (what the views' minutes,
+/// rounded to 0.01, read times 100).
+fn centi_minutes(from: &str, to: &str) -> i64 {
+    let ms = millis(to) - millis(from);
+    (ms as f64 / 600.0).round() as i64
+}
+
+/// Both crew views as the contract defines them, computed in the test from
+/// `duty_event`'s live rows (with `spoolite::crew`'s rules, table-tested on their
+/// own), sorted and written like `crew_views`.
+pub(crate) fn crew_from_live_rows(db: &Backend) -> (Vec<String>, Vec<String>) {
+    if !db.has_schema() {
+        return (Vec::new(), Vec::new());
+    }
+    // Per flight id and kind: the earliest (with its payload) and the latest.
+    type Span = ((i64, String, String), (i64, String));
+    let mut spans: BTreeMap<(String, String), Span> = BTreeMap::new();
+    for row in db.rows(
+        "SELECT flight_id, event_kind, instant_utc, payload FROM duty_event
+         WHERE event_kind IN ('off_blocks', 'on_blocks', 'duty_start', 'duty_end')",
+    ) {
+        let [flight, kind, instant, payload] = &row[..] else {
+            unreachable!("four columns")
+        };
+        let at = millis(instant);
+        let first = (at, instant.clone(), payload.clone());
+        let last = (at, instant.clone());
+        let span = spans
+            .entry((flight.clone(), kind.clone()))
+            .or_insert_with(|| (first.clone(), last.clone()));
+        if at < span.0.0 {
+            span.0 = first;
+        }
+        if at > span.1.0 {
+            span.1 = last;
+        }
+    }
+    let mut flights = Vec::new();
+    let mut duties = Vec::new();
+    for ((id, kind), ((start_at, start, payload), _)) in &spans {
+        let crew = spoolite::crew::of_payload(payload);
+        let row = |member: &spoolite::crew::Member, end: &str, minutes: &str| {
+            let role = member.role().as_str();
+            format!("{}|{role}|{id}|{start}|{end}|{minutes}", member.id())
+        };
+        match kind.as_str() {
+            "off_blocks" => {
+                let Some((_, (end_at, end))) = spans.get(&(id.clone(), "on_blocks".into())) else {
+                    continue;
+                };
+                if end_at < start_at {
+                    continue;
+                }
+                let minutes = centi_minutes(start, end).to_string();
+                flights.extend(crew.iter().map(|member| row(member, end, &minutes)));
+            }
+            "duty_start" => {
+                let end = spans
+                    .get(&(id.clone(), "duty_end".into()))
+                    .map(|(_, last)| last)
+                    .filter(|(end_at, _)| end_at >= start_at);
+                let (end, minutes) = match end {
+                    Some((_, end)) => (end.clone(), centi_minutes(start, end).to_string()),
+                    None => ("NULL".to_owned(), "NULL".to_owned()),
+                };
+                duties.extend(crew.iter().map(|member| row(member, &end, &minutes)));
+            }
+            _ => {}
+        }
+    }
+    flights.sort();
+    duties.sort();
+    (flights, duties)
+}
 
 /// `crew_flight` as `crew_id|role|flight_id|off|on|centi-minutes`, sorted.
 pub(crate) fn crew_flight(db: &Backend) -> Vec<String> {
