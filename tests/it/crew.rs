@@ -313,3 +313,123 @@ fn the_crew_views_follow_corrections_and_retractions() {
 fn the_crew_views_follow_corrections_and_retractions_on_postgres() {
     check_crew_story(&Backend::postgres());
 }
+
+/// Batches of several flights and duties, with corrections and retractions: what
+/// the migration test builds the crew rows of.
+fn migration_batches() -> Vec<String> {
+    let mut batches = Vec::new();
+    for day in 1..=3 {
+        let mut events = Vec::new();
+        for n in 0..6 {
+            let flight = format!("SP{n:03}-2026110{day}");
+            let off = format!("2026-11-0{day}T{:02}:05:00Z", 6 + n);
+            let on = format!("2026-11-0{day}T{:02}:47:30.5Z", 7 + n);
+            let crew = format!(
+                r#"{{"crew":["C{n}",{{"id":"C{}","role":"positioning"}},{{"id":" C{n} "}}]}}"#,
+                n + 1
+            );
+            events.push(timed(&flight, "off_blocks", &off, 1, &crew));
+            events.push(timed(&flight, "on_blocks", &on, 1, "{}"));
+            if n == 2 {
+                events.push(retracted(&flight, "on_blocks", &on, 2));
+            }
+            let duty = format!("D{n}-2026110{day}");
+            let start = format!("2026-11-0{day}T{:02}:05:00Z", 5 + n);
+            events.push(timed(&duty, "duty_start", &start, 1, &crew));
+            if n % 2 == 0 {
+                let end = format!("2026-11-0{day}T{:02}:30:00Z", 9 + n);
+                events.push(timed(&duty, "duty_end", &end, 1, "{}"));
+            }
+        }
+        batches.push(json_batch(&events));
+    }
+    // A corrected crew list.
+    batches.push(json_batch(&[timed(
+        "SP001-20261101",
+        "off_blocks",
+        "2026-11-01T07:05:00Z",
+        2,
+        r#"{"crew":["C9"]}"#,
+    )]));
+    batches
+}
+
+/// `flight_times` and both crew views, as read.
+fn kept_rows(db: &Backend) -> Vec<Vec<String>> {
+    let (flights, duties) = crew_views(db);
+    let times = db.lines(
+        "SELECT flight_id, off_blocks_utc, coalesce(on_blocks_utc, 'NULL'),
+                coalesce(cast(round(block_minutes * 100) AS bigint){t}, 'NULL')
+         FROM flight_times",
+    );
+    vec![flights, duties, times]
+}
+
+/// Ingests `migration_batches` into `db`, takes the crew schema away (as a
+/// database of the version before it), lets spoolite migrate it again, and
+/// expects the rows the batches had kept.
+fn check_migration_builds_the_rows_batches_keep(db: &Backend, downgrade: &dyn Fn(&Backend)) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let paths: Vec<_> = migration_batches()
+        .iter()
+        .enumerate()
+        .map(|(i, text)| write(dir.path(), &format!("b{i}.json"), text))
+        .collect();
+    let all: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+    let (code, lines) = ingest_json(&db.db(), &all);
+    assert_eq!(code, 0, "{lines:?}");
+    let kept = kept_rows(db);
+    assert!(kept[0].len() >= 25 && kept[1].len() >= 30, "{kept:?}");
+    assert!(kept[1].iter().any(|row| row.ends_with("|NULL|NULL")));
+    assert_eq!((kept[0].clone(), kept[1].clone()), crew_from_live_rows(db));
+    downgrade(db);
+    // A re-drop: nothing to ingest, but the store is opened and migrated.
+    let (code, lines) = ingest_json(&db.db(), &all[..1]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "skipped_duplicate");
+    assert_eq!(
+        kept_rows(db),
+        kept,
+        "the migration builds what the batches kept"
+    );
+}
+
+#[test]
+fn the_migration_to_schema_7_builds_the_crew_rows_batches_keep() {
+    check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
+        let Backend::Sqlite { path, .. } = db else {
+            unreachable!("a SQLite database")
+        };
+        let conn = rusqlite::Connection::open(path).expect("open");
+        conn.execute_batch(
+            "DROP VIEW crew_flight; DROP VIEW crew_duty;
+             DROP TABLE spoolite_crew_flight; DROP TABLE spoolite_crew_duty;
+             PRAGMA user_version = 6;",
+        )
+        .expect("back to schema 6");
+    });
+}
+
+#[test]
+fn the_migration_to_postgres_schema_3_builds_the_rows_batches_keep() {
+    let schema_1 = include_str!("../../schema/postgres/0001_initial.sql");
+    let start = schema_1
+        .find("CREATE VIEW flight_times")
+        .expect("schema 1 has flight_times");
+    let end = start + schema_1[start..].find(";\n").expect("its end") + 1;
+    let flight_times_1 = schema_1[start..end].to_owned();
+    check_migration_builds_the_rows_batches_keep(&Backend::postgres(), &|db| {
+        let Backend::Postgres(pg) = db else {
+            unreachable!("a PostgreSQL database")
+        };
+        pg.client()
+            .batch_execute(&format!(
+                "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW flight_times;
+                 DROP TABLE spoolite_crew_flight; DROP TABLE spoolite_crew_duty;
+                 DROP TABLE spoolite_flight;
+                 {flight_times_1}
+                 DELETE FROM spoolite_schema WHERE version = 3;"
+            ))
+            .expect("back to schema 2");
+    });
+}
