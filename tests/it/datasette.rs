@@ -384,6 +384,7 @@ def now_plus_ms(ms):
     return instant(millis // 1000)[:-1] + f".{millis % 1000:03}Z"
 
 conn = sqlite3.connect(db, isolation_level=None)
+# The crew tables stay empty (this test reads no crew view).
 assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'spoolite_event'"
                     ).fetchone()[0] == 1, "not a schema with spoolite_event"
 conn.execute("PRAGMA synchronous = OFF")
