@@ -100,6 +100,56 @@ pub(super) fn recompute(tx: &Connection, scope: Scope) -> Result<(), StoreError>
     duties(tx, refs)
 }
 
+/// The noted flights' times and their first live off-blocks, the row whose crew
+/// they take. The loops run in the order written (CROSS JOIN: SQLite keeps it): the
+/// noted flights, each one's row, its off-blocks found by key columns; left to
+/// itself the planner starts from the live rows' index of every off-blocks in the
+/// table.
+fn flights_sql(refs: &str) -> String {
+    format!(
+        "SELECT f.ref, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
+         FROM ({refs}) AS t
+         CROSS JOIN spoolite_flight AS f ON f.ref = t.ref
+         CROSS JOIN spoolite_event AS d
+             ON d.flight_id = f.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
+             AND d.instant_utc = f.off_blocks_utc
+         WHERE f.on_blocks_utc IS NOT NULL
+             AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')"
+    )
+}
+
+/// The noted duties' start and end and their first live duty_start, whose crew
+/// they take; in the order written, as `flights_sql` says why.
+fn duties_sql(refs: &str) -> String {
+    format!(
+        "WITH times AS (
+             SELECT t.ref, f.flight_id,
+                    (SELECT min(rtrim(e.instant_utc, 'Z')) || 'Z' FROM spoolite_event AS e
+                     WHERE e.flight_id = f.flight_id AND e.retracted = 0
+                         AND e.event_kind = 'duty_start')
+                        AS start_utc,
+                    (SELECT max(rtrim(e.instant_utc, 'Z')) || 'Z' FROM spoolite_event AS e
+                     WHERE e.flight_id = f.flight_id AND e.retracted = 0
+                         AND e.event_kind = 'duty_end')
+                        AS end_utc
+             FROM ({refs}) AS t CROSS JOIN spoolite_flight AS f ON f.ref = t.ref
+         ), closed AS (
+             SELECT ref, flight_id, start_utc,
+                    CASE WHEN rtrim(end_utc, 'Z') >= rtrim(start_utc, 'Z') THEN end_utc END
+                        AS end_utc
+             FROM times WHERE start_utc IS NOT NULL
+         )
+         SELECT c.ref, c.start_utc, c.end_utc,
+                round((julianday(rtrim(c.end_utc, 'Z')) - julianday(rtrim(c.start_utc, 'Z')))
+                      * 1440, 2),
+                d.payload
+         FROM closed AS c
+         CROSS JOIN spoolite_event AS d
+             ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
+             AND d.instant_utc = c.start_utc"
+    )
+}
+
 /// Writes the crew rows of the flights numbered by `refs` that have block time.
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut insert = tx.prepare_cached(
@@ -107,16 +157,7 @@ fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
              (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    let mut select = tx.prepare(&format!(
-        "SELECT f.ref, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
-         FROM ({refs}) AS t
-         JOIN spoolite_flight AS f ON f.ref = t.ref
-         JOIN spoolite_event AS d
-             ON d.flight_id = f.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
-             AND d.instant_utc = f.off_blocks_utc
-         WHERE f.on_blocks_utc IS NOT NULL
-             AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')"
-    ))?;
+    let mut select = tx.prepare(&flights_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let flight_ref: i64 = row.get(0)?;
@@ -147,33 +188,7 @@ fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
              (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    let mut select = tx.prepare(&format!(
-        "WITH times AS (
-             SELECT t.ref, f.flight_id,
-                    (SELECT min(rtrim(e.instant_utc, 'Z')) || 'Z' FROM spoolite_event AS e
-                     WHERE e.flight_id = f.flight_id AND e.retracted = 0
-                         AND e.event_kind = 'duty_start')
-                        AS start_utc,
-                    (SELECT max(rtrim(e.instant_utc, 'Z')) || 'Z' FROM spoolite_event AS e
-                     WHERE e.flight_id = f.flight_id AND e.retracted = 0
-                         AND e.event_kind = 'duty_end')
-                        AS end_utc
-             FROM ({refs}) AS t JOIN spoolite_flight AS f ON f.ref = t.ref
-         ), closed AS (
-             SELECT ref, flight_id, start_utc,
-                    CASE WHEN rtrim(end_utc, 'Z') >= rtrim(start_utc, 'Z') THEN end_utc END
-                        AS end_utc
-             FROM times WHERE start_utc IS NOT NULL
-         )
-         SELECT c.ref, c.start_utc, c.end_utc,
-                round((julianday(rtrim(c.end_utc, 'Z')) - julianday(rtrim(c.start_utc, 'Z')))
-                      * 1440, 2),
-                d.payload
-         FROM closed AS c
-         JOIN spoolite_event AS d
-             ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
-             AND d.instant_utc = c.start_utc"
-    ))?;
+    let mut select = tx.prepare(&duties_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let duty_ref: i64 = row.get(0)?;
@@ -193,4 +208,42 @@ fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan of `sql` on a database of the current schema.
+    fn plan(sql: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        drop(crate::store::SqliteStore::open(&path).expect("create"));
+        let conn = Connection::open(&path).expect("open");
+        conn.execute_batch(CREATE_NOTED).expect("the noted flights");
+        let mut explain = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        explain
+            .query_map([], |row| row.get::<_, String>(3))
+            .expect("plan")
+            .collect::<Result<_, _>>()
+            .expect("plan rows")
+    }
+
+    #[test]
+    fn a_batch_reads_the_rows_of_its_noted_flights_only() {
+        for sql in [
+            flights_sql(Scope::Noted.refs()),
+            duties_sql(Scope::Noted.refs()),
+        ] {
+            let plan = plan(&sql);
+            assert!(plan[0].contains("crew_recompute"), "{plan:?}");
+            assert!(
+                plan.iter()
+                    .all(|step| !step.starts_with("SCAN") || step.contains("crew_recompute")),
+                "{plan:?}"
+            );
+        }
+    }
 }
