@@ -29,10 +29,12 @@ CREATE TABLE spoolite_crew_flight (
     block_minutes   REAL NOT NULL,
     PRIMARY KEY (flight_ref, crew_id)
 ) WITHOUT ROWID;
--- One crew member's flights in a time range; everyone's flights in a time range
--- (rtrim(…, 'Z') orders instants by time).
-CREATE INDEX spoolite_crew_flight_crew ON spoolite_crew_flight (crew_id, rtrim(off_blocks_utc, 'Z'));
-CREATE INDEX spoolite_crew_flight_time ON spoolite_crew_flight (rtrim(off_blocks_utc, 'Z'));
+-- One crew member's flights in a time range; everyone's flights in a time range:
+-- on the instants as analysts compare them (as text, which is time order but for
+-- one second's instants written with fractions of different lengths; ftl reads a
+-- second more on each side and clips by time).
+CREATE INDEX spoolite_crew_flight_crew ON spoolite_crew_flight (crew_id, off_blocks_utc);
+CREATE INDEX spoolite_crew_flight_time ON spoolite_crew_flight (off_blocks_utc);
 
 CREATE TABLE spoolite_crew_duty (
     -- The flight.ref of the duty's id.
@@ -44,8 +46,8 @@ CREATE TABLE spoolite_crew_duty (
     duty_minutes    REAL,
     PRIMARY KEY (duty_ref, crew_id)
 ) WITHOUT ROWID;
-CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, rtrim(duty_start_utc, 'Z'));
-CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (rtrim(duty_start_utc, 'Z'));
+CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
+CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
 
 CREATE VIEW crew_flight AS
 SELECT c.crew_id,

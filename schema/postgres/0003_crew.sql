@@ -38,8 +38,8 @@ SELECT flight_id,
 FROM duty_event_data
 WHERE NOT retracted AND event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
 GROUP BY flight_id;
--- A range of days of flight_times by off-blocks.
-CREATE INDEX spoolite_flight_off_blocks ON spoolite_flight (rtrim(off_blocks_utc, 'Z'));
+-- A range of days of flight_times by off-blocks, written plainly.
+CREATE INDEX spoolite_flight_off_blocks ON spoolite_flight (off_blocks_utc);
 
 DROP VIEW flight_times;
 CREATE VIEW flight_times AS
@@ -63,10 +63,12 @@ CREATE TABLE spoolite_crew_flight (
     block_minutes   numeric NOT NULL,
     PRIMARY KEY (flight_id, crew_id)
 );
--- One crew member's flights in a time range; everyone's flights in a time range
--- (rtrim(…, 'Z') orders instants by time).
-CREATE INDEX spoolite_crew_flight_crew ON spoolite_crew_flight (crew_id, rtrim(off_blocks_utc, 'Z'));
-CREATE INDEX spoolite_crew_flight_time ON spoolite_crew_flight (rtrim(off_blocks_utc, 'Z'));
+-- One crew member's flights in a time range; everyone's flights in a time range:
+-- on the instants as analysts compare them (as text, which is time order but for
+-- one second's instants written with fractions of different lengths; ftl reads a
+-- second more on each side and clips by time).
+CREATE INDEX spoolite_crew_flight_crew ON spoolite_crew_flight (crew_id, off_blocks_utc);
+CREATE INDEX spoolite_crew_flight_time ON spoolite_crew_flight (off_blocks_utc);
 
 CREATE TABLE spoolite_crew_duty (
     duty_id         text NOT NULL,
@@ -77,8 +79,8 @@ CREATE TABLE spoolite_crew_duty (
     duty_minutes    numeric,
     PRIMARY KEY (duty_id, crew_id)
 );
-CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, rtrim(duty_start_utc, 'Z'));
-CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (rtrim(duty_start_utc, 'Z'));
+CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
+CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
 
 CREATE VIEW crew_flight AS
 SELECT crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes
