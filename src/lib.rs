@@ -7,6 +7,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+pub mod backup;
 pub mod batch;
 pub mod changes;
 pub mod cli;

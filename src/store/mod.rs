@@ -7,6 +7,7 @@
 //! into PostgreSQL (`copy`). No backend imports from the other. The only module
 //! that talks to a database.
 
+pub(crate) mod backup;
 pub(crate) mod changes;
 pub(crate) mod copy;
 mod db;

@@ -1,6 +1,7 @@
 //! The one integration-test binary: drives the real `spoolite` binary in temporary
 //! folders and compares whole tables.
 
+mod backup;
 mod changes;
 mod cli;
 mod copydb;
