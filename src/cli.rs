@@ -82,8 +82,7 @@ pub enum Command {
     /// refused (it holds rows, or batches or keys the source holds too), 2 on any
     /// other error (nothing is committed).
     CopyDb(CopyDbArgs),
-    /// Write a consistent copy of a SQLite database to a new file, while a daemon
-    /// may write it.
+    /// Write a consistent copy of a SQLite database to a new file.
     ///
     /// The copy holds exactly the batches committed at one moment (the daemon goes
     /// on committing meanwhile) and passes integrity_check before it gets its name:
