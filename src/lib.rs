@@ -22,6 +22,7 @@ pub mod names;
 pub mod readiness;
 pub mod report;
 pub mod service;
+pub(crate) mod sizes;
 pub mod spool;
 pub mod state;
 pub mod status;
