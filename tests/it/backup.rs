@@ -492,3 +492,100 @@ fn an_analyst_who_may_only_read_the_database_backs_it_up() {
         "the source is as it was"
     );
 }
+
+// ---------------------------------------------------------------------------------
+// The packaged timer and service
+
+fn packaging(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("packaging")
+        .join(name)
+}
+
+/// The shell command of the unit's `KEY=/bin/sh -c '…'` line, as systemd hands it
+/// to the shell (`$$` and `%%` unescaped), running the binary under test.
+fn unit_shell_command(unit: &str, key: &str) -> String {
+    let prefix = format!("{key}=/bin/sh -c '");
+    let line = unit
+        .lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {key}= shell command in the unit"));
+    let script = line[prefix.len()..]
+        .strip_suffix('\'')
+        .expect("the command is one quoted word");
+    script
+        .replace("$$", "$")
+        .replace("%%", "%")
+        .replace("/usr/bin/spoolite", env!("CARGO_BIN_EXE_spoolite"))
+}
+
+#[test]
+fn the_packaged_backup_units_verify_and_keep_the_newest_copies() {
+    let units = tempfile::tempdir().expect("temp dir");
+    for name in ["spoolite-backup.service", "spoolite-backup.timer"] {
+        fs::copy(packaging(name), units.path().join(name)).expect("copy unit");
+    }
+    crate::support::assert_unit_verifies(&units.path().join("spoolite-backup.service"));
+    crate::support::assert_unit_verifies(&units.path().join("spoolite-backup.timer"));
+
+    // The unit's two commands, run as systemd runs them, into a folder holding
+    // five older copies, a temporary file a killed run left two days ago and a
+    // file of the operator's.
+    let unit = fs::read_to_string(packaging("spoolite-backup.service")).expect("read unit");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = large_database(dir.path(), 1);
+    let backups = dir.path().join("backups");
+    fs::create_dir_all(&backups).expect("mkdir");
+    for day in 1..=5 {
+        write(
+            &backups,
+            &format!("spoolite-2026-11-0{day}T031500Z.db"),
+            "old",
+        );
+    }
+    let leftover = write(
+        &backups,
+        ".spoolite-2026-11-06T031500Z.db.spoolite-backup-tmp",
+        "half",
+    );
+    fs::File::options()
+        .write(true)
+        .open(&leftover)
+        .expect("open")
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(2 * 86400))
+        .expect("age the leftover");
+    write(&backups, "notes.txt", "the operator's");
+    let no_defaults = write(dir.path(), "defaults.env", "");
+    for key in ["ExecStart", "ExecStartPost"] {
+        let output = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(unit_shell_command(&unit, key))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("SPOOLITE_DB", &db)
+            .env("SPOOLITE_DEFAULTS_FILE", &no_defaults)
+            .env("BACKUP_DIR", &backups)
+            .env("BACKUP_KEEP", "3")
+            .output()
+            .expect("run the unit's command");
+        assert!(output.status.success(), "{key}: {}", stderr(&output));
+    }
+    let left = names(&backups);
+    assert_eq!(left.len(), 4, "{left:?}");
+    let new = &left[3];
+    assert!(
+        new.starts_with("spoolite-20")
+            && new.ends_with("Z.db")
+            && new.as_str() > "spoolite-2026-11-06",
+        "{left:?}"
+    );
+    assert_eq!(
+        left[..3],
+        [
+            "notes.txt",
+            "spoolite-2026-11-04T031500Z.db",
+            "spoolite-2026-11-05T031500Z.db"
+        ]
+    );
+    assert_eq!(tables(&backups.join(new)), tables(&db));
+}
