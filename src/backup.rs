@@ -58,6 +58,14 @@ fn back_up(args: &BackupArgs) -> Result<(), String> {
     }
     let temp = temp_path(target)
         .ok_or_else(|| format!("backup to {}: name a file, not a folder", target.display()))?;
+    let folder = folder_of(target);
+    if !folder.is_dir() {
+        return Err(format!(
+            "backup to {}: the folder {} does not exist; create it first",
+            target.display(),
+            folder.display()
+        ));
+    }
     remove_leftovers(&temp)?;
     let bar = std::io::stderr().is_terminal().then(progress_bar);
     let report = |progress: BackupProgress| {
@@ -151,12 +159,17 @@ fn place(temp: &Path, target: &Path) -> Result<u64, String> {
             format!("rename {} to {}: {e}", temp.display(), target.display())
         }
     })?;
-    let folder = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let folder = folder_of(target);
     crate::spool::sync_dir(folder).map_err(|e| format!("fsync {}: {e}", folder.display()))?;
     Ok(bytes)
+}
+
+/// The folder FILE is in (`.` for a bare name).
+fn folder_of(target: &Path) -> &Path {
+    target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Bytes copied of the database's.

@@ -341,6 +341,28 @@ fn a_missing_database_is_an_error_and_writes_nothing() {
         stderr(&output)
     );
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    // And a folder for the copy that does not exist.
+    let db = write(dir.path(), "one.ndjson", stream_file(2));
+    let db = {
+        let path = dir.path().join("spoolite.db");
+        let output = spoolite()
+            .arg("ingest")
+            .arg("--db")
+            .arg(&path)
+            .arg(&db)
+            .output()
+            .expect("ingest");
+        assert!(output.status.success(), "{}", stderr(&output));
+        path
+    };
+    let output = backup(&db, &dir.path().join("no-such-folder").join("copy.db"));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no-such-folder does not exist"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!dir.path().join("no-such-folder").exists());
 }
 
 #[test]
