@@ -210,6 +210,8 @@ fn a_backup_taken_while_the_daemon_ingests_holds_the_batches_of_one_moment() {
         let copy = copies_dir.join(format!("copy-{k}.db"));
         let output = backup(&site.db, &copy);
         assert!(output.status.success(), "backup: {}", stderr(&output));
+        // stderr is no terminal here: no progress bar, nothing at all.
+        assert_eq!(stderr(&output), "");
         // No side file is left beside the copy (no -wal, no temporary file): it
         // is one file.
         // (The copies before it have side files of the test's own reads.)
