@@ -41,6 +41,12 @@ unit=$(grep -xE '(/usr)?/lib/systemd/system/spoolite\.service' "$work/contents")
 cmp -s "$work/root$unit" packaging/spoolite.service ||
     fail "$unit differs from packaging/spoolite.service"
 
+for backup_unit in spoolite-backup.service spoolite-backup.timer; do
+    has "/usr/lib/systemd/system/$backup_unit"
+    cmp -s "$work/root/usr/lib/systemd/system/$backup_unit" "packaging/$backup_unit" ||
+        fail "$backup_unit differs from packaging/$backup_unit"
+done
+
 has /usr/bin/spoolite
 binaries=$(grep -c '^/usr/bin/.' "$work/contents")
 [ "$binaries" -eq 1 ] || fail "/usr/bin holds $binaries files; only spoolite belongs there"

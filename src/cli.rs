@@ -24,7 +24,7 @@ pub struct Cli {
 /// How settings reach a command, shown below `spoolite --help`.
 const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
-status, ingest and changes take every SPOOLITE_* variable that neither the command \
+status, ingest, changes and backup take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
 a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run does \
 not. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
@@ -82,6 +82,18 @@ pub enum Command {
     /// refused (it holds rows, or batches or keys the source holds too), 2 on any
     /// other error (nothing is committed).
     CopyDb(CopyDbArgs),
+    /// Write a consistent copy of a SQLite database to a new file.
+    ///
+    /// The copy holds exactly the batches committed at one moment (the daemon goes
+    /// on committing meanwhile) and passes integrity_check before it gets its name:
+    /// it is written as .FILE.spoolite-backup-tmp beside FILE (what a killed backup
+    /// left there is replaced), fsynced and renamed. The database is only read, so
+    /// an account that may read it can run it. A progress bar on a terminal, one
+    /// summary line at the end. Exits 0 when the copy is in place; 2 when FILE
+    /// exists (left as it is), the database is PostgreSQL (pg_dump, pg_basebackup)
+    /// or cannot be read, or the copy fails (nothing is left at FILE). Reads the
+    /// site defaults file (see `spoolite --help`).
+    Backup(BackupArgs),
 }
 
 impl Command {
@@ -93,7 +105,7 @@ impl Command {
             Command::Status(args) => (&args.db, &args.password_file),
             Command::Changes(args) => (&args.db, &args.password_file),
             Command::CopyDb(args) => (&args.to, &args.password_file),
-            Command::Key(_) => return None,
+            Command::Key(_) | Command::Backup(_) => return None,
         };
         Some((db, password_file.db_password_file.as_deref()))
     }
@@ -296,6 +308,24 @@ pub struct CopyDbArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The SQLite database file to copy; it must exist and is only read. Without
+    /// the option or its variable, the variable from the site defaults file
+    /// (/etc/default/spoolite) applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE",
+        value_parser = db_value_parser()
+    )]
+    pub(crate) db: Db,
+    /// The new file to write the copy to; a file of that name is never replaced.
+    #[arg(long, env = "SPOOLITE_TO", value_name = "FILE")]
+    pub(crate) to: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct KeyArgs {
     /// The flight, e.g. BA0117-20261129.
     pub(crate) flight_id: String,
@@ -359,7 +389,7 @@ pub(crate) const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
+const COMMANDS_READING_DEFAULTS: [&str; 4] = ["status", "ingest", "changes", "backup"];
 
 /// What the defaults file gave, for `status` to say where its settings came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+pub mod backup;
 pub mod batch;
 pub mod changes;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod names;
 pub mod readiness;
 pub mod report;
 pub mod service;
+pub(crate) mod sizes;
 pub mod spool;
 pub mod state;
 pub mod status;

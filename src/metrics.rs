@@ -31,6 +31,12 @@ pub(crate) struct Metrics {
     pub(crate) database_failing_since_unix_s: Option<f64>,
     /// The latest failed try could not reach the database server.
     pub(crate) database_unreachable: bool,
+    /// What the site takes on disk (`sizes`): the SQLite file and its WAL (not
+    /// known for PostgreSQL, whose server's exporter tells its own), and the
+    /// regular files in archive/. A size not known is left out of the file.
+    pub(crate) database_bytes: Option<u64>,
+    pub(crate) wal_bytes: Option<u64>,
+    pub(crate) archive_bytes: Option<u64>,
     duration_counts: [u64; DURATION_BUCKETS_S.len()],
     duration_count: u64,
     duration_sum_s: f64,
@@ -81,6 +87,7 @@ impl Metrics {
         self.render_taken(&mut text);
         self.render_waiting(&mut text);
         self.render_database(&mut text);
+        self.render_sizes(&mut text);
         self.render_scans(&mut text);
         self.render_durations(&mut text);
         text.out
@@ -165,6 +172,32 @@ impl Metrics {
             "Unix time of the first failed try of the database while it keeps failing (0: it works).",
             &[sample("", &failing.unwrap_or(0.0))],
         );
+    }
+
+    fn render_sizes(&self, text: &mut Exposition) {
+        let sizes = [
+            (
+                "spoolite_database_bytes",
+                "Bytes of the SQLite database file.",
+                self.database_bytes,
+            ),
+            (
+                "spoolite_wal_bytes",
+                "Bytes of the SQLite database's write-ahead log (its -wal file).",
+                self.wal_bytes,
+            ),
+            (
+                "spoolite_archive_bytes",
+                "Bytes of the regular files in archive/ (counted in full at start and once \
+                 per --rescan, raised by each file archived in between).",
+                self.archive_bytes,
+            ),
+        ];
+        for (name, help, bytes) in sizes {
+            if let Some(bytes) = bytes {
+                text.family(name, "gauge", help, &[sample("", &bytes)]);
+            }
+        }
     }
 
     fn render_scans(&self, text: &mut Exposition) {

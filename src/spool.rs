@@ -515,7 +515,8 @@ fn first_free(
     Ok(Some(free))
 }
 
-fn rename_no_replace(source: &Path, target: &Path) -> io::Result<()> {
+/// Renames `source` to `target` unless `target` exists (`AlreadyExists`).
+pub(crate) fn rename_no_replace(source: &Path, target: &Path) -> io::Result<()> {
     let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
     let (source_c, target_c) = (c(source)?, c(target)?);
     // SAFETY: both are valid NUL-terminated paths; AT_FDCWD resolves them as given.

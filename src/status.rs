@@ -8,7 +8,7 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -68,8 +68,14 @@ pub(crate) struct Status {
     pub(crate) oldest_rejected: Option<Vec<RejectedFile>>,
     /// The serving daemon's database is failing, since when and why.
     pub(crate) database_fault: Option<DatabaseFault>,
+    /// Bytes of the SQLite file (its WAL apart), or of the PostgreSQL database
+    /// (`pg_database_size`).
+    pub(crate) database_bytes: Option<u64>,
     pub(crate) wal_bytes: Option<u64>,
     pub(crate) wal_warning: bool,
+    /// Bytes of the regular files in archive/, and how many they are.
+    pub(crate) archive_bytes: Option<u64>,
+    pub(crate) archive_files: Option<u64>,
     /// Where settings came from, when the site defaults file gave some.
     pub(crate) settings_from: Option<SettingsFrom>,
     /// What could not be read, each `what: why`.
@@ -209,6 +215,7 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         events: totals.as_ref().map(|t| t.events),
         retracted_events: totals.as_ref().map(|t| t.retracted_events),
         quarantined: totals.as_ref().map(|t| t.quarantined),
+        database_bytes: totals.as_ref().and_then(|t| t.database_bytes),
         last_ingest_at: totals.and_then(|t| t.last_ingest_at),
         incoming_waiting: None,
         oldest_waiting_age_s: None,
@@ -218,6 +225,8 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         database_fault: None,
         wal_bytes: None,
         wal_warning: false,
+        archive_bytes: None,
+        archive_files: None,
         settings_from: None,
         unreadable,
         lock_seen: !spool_exists,
@@ -225,6 +234,7 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         daemon_waiting: HashMap::new(),
     };
     if let Some(path) = db.file().filter(|_| db_exists) {
+        status.database_bytes = crate::sizes::file_bytes(path).ok();
         read_wal_size(path, &mut status);
     }
     if spool_exists {
@@ -250,7 +260,7 @@ fn spool_is_folder(spool_dir: &Path, unreadable: &mut Vec<String>) -> bool {
 
 /// The size of the SQLite file `db`'s WAL, and whether it is too large.
 fn read_wal_size(db: &Path, status: &mut Status) {
-    let wal_bytes = match wal_path(db).metadata() {
+    let wal_bytes = match crate::sizes::wal_path(db).metadata() {
         Ok(meta) => Some(meta.len()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
         Err(_) => None,
@@ -264,6 +274,13 @@ fn read_spool(spool_dir: &Path, now: SystemTime, status: &mut Status) {
     let spool = Spool::at(spool_dir);
     let incoming = list_in(&spool.incoming, "incoming/", status);
     let rejected = list_in(&spool.rejected, "rejected/", status);
+    match crate::sizes::folder_size(&spool.archive) {
+        Ok(size) => {
+            status.archive_bytes = Some(size.bytes);
+            status.archive_files = Some(size.files);
+        }
+        Err(e) => status.unreadable.push(format!("archive/: {}", cause(&e))),
+    }
     status.incoming_waiting = incoming.as_ref().map(|entries| entries.len() as u64);
     status.rejected_files = rejected
         .as_ref()
@@ -500,13 +517,6 @@ fn cause(error: &io::Error) -> String {
     }
 }
 
-/// The WAL file beside a database.
-pub(crate) fn wal_path(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push("-wal");
-    name.into()
-}
-
 /// A regular file directly inside a folder.
 struct Entry {
     name: OsString,
@@ -621,10 +631,16 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
         format!("{}: {reason}", names::escaped(&file.file))
     });
     push_named(&mut lines, named, status.rejected_files);
+    lines.push(("database size", bytes_text(status.database_bytes)));
     // PostgreSQL keeps its own WAL: no line for it.
     if status.db_is_file {
         lines.push(("wal", wal_text(status)));
     }
+    let archive = match (status.archive_bytes, status.archive_files) {
+        (Some(bytes), Some(files)) => format!("{} in {files} files", bytes_text(Some(bytes))),
+        _ => "unknown".to_owned(),
+    };
+    lines.push(("archive", archive));
     if let Some(settings) = &status.settings_from {
         let text = format!("{} from {}", settings.variables.join(", "), settings.file);
         lines.push(("settings", text));
@@ -673,6 +689,19 @@ fn wal_text(status: &Status) -> String {
     status.wal_bytes.map_or_else(
         || "unknown".to_owned(),
         |bytes| format!("{bytes} bytes{warning}"),
+    )
+}
+
+/// `N bytes (M MiB)`, or `unknown`.
+fn bytes_text(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "unknown".to_owned(),
+        |bytes| {
+            format!(
+                "{bytes} bytes ({:.1} MiB)",
+                bytes as f64 / (1024.0 * 1024.0)
+            )
+        },
     )
 }
 

@@ -136,10 +136,11 @@ impl Database {
     }
 
     /// With nothing ready: checkpoints what was committed since the last one, and
-    /// tries again at the next idle step when a reader held it back.
-    pub(crate) fn checkpoint(&mut self) {
+    /// tries again at the next idle step when a reader held it back. Returns
+    /// whether a checkpoint ran.
+    pub(crate) fn checkpoint(&mut self) -> bool {
         let Some(store) = self.store.as_ref().filter(|_| self.wal_dirty) else {
-            return;
+            return false;
         };
         match store.checkpoint() {
             Ok(complete) => {
@@ -153,5 +154,6 @@ impl Database {
             }
             Err(error) => log::warn!(target: LOG_TARGET, "checkpoint: {error}"),
         }
+        true
     }
 }

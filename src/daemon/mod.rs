@@ -45,6 +45,8 @@ use archived::Archived;
 use database::Database;
 use in_doubt::CommitInDoubt;
 use publish::Publisher;
+
+use crate::sizes::{self, ArchiveTally, SiteSizes};
 pub(crate) use report::{Left, Report, log_report};
 use schedule::Schedule;
 
@@ -87,6 +89,8 @@ pub(crate) struct Daemon {
     database: Database,
     in_doubt: CommitInDoubt,
     publisher: Publisher,
+    /// The running total of archive/ (`sizes`).
+    archive_tally: ArchiveTally,
 }
 
 impl Daemon {
@@ -117,6 +121,7 @@ impl Daemon {
             database: Database::new(store),
             in_doubt: CommitInDoubt::default(),
             publisher,
+            archive_tally: ArchiveTally::default(),
         }
     }
 
@@ -202,6 +207,7 @@ impl Daemon {
         let moved = self.archived.look(&self.spool, now);
         if !moved.is_empty() {
             self.publisher.changed_after_archive(moved.len() as u64);
+            self.archive_tally.recount();
         }
     }
 
@@ -247,7 +253,10 @@ impl Daemon {
 
     /// With nothing ready: checkpoint what was committed, publish the figures.
     fn idle(&mut self, now: Instant) {
-        self.database.checkpoint();
+        // A checkpoint moves the WAL's bytes into the database: new sizes.
+        if self.database.checkpoint() {
+            self.publisher.changed();
+        }
         self.publish(now);
     }
 
@@ -285,8 +294,26 @@ impl Daemon {
             .archived
             .kept(crate::state::ARCHIVED_KEPT_MAX, &*self.clock);
         self.publisher.archived_watched(archived);
+        let sizes = self.sizes(now);
+        self.publisher.sizes(sizes);
         let outage = self.database.outage();
         self.publisher.publish(waiting, outage, now, &*self.clock);
+    }
+}
+
+impl Daemon {
+    /// What the site takes on disk now: a `stat` of the SQLite file and of its
+    /// WAL (PostgreSQL's are the server's to tell), and archive/'s running total.
+    fn sizes(&mut self, now: Instant) -> SiteSizes {
+        let archive_bytes = self
+            .archive_tally
+            .bytes(&self.spool.archive, now, self.config.rescan);
+        let file = self.config.db.file();
+        SiteSizes {
+            database_bytes: file.and_then(|path| sizes::file_bytes(path).ok()),
+            wal_bytes: file.and_then(|path| sizes::file_bytes(&sizes::wal_path(path)).ok()),
+            archive_bytes,
+        }
     }
 }
 

@@ -106,6 +106,13 @@ impl Publisher {
         self.figures_changed = true;
     }
 
+    /// What the site takes on disk, for the metrics file.
+    pub(crate) fn sizes(&mut self, sizes: crate::sizes::SiteSizes) {
+        self.metrics.database_bytes = sizes.database_bytes;
+        self.metrics.wal_bytes = sizes.wal_bytes;
+        self.metrics.archive_bytes = sizes.archive_bytes;
+    }
+
     /// How long until a figure that changed may be written, when one did.
     pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         self.figures_changed.then(|| self.publish_wait(now))

@@ -184,6 +184,9 @@ impl Daemon {
         if committed {
             self.database.committed();
         }
+        if !matches!(outcome, Outcome::Rejected { .. }) {
+            self.archive_tally.archived(read.size);
+        }
         if !matches!(outcome, Outcome::Rejected { .. })
             && let Some(digest) = outcome.digest()
         {
@@ -193,6 +196,7 @@ impl Daemon {
                 .watch(&self.spool, &final_name, read, digest, until);
             if last.is_some() {
                 self.publisher.changed_after_archive(1);
+                self.archive_tally.recount();
             }
         }
         self.schedule.forget(name);

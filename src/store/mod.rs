@@ -7,6 +7,7 @@
 //! into PostgreSQL (`copy`). No backend imports from the other. The only module
 //! that talks to a database.
 
+pub(crate) mod backup;
 pub(crate) mod changes;
 pub(crate) mod copy;
 mod db;
@@ -148,6 +149,9 @@ pub struct Totals {
     pub(crate) retracted_events: u64,
     pub(crate) quarantined: u64,
     pub(crate) last_ingest_at: Option<String>,
+    /// The database's size as its server tells it (PostgreSQL's
+    /// `pg_database_size`); `None` for a SQLite file, whose size is the file's.
+    pub(crate) database_bytes: Option<u64>,
 }
 
 /// The database a spoolite writes: `--db` a SQLite file, or a PostgreSQL URI

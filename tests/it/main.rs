@@ -2,6 +2,7 @@
 //! folders and compares whole tables.
 
 mod analyst;
+mod backup;
 mod changes;
 mod cli;
 mod copydb;

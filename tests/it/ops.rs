@@ -271,6 +271,18 @@ fn with_defaults(extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// The regular files directly in `dir`: how many, and their bytes.
+fn folder_size(dir: &Path) -> (u64, u64) {
+    let mut size = (0, 0);
+    for entry in fs::read_dir(dir).expect("list") {
+        let meta = fs::symlink_metadata(entry.expect("entry").path()).expect("stat");
+        if meta.is_file() {
+            size = (size.0 + 1, size.1 + meta.len());
+        }
+    }
+    size
+}
+
 fn count_files(dir: &Path) -> usize {
     fs::read_dir(dir).map_or(0, |entries| entries.count())
 }
@@ -709,6 +721,9 @@ fn status_reports_every_number_an_operator_asks_for() {
     }
     let last_ingest = query(&site.db, "SELECT max(ingested_at) FROM ingest_inbox");
     let late = site.incoming().join("late.json");
+    let (archive_files, archive_bytes) = folder_size(&site.archive());
+    assert!(archive_files >= 2, "the site has archived files");
+    let database_bytes = fs::metadata(&site.db).expect("the database").len();
     let expected = json!({
         "spool": site.spool.display().to_string(),
         "db": site.db.display().to_string(),
@@ -733,8 +748,11 @@ fn status_reports_every_number_an_operator_asks_for() {
             rejected_file(&site, "list.json", "bad_shape"),
         ],
         "database_fault": null,
+        "database_bytes": database_bytes,
         "wal_bytes": 0,
         "wal_warning": false,
+        "archive_bytes": archive_bytes,
+        "archive_files": archive_files,
         "settings_from": null,
         "unreadable": [],
     });
@@ -775,6 +793,12 @@ fn status_reports_every_number_an_operator_asks_for() {
         ["roster.csv: unsupported_type", "list.json: bad_shape"]
     );
     assert_eq!(status_line(&text, "wal"), "0 bytes");
+    let mib = |bytes: u64| format!("{bytes} bytes ({:.1} MiB)", bytes as f64 / 1048576.0);
+    assert_eq!(status_line(&text, "database size"), mib(database_bytes));
+    assert_eq!(
+        status_line(&text, "archive"),
+        format!("{} in {archive_files} files", mib(archive_bytes))
+    );
     daemon.stop();
 
     // The site is still there, but nobody serves it: exit 3, every figure all the
@@ -874,8 +898,11 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "rejected_files": null,
             "oldest_rejected": null,
             "database_fault": null,
+            "database_bytes": null,
             "wal_bytes": null,
             "wal_warning": false,
+            "archive_bytes": null,
+            "archive_files": null,
             "settings_from": null,
             "unreadable": [
                 format!("database {}: does not exist", site.db.display()),
@@ -1060,6 +1087,8 @@ fn status_run_by_an_analyst_who_cannot_read_incoming_prints_the_database() {
         json!([
             "incoming/: permission denied",
             "rejected/: permission denied",
+            // The unit's umask leaves archive/ the daemon's as well.
+            "archive/: permission denied",
             // The packaged lock is the daemon's, 0640: who serves the spool is not
             // the analyst's to see.
             "spoolite.lock: permission denied"
@@ -1340,6 +1369,8 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
     assert_eq!(
         kinds,
         BTreeMap::from([
+            ("spoolite_archive_bytes", "gauge"),
+            ("spoolite_database_bytes", "gauge"),
             ("spoolite_database_failing_since_timestamp_seconds", "gauge"),
             ("spoolite_database_unreachable", "gauge"),
             ("spoolite_database_up", "gauge"),
@@ -1351,6 +1382,7 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_last_success_timestamp_seconds", "gauge"),
             ("spoolite_oldest_waiting_age_seconds", "gauge"),
             ("spoolite_scans_total", "counter"),
+            ("spoolite_wal_bytes", "gauge"),
         ])
     );
     assert_eq!(
@@ -1409,6 +1441,39 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
     );
     let sum = sample(&families, "spoolite_ingest_duration_seconds_sum", &[]);
     assert!(sum > 0.0 && sum < 60.0, "duration sum {sum}");
+    // The sizes are the files': once the idle daemon has checkpointed and
+    // published, the three equal what a stat of each finds.
+    let wal = PathBuf::from(format!("{}-wal", site.db.display()));
+    let mut seen = (0.0, 0.0, 0.0);
+    let mut on_disk = (0.0, 0.0, 0.0);
+    daemon.wait(
+        WAIT,
+        "the sizes in the metrics are the files' sizes",
+        || {
+            let families = parse_exposition(&fs::read_to_string(&metrics).unwrap_or_default());
+            seen = (
+                sample(&families, "spoolite_database_bytes", &[]),
+                sample(&families, "spoolite_wal_bytes", &[]),
+                sample(&families, "spoolite_archive_bytes", &[]),
+            );
+            let len = |path: &Path| fs::metadata(path).map_or(0, |m| m.len()) as f64;
+            on_disk = (
+                len(&site.db),
+                len(&wal),
+                folder_size(&site.archive()).1 as f64,
+            );
+            seen == on_disk
+        },
+    );
+    assert!(seen.0 > 0.0 && seen.2 > 0.0, "{seen:?}");
+    assert_eq!(
+        seen.2,
+        [day1(), day1(), day2(), day3()]
+            .iter()
+            .map(|content| content.len() as f64)
+            .sum::<f64>(),
+        "archive/ holds the four files taken"
+    );
     daemon.stop();
     // Written through a temporary file renamed over it (a dot name node_exporter
     // ignores, which may be seen while the daemon runs); none is left behind.

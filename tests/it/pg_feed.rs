@@ -473,6 +473,23 @@ fn status_names_a_postgres_database_and_says_when_it_cannot_be_read() {
         "{figures}"
     );
     assert_eq!(figures["wal_bytes"], Value::Null, "no WAL file to measure");
+    // The database's size is the server's figure (which autovacuum may move a
+    // little between the two looks).
+    let told = figures["database_bytes"].as_f64().expect("database_bytes");
+    let size: f64 = db.query("SELECT pg_database_size(current_database())::text")[0][0]
+        .parse()
+        .expect("a size");
+    assert!(
+        told > 0.0 && (told - size).abs() <= size * 0.05,
+        "database_bytes {told} against pg_database_size {size}"
+    );
+    assert_eq!(
+        text.lines()
+            .find(|line| line.starts_with("database size"))
+            .map(|line| line.contains(&format!("{told} bytes"))),
+        Some(true),
+        "{text}"
+    );
     assert!(
         !text.lines().any(|line| line.starts_with("wal")),
         "PostgreSQL keeps its own WAL: {text}"

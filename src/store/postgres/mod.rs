@@ -193,7 +193,8 @@ impl PgStore {
                     (SELECT count(*) FROM duty_event),
                     (SELECT count(*) FROM quarantine),
                     (SELECT max(ingested_at) FROM ingest_inbox),
-                    (SELECT count(*) FROM duty_event_all WHERE retracted)",
+                    (SELECT count(*) FROM duty_event_all WHERE retracted),
+                    pg_database_size(current_database())",
             &[],
         )?;
         Ok(Totals {
@@ -202,6 +203,7 @@ impl PgStore {
             quarantined: row.get::<_, i64>(2) as u64,
             last_ingest_at: row.get(3),
             retracted_events: row.get::<_, i64>(4) as u64,
+            database_bytes: Some(row.get::<_, i64>(5).unsigned_abs()),
         })
     }
 

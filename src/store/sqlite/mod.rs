@@ -235,6 +235,8 @@ impl SqliteStore {
                 [],
                 |row| row.get(0),
             )?,
+            // The file's own size, which status reads with a stat.
+            database_bytes: None,
         })
     }
 
