@@ -90,7 +90,9 @@ fn tables(db: &Path) -> BTreeMap<String, Vec<Vec<String>>> {
         "batch_summary",
         "ingest_inbox",
         "quarantine",
-        "flight",
+        "crew_flight",
+        "crew_duty",
+        "spoolite_flight",
     ]
     .iter()
     .map(|relation| {
