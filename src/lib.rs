@@ -14,6 +14,7 @@ pub mod clock;
 pub mod commands;
 pub mod copydb;
 pub mod daemon;
+pub mod ftl;
 pub mod ingest;
 pub mod logging;
 pub mod metrics;

@@ -8,6 +8,7 @@
 mod batch;
 pub(crate) mod changes;
 mod connect;
+pub mod crew;
 
 use std::path::PathBuf;
 

@@ -8,6 +8,7 @@
 pub(crate) mod batch;
 pub(crate) mod changes;
 pub mod connect;
+pub mod crew;
 mod flights;
 mod rebuild;
 mod runs;
