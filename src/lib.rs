@@ -13,6 +13,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod copydb;
+pub mod crew;
 pub mod daemon;
 pub mod ftl;
 pub mod ingest;

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use super::time::{self, MICROS_PER_SECOND, Micros};
 use super::{Judge, Line, Role, render};
 use crate::cli::FtlArgs;
-use crate::store::crew::{CrewHours, CrewRow, CrewSpan};
+use crate::store::crew_hours::{CrewHours, CrewRow, CrewSpan};
 use crate::store::{Db, StoreError};
 
 /// Exit code when any limit is exceeded.
@@ -106,10 +106,12 @@ fn judge(db: &Db, rules: super::Rules, at: Micros, crew: &[String]) -> Result<Ve
         });
     }
     let mut judge = Judge::new(rules, at);
-    // Bounds a second wider than the span, in whole seconds: see `CrewSpan`.
+    // Bounds a second wider than the span, in whole seconds (what lies between
+    // counts nothing: `Judge` cuts every row at the window's start and at T).
+    let bound = |at: Micros| time::format_seconds(at).trim_end_matches('Z').to_owned();
     let span = CrewSpan {
-        after: time::format_seconds(judge.reads_from() - MICROS_PER_SECOND),
-        before: time::format_seconds(at + MICROS_PER_SECOND),
+        after: bound(judge.reads_from() - MICROS_PER_SECOND),
+        before: bound(at + MICROS_PER_SECOND),
     };
     let mut unreadable = 0u64;
     hours.read(&span, crew, |row| {

@@ -4,6 +4,7 @@
 mod changes;
 mod cli;
 mod copydb;
+mod crew;
 mod daemon;
 mod datasette;
 mod faults;

@@ -8,7 +8,8 @@
 mod batch;
 pub(crate) mod changes;
 mod connect;
-pub mod crew;
+pub(crate) mod crew;
+pub mod crew_hours;
 
 use std::path::PathBuf;
 
@@ -25,7 +26,13 @@ use super::{PgTarget, StoreError, Totals};
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/postgres/0001_initial.sql"),
     include_str!("../../../schema/postgres/0002_flight_id_case.sql"),
+    include_str!("../../../schema/postgres/0003_crew.sql"),
 ];
+
+/// The schema version whose migration creates the crew tables: after its SQL, the
+/// crew rows of the events already stored are built by the code each batch runs
+/// (`crew::keep`), in the migration's transaction.
+const CREW_VERSION: i64 = 3;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -129,6 +136,9 @@ impl PgStore {
         }
         for version in found + 1..=SCHEMA_VERSION {
             tx.batch_execute(MIGRATIONS[version as usize - 1])?;
+            if version == CREW_VERSION {
+                crew::keep(&mut tx, crew::Scope::All)?;
+            }
             tx.execute(
                 "INSERT INTO spoolite_schema (version) VALUES ($1)",
                 &[&(version as i32)],

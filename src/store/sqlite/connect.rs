@@ -18,7 +18,13 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0004_times_sort.sql"),
     include_str!("../../../schema/0005_retractions_change_feed.sql"),
     include_str!("../../../schema/0006_flight_id_case.sql"),
+    include_str!("../../../schema/0007_crew.sql"),
 ];
+
+/// The schema version whose migration creates the crew tables: after its SQL, the
+/// crew rows of the events already stored are built by the code each batch runs
+/// (`store::sqlite::crew`), in the migration's transaction.
+const CREW_VERSION: i64 = 7;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -126,6 +132,9 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             );
         }
         tx.execute_batch(MIGRATIONS[version as usize])?;
+        if next == CREW_VERSION {
+            super::crew::recompute(&tx, super::crew::Scope::All)?;
+        }
         tx.pragma_update(None, "user_version", next)?;
         tx.commit()?;
         if !fresh {

@@ -1,108 +1,194 @@
-//! SQLite's side of `ftl`: the rows of `crew_flight` and `crew_duty` that can
-//! overlap a span, on a read-only connection, in one read transaction.
-
-use std::path::Path;
+//! The crew rows of a batch's flights and duties (`spoolite_crew_flight`,
+//! `spoolite_crew_duty`, read through the views `crew_flight` and `crew_duty`),
+//! computed again from their live rows in the batch's own transaction, after the
+//! flights' times are (`flights`), so that they depend only on the live events.
+//!
+//! A flight or duty is noted (in a temporary table, so memory stays bounded) when
+//! the batch holds an event of a kind its crew rows are made of, live or not,
+//! whatever its outcome: noting one too many costs a recomputation that changes
+//! nothing. Its rows are then deleted and written again: the crew of its first live
+//! `off_blocks` (or `duty_start`) event by `crate::crew`'s rules, with its times.
+//! The migration to schema 7 runs the same computation over every flight
+//! (`Scope::All`), so a database upgraded holds the rows its batches would have
+//! written.
+//!
+//! The first live `off_blocks` of a flight is the one event of the flight whose
+//! instant is `flight.off_blocks_utc`: canonical instants are unique per instant
+//! (trailing zeros of a fraction dropped), so two events at one time are one key.
 
 use rusqlite::Connection;
 
-use super::connect;
+use crate::crew;
 use crate::store::StoreError;
-use crate::store::crew::{CrewRow, CrewSpan};
 
-/// Operating crew's flights whose block time may overlap the span (`?1` the
-/// span's start, `?2` its end).
-const FLIGHTS_SQL: &str = "SELECT crew_id, role, off_blocks_utc, on_blocks_utc FROM crew_flight \
-     WHERE role = 'operating' AND off_blocks_utc < ?2 AND on_blocks_utc > ?1";
+/// The event kinds a flight's or duty's crew rows are made of.
+const KINDS: [&str; 4] = ["off_blocks", "on_blocks", "duty_start", "duty_end"];
 
-/// Duties that may overlap the span: begun before its end, and not ended before
-/// its start (an open one, whenever it began).
-const DUTIES_SQL: &str = "SELECT crew_id, duty_start_utc, duty_end_utc FROM crew_duty \
-     WHERE duty_start_utc < ?2 AND (duty_end_utc IS NULL OR duty_end_utc > ?1)";
-
-/// Only the crew named in `?3`, a JSON array of ids.
-const NAMED: &str = " AND crew_id IN (SELECT value FROM json_each(?3))";
-
-/// A read-only connection to a spoolite SQLite database, for `ftl`.
-pub struct SqliteCrewHours {
-    conn: Connection,
+/// Whether an event of `event_kind` can change its flight's crew rows.
+pub(super) fn is_crewed(event_kind: &str) -> bool {
+    KINDS.contains(&event_kind)
 }
 
-impl SqliteCrewHours {
-    pub fn open(path: &Path) -> Result<SqliteCrewHours, StoreError> {
-        Ok(SqliteCrewHours {
-            conn: connect::read_only(path)?,
-        })
-    }
+/// Which flights' crew rows to compute: those the batch noted, or every one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    Noted,
+    All,
+}
 
-    pub fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(connect::user_version(&self.conn)?)
-    }
-
-    pub fn has_views(&self) -> Result<bool, StoreError> {
-        let found: i64 = self.conn.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'view' \
-             AND name IN ('crew_flight', 'crew_duty')",
-            [],
-            |row| row.get(0),
-        )?;
-        Ok(found == 2)
-    }
-
-    pub fn read(
-        &mut self,
-        span: &CrewSpan,
-        crew: &[String],
-        mut each: impl FnMut(CrewRow<'_>),
-    ) -> Result<(), StoreError> {
-        let named = serde_json::to_string(crew).expect("a list of strings serialises");
-        let sql = |base: &str| match crew.is_empty() {
-            true => base.to_owned(),
-            false => format!("{base}{NAMED}"),
-        };
-        // One read transaction: both views are read from the same snapshot.
-        let tx = self.conn.unchecked_transaction()?;
-        {
-            let mut flights = tx.prepare(&sql(FLIGHTS_SQL))?;
-            let mut rows = match crew.is_empty() {
-                true => flights.query((&span.after, &span.before))?,
-                false => flights.query((&span.after, &span.before, &named))?,
-            };
-            while let Some(row) = rows.next()? {
-                each(CrewRow::Flight {
-                    crew_id: text(row, 0)?,
-                    role: text(row, 1)?,
-                    off_blocks_utc: text(row, 2)?,
-                    on_blocks_utc: text(row, 3)?,
-                });
-            }
-            let mut duties = tx.prepare(&sql(DUTIES_SQL))?;
-            let mut rows = match crew.is_empty() {
-                true => duties.query((&span.after, &span.before))?,
-                false => duties.query((&span.after, &span.before, &named))?,
-            };
-            while let Some(row) = rows.next()? {
-                each(CrewRow::Duty {
-                    crew_id: text(row, 0)?,
-                    duty_start_utc: text(row, 1)?,
-                    duty_end_utc: text_or_null(row, 2)?,
-                });
-            }
+impl Scope {
+    /// The flight numbers of the scope, as a subquery with the column `ref`.
+    fn refs(self) -> &'static str {
+        match self {
+            Scope::Noted => "SELECT ref FROM temp.crew_recompute",
+            Scope::All => "SELECT ref FROM flight",
         }
-        tx.commit()?;
+    }
+}
+
+/// The flights whose crew rows are to be computed again, for the batch in progress.
+const CREATE_NOTED: &str =
+    "CREATE TEMP TABLE IF NOT EXISTS crew_recompute (ref INTEGER PRIMARY KEY)";
+
+/// A batch's flights noted for their crew rows.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// Whether a flight was noted (the temporary table then exists and is in use).
+    any: bool,
+}
+
+impl Noted {
+    /// Notes that the batch holds an event that may change `flight_ref`'s crew rows.
+    pub(super) fn note(&mut self, tx: &Connection, flight_ref: i64) -> Result<(), StoreError> {
+        if !self.any {
+            tx.execute_batch(CREATE_NOTED)?;
+            tx.execute_batch("DELETE FROM temp.crew_recompute")?;
+            self.any = true;
+        }
+        tx.prepare_cached("INSERT OR IGNORE INTO temp.crew_recompute (ref) VALUES (?1)")?
+            .execute([flight_ref])?;
+        Ok(())
+    }
+
+    /// Computes the noted flights' crew rows again; call once their times are.
+    pub(super) fn finish(self, tx: &Connection) -> Result<(), StoreError> {
+        if self.any {
+            recompute(tx, Scope::Noted)?;
+            tx.execute_batch("DELETE FROM temp.crew_recompute")?;
+        }
         Ok(())
     }
 }
 
-/// Column `at` of `row` as text, borrowed.
-fn text<'r>(row: &'r rusqlite::Row<'_>, at: usize) -> rusqlite::Result<&'r str> {
-    row.get_ref(at)?.as_str().map_err(|error| {
-        rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Text, Box::new(error))
-    })
+/// The crew rows of the flights in `scope`, deleted and written again from their
+/// live rows.
+pub(super) fn recompute(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
+    let refs = scope.refs();
+    if scope == Scope::All {
+        tx.execute_batch("DELETE FROM spoolite_crew_flight; DELETE FROM spoolite_crew_duty;")?;
+    } else {
+        tx.execute(
+            &format!("DELETE FROM spoolite_crew_flight WHERE flight_ref IN ({refs})"),
+            [],
+        )?;
+        tx.execute(
+            &format!("DELETE FROM spoolite_crew_duty WHERE duty_ref IN ({refs})"),
+            [],
+        )?;
+    }
+    flights(tx, refs)?;
+    duties(tx, refs)
 }
 
-/// Column `at` of `row` as text, or None for NULL.
-fn text_or_null<'r>(row: &'r rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<&'r str>> {
-    row.get_ref(at)?.as_str_or_null().map_err(|error| {
-        rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Text, Box::new(error))
-    })
+/// Writes the crew rows of the flights numbered by `refs` that have block time.
+fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO spoolite_crew_flight
+             (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let mut select = tx.prepare(&format!(
+        "SELECT f.ref, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
+         FROM ({refs}) AS t
+         JOIN flight AS f ON f.ref = t.ref
+         JOIN duty_event_data AS d
+             ON d.flight_ref = f.ref AND d.retracted = 0 AND d.event_kind = 'off_blocks'
+             AND d.instant_utc = f.off_blocks_utc
+         WHERE f.on_blocks_utc IS NOT NULL
+             AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')"
+    ))?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let flight_ref: i64 = row.get(0)?;
+        let off_blocks: String = row.get(1)?;
+        let on_blocks: String = row.get(2)?;
+        let minutes: f64 = row.get(3)?;
+        let payload: String = row.get(4)?;
+        for member in crew::of_payload(&payload) {
+            insert.execute(rusqlite::params![
+                flight_ref,
+                member.id(),
+                member.role().as_str(),
+                off_blocks,
+                on_blocks,
+                minutes
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the crew rows of the duties numbered by `refs` that have a live
+/// `duty_start`: the first one's crew, and the last live `duty_end` unless it is
+/// before the start (open: no end, no minutes).
+fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO spoolite_crew_duty
+             (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let mut select = tx.prepare(&format!(
+        "WITH times AS (
+             SELECT t.ref,
+                    (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
+                     WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_start')
+                        AS start_utc,
+                    (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
+                     WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_end')
+                        AS end_utc
+             FROM ({refs}) AS t
+         ), closed AS (
+             SELECT ref, start_utc,
+                    CASE WHEN rtrim(end_utc, 'Z') >= rtrim(start_utc, 'Z') THEN end_utc END
+                        AS end_utc
+             FROM times WHERE start_utc IS NOT NULL
+         )
+         SELECT c.ref, c.start_utc, c.end_utc,
+                round((julianday(rtrim(c.end_utc, 'Z')) - julianday(rtrim(c.start_utc, 'Z')))
+                      * 1440, 2),
+                d.payload
+         FROM closed AS c
+         JOIN duty_event_data AS d
+             ON d.flight_ref = c.ref AND d.retracted = 0 AND d.event_kind = 'duty_start'
+             AND d.instant_utc = c.start_utc"
+    ))?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let duty_ref: i64 = row.get(0)?;
+        let start: String = row.get(1)?;
+        let end: Option<String> = row.get(2)?;
+        let minutes: Option<f64> = row.get(3)?;
+        let payload: String = row.get(4)?;
+        for member in crew::of_payload(&payload) {
+            insert.execute(rusqlite::params![
+                duty_ref,
+                member.id(),
+                member.role().as_str(),
+                start,
+                end,
+                minutes
+            ])?;
+        }
+    }
+    Ok(())
 }

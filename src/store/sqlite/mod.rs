@@ -8,7 +8,8 @@
 pub(crate) mod batch;
 pub(crate) mod changes;
 pub mod connect;
-pub mod crew;
+mod crew;
+pub mod crew_hours;
 mod flights;
 mod rebuild;
 mod runs;

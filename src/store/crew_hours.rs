@@ -3,8 +3,8 @@
 //! member or the named ones, in one read snapshot, handed over as text as the
 //! views hold it. Which rows count, and how much, `ftl` decides.
 
-use super::postgres::crew::PgCrewHours;
-use super::sqlite::crew::SqliteCrewHours;
+use super::postgres::crew_hours::PgCrewHours;
+use super::sqlite::crew_hours::SqliteCrewHours;
 use super::{Db, StoreError};
 
 /// One row of a view, borrowed for the call it is handed to.
@@ -25,10 +25,10 @@ pub enum CrewRow<'a> {
     },
 }
 
-/// The span to read: rows that end after `after` and begin before `before`, as
-/// text bounds in whole seconds (`YYYY-MM-DDTHH:MM:SSZ`). Bounds a second wider
-/// than the instants they stand for compare with the views' text in time order
-/// (an instant's fraction never meets a bound within the same second).
+/// The span to read: rows that end after `after` and begin before `before`, each
+/// an instant as `rtrim(…, 'Z')` writes it (`YYYY-MM-DDTHH:MM:SS[.fraction]`),
+/// which orders instants by time: the views' indexes are on that expression, so
+/// a crew member's rows, and everyone's, up to `before` are an index range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrewSpan {
     pub after: String,
