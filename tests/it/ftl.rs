@@ -145,16 +145,16 @@ fn batches() -> Vec<String> {
             if day < 410 {
                 second.push(event(&id, "duty_end", &utc(duty_end), Some(1), bare));
             }
-            if flight % 13 == 0 {
+            if flight.is_multiple_of(13) {
                 let retraction = event(&id, "on_blocks", &utc(on), Some(2), bare)
                     .replace("\"payload\"", "\"retracted\":true,\"payload\"");
                 second.push(retraction);
-                if flight % 26 == 0 {
+                if flight.is_multiple_of(26) {
                     let corrected = on + 17.minutes();
                     second.push(event(&id, "on_blocks", &utc(corrected), Some(2), bare));
                 }
             }
-            if flight % 29 == 0 && day < 410 {
+            if flight.is_multiple_of(29) && day < 410 {
                 let retraction = event(&id, "duty_end", &utc(duty_end), Some(2), bare)
                     .replace("\"payload\"", "\"retracted\":true,\"payload\"");
                 second.push(retraction);
