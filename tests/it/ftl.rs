@@ -866,3 +866,69 @@ fn an_analyst_who_may_not_write_the_folder_runs_ftl() {
         "the analyst created nothing"
     );
 }
+
+/// The SQL of the canned query `name` in packaging/datasette/metadata.yml: the
+/// lines of its `sql: |-` block.
+fn canned_query(name: &str) -> String {
+    let metadata = include_str!("../../packaging/datasette/metadata.yml");
+    let start = metadata
+        .find(&format!("      {name}:\n"))
+        .unwrap_or_else(|| panic!("no canned query {name}"));
+    let block = &metadata[start..];
+    let sql_at = block.find("sql: |-\n").expect("its sql") + "sql: |-\n".len();
+    block[sql_at..]
+        .lines()
+        .take_while(|line| line.starts_with("          ") || line.is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_datasette_crew_headroom_query_agrees_with_ftl() {
+    let (_dir, db) = sqlite_database();
+    let at = "2026-01-20T11:17:30Z";
+    let output = ftl(&db.to_string_lossy(), &["--json", "--at", at]);
+    let mut from_ftl: Vec<(String, String, String, f64, bool)> = json_lines(&output)
+        .iter()
+        .map(|l| {
+            (
+                text(l, "crew_id"),
+                text(l, "measure"),
+                text(l, "window"),
+                l["headroom_minutes"].as_f64().expect("headroom") / 60.0,
+                l["exceeded"].as_bool().expect("exceeded"),
+            )
+        })
+        .collect();
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open");
+    let sql = canned_query("crew_headroom");
+    let mut statement = conn.prepare(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut from_sql: Vec<(String, String, String, f64, bool)> = statement
+        .query_map(rusqlite::named_params! {":at": at}, |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(5)?,
+                row.get::<_, i64>(6)? == 1,
+            ))
+        })
+        .expect("run")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let key = |r: &(String, String, String, f64, bool)| (r.0.clone(), r.1.clone(), r.2.clone());
+    from_ftl.sort_by_key(key);
+    from_sql.sort_by_key(key);
+    assert_eq!(from_sql.len(), from_ftl.len());
+    for (sql, ftl) in from_sql.iter().zip(&from_ftl) {
+        assert_eq!(key(sql), key(ftl));
+        assert!(
+            (sql.3 - ftl.3).abs() < 0.011,
+            "{sql:?} against ftl's {ftl:?}"
+        );
+        assert_eq!(sql.4, ftl.4, "{sql:?} against ftl's {ftl:?}");
+    }
+}
