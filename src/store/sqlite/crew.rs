@@ -120,10 +120,10 @@ fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     duties(tx, refs)
 }
 
-/// The statements below name the index of a flight's rows and put the flights
-/// first (`CROSS JOIN` keeps SQLite's join order): left to itself, SQLite reads
-/// min() and max() of a kind through the index of every live row of that kind in
-/// time order, which for each flight reads the rows of every flight before it.
+// The statements below name the index of a flight's rows and put the flights
+// first (`CROSS JOIN` keeps SQLite's join order): left to itself, SQLite reads
+// min() and max() of a kind through the index of every live row of that kind in
+// time order, which for each flight reads the rows of every flight before it.
 
 /// Writes the crew rows of the flights numbered by `refs` that have block time.
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
