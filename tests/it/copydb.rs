@@ -59,7 +59,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
                 "duty_start",
                 "2027-01-01T23:30:00Z",
                 Some(1),
-                "{}",
+                r#"{"crew":["C1",{"id":"C2","role":"positioning"}]}"#,
             ),
             event(
                 "EZY8421-20270102",
@@ -175,7 +175,7 @@ fn a_copy_reads_as_its_source_and_as_the_same_files_ingested_into_postgres() {
     );
     assert_eq!(
         target_db.query("SELECT max(version)::text FROM spoolite_schema"),
-        [["2"]],
+        [["3"]],
         "the target's schema is made as ingest makes it"
     );
     assert_eq!(

@@ -26,12 +26,14 @@ use crate::store::StoreError;
 /// Rows read from a cursor at a time.
 const FETCH_ROWS: usize = 10_000;
 
-/// Which flights to compute again: those the batch wrote a winner of, or every
-/// flight id stored (the migration, `copy-db`).
+/// Which flights to compute again: those the batch wrote a winner of, every
+/// flight id stored (the migration), or those of the rows with a `change_seq`
+/// above a number (`copy-db`'s rows, numbered above every row the target had).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Scope {
     Written,
     All,
+    ChangedAfter(i64),
 }
 
 impl Scope {
@@ -44,6 +46,10 @@ impl Scope {
             ),
             // In the collation of duty_event_data.flight_id, whose index the
             // recomputation's joins use.
+            Scope::ChangedAfter(seq) => format!(
+                "SELECT DISTINCT flight_id FROM duty_event_data
+                 WHERE change_seq > {seq} AND event_kind IN ({kinds})"
+            ),
             Scope::All => {
                 "SELECT flight_id COLLATE \"default\" AS flight_id FROM spoolite_flight_id"
                     .to_owned()

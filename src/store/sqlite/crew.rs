@@ -18,6 +18,7 @@
 
 use rusqlite::Connection;
 
+use super::rebuild;
 use crate::crew;
 use crate::store::StoreError;
 
@@ -71,9 +72,11 @@ impl Noted {
     }
 
     /// Computes the noted flights' crew rows again; call once their times are.
-    pub(super) fn finish(self, tx: &Connection) -> Result<(), StoreError> {
+    /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
+    /// the crew tables' indexes are dropped and built again by sorting too.
+    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
-            recompute(tx, Scope::Noted)?;
+            recompute(tx, Scope::Noted, sorted)?;
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
         }
         Ok(())
@@ -81,8 +84,25 @@ impl Noted {
 }
 
 /// The crew rows of the flights in `scope`, deleted and written again from their
-/// live rows.
-pub(super) fn recompute(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
+/// live rows; with `sorted`, the crew tables' secondary indexes are dropped first
+/// and built again after, by one sort each, instead of taking a random insert per
+/// row (a first ingest of 1M events writes about a million crew rows).
+pub(super) fn recompute(tx: &Connection, scope: Scope, sorted: bool) -> Result<(), StoreError> {
+    let dropped = match sorted {
+        true => Some([
+            rebuild::drop_indexes_of(tx, "spoolite_crew_flight")?,
+            rebuild::drop_indexes_of(tx, "spoolite_crew_duty")?,
+        ]),
+        false => None,
+    };
+    write_rows(tx, scope)?;
+    for indexes in dropped.into_iter().flatten() {
+        indexes.rebuild(tx)?;
+    }
+    Ok(())
+}
+
+fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     let refs = scope.refs();
     if scope == Scope::All {
         tx.execute_batch("DELETE FROM spoolite_crew_flight; DELETE FROM spoolite_crew_duty;")?;
@@ -100,6 +120,11 @@ pub(super) fn recompute(tx: &Connection, scope: Scope) -> Result<(), StoreError>
     duties(tx, refs)
 }
 
+// The statements below name the index of a flight's rows and put the flights
+// first (`CROSS JOIN` keeps SQLite's join order): left to itself, SQLite reads
+// min() and max() of a kind through the index of every live row of that kind in
+// time order, which for each flight reads the rows of every flight before it.
+
 /// Writes the crew rows of the flights numbered by `refs` that have block time.
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut insert = tx.prepare_cached(
@@ -110,8 +135,8 @@ fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut select = tx.prepare(&format!(
         "SELECT f.ref, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
          FROM ({refs}) AS t
-         JOIN flight AS f ON f.ref = t.ref
-         JOIN duty_event_data AS d
+         CROSS JOIN flight AS f ON f.ref = t.ref
+         CROSS JOIN duty_event_data AS d INDEXED BY duty_event_data_flight
              ON d.flight_ref = f.ref AND d.retracted = 0 AND d.event_kind = 'off_blocks'
              AND d.instant_utc = f.off_blocks_utc
          WHERE f.on_blocks_utc IS NOT NULL
@@ -148,13 +173,13 @@ fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
     let mut select = tx.prepare(&format!(
-        "WITH times AS (
+        "WITH times AS MATERIALIZED (
              SELECT t.ref,
-                    (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                     WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_start')
+                    (SELECT min(rtrim(instant_utc, 'Z')) || 'Z'
+                     FROM duty_event_data INDEXED BY duty_event_data_flight WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_start')
                         AS start_utc,
-                    (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                     WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_end')
+                    (SELECT max(rtrim(instant_utc, 'Z')) || 'Z'
+                     FROM duty_event_data INDEXED BY duty_event_data_flight WHERE flight_ref = t.ref AND retracted = 0 AND event_kind = 'duty_end')
                         AS end_utc
              FROM ({refs}) AS t
          ), closed AS (
@@ -168,7 +193,7 @@ fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
                       * 1440, 2),
                 d.payload
          FROM closed AS c
-         JOIN duty_event_data AS d
+         CROSS JOIN duty_event_data AS d INDEXED BY duty_event_data_flight
              ON d.flight_ref = c.ref AND d.retracted = 0 AND d.event_kind = 'duty_start'
              AND d.instant_utc = c.start_utc"
     ))?;
