@@ -68,7 +68,7 @@ pub enum Command {
     /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
     /// --help`).
     Changes(ChangesArgs),
-    /// Judge each crew member's flight time and duty against the cumulative limits.
+    /// Judge crew flight time and duty against the cumulative limits.
     ///
     /// Sums each crew member's block time (operating crew) and duty (operating and
     /// positioning) from the views crew_flight and crew_duty inside every window of
