@@ -24,7 +24,7 @@ pub struct Cli {
 /// How settings reach a command, shown below `spoolite --help`.
 const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--db: SPOOLITE_DB); \
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
-status, ingest, changes and backup take every SPOOLITE_* variable that neither the command \
+status, ingest, changes, ftl and backup take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
 a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run does \
 not. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
@@ -68,6 +68,19 @@ pub enum Command {
     /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
     /// --help`).
     Changes(ChangesArgs),
+    /// Judge crew flight time and duty against the cumulative limits.
+    ///
+    /// Sums each crew member's block time (operating crew) and duty (operating and
+    /// positioning) from the views crew_flight and crew_duty inside every window of
+    /// one rule set at the instant --at, and prints, per crew member and window,
+    /// the time used, the limit, the headroom and EXCEEDED where the time used is
+    /// more than the limit: a table, least headroom first, or one JSON line each
+    /// with --json. Crew members with no time in any window are left out. Only
+    /// reads the database, so an account that may read it but not write its folder
+    /// can run it. Exits 0 when no limit is exceeded, 1 when any is, 2 when the
+    /// database does not exist, cannot be read or has an older schema (the daemon
+    /// upgrades it). Reads the site defaults file (see `spoolite --help`).
+    Ftl(FtlArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
     /// Copy a SQLite database into a PostgreSQL database, in one transaction.
@@ -104,6 +117,7 @@ impl Command {
             Command::Ingest(args) => (&args.db.db, &args.db.password_file),
             Command::Status(args) => (&args.db, &args.password_file),
             Command::Changes(args) => (&args.db, &args.password_file),
+            Command::Ftl(args) => (&args.db, &args.password_file),
             Command::CopyDb(args) => (&args.to, &args.password_file),
             Command::Key(_) | Command::Backup(_) => return None,
         };
@@ -287,6 +301,59 @@ pub struct ChangesArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct FtlArgs {
+    /// The SQLite database file, or a PostgreSQL URI (postgres://…,
+    /// postgresql://…); it must exist with the current schema (`spoolite run`
+    /// creates and upgrades it) and is only read, so a role that may only read
+    /// suffices. Without the option or its variable, the variable from the site
+    /// defaults file (/etc/default/spoolite) applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE",
+        value_parser = db_value_parser()
+    )]
+    pub(crate) db: Db,
+    #[command(flatten)]
+    pub(crate) password_file: DbPasswordFileArg,
+    /// The instant T the windows end at, an RFC 3339 instant with an offset (e.g.
+    /// 2026-12-01T12:00:00Z), taken to the millisecond; default now. Nothing after
+    /// T counts, and an open duty counts up to T.
+    #[arg(long, env = "SPOOLITE_AT", value_name = "INSTANT", value_parser = parse_at)]
+    pub(crate) at: Option<crate::ftl::Micros>,
+    /// The rule set: easa (ORO.FTL.210: flight time 28 days 100 h, calendar year
+    /// 900 h, 12 calendar months 1,000 h; duty 7/14/28 days 60/110/190 h) or faa
+    /// (14 CFR 117.23: flight time 672 hours 100 h, 365 days 1,000 h; duty
+    /// 168/672 hours 60/190 h).
+    #[arg(
+        long,
+        env = "SPOOLITE_RULES",
+        value_enum,
+        default_value = "easa",
+        value_name = "RULES"
+    )]
+    pub(crate) rules: crate::ftl::Rules,
+    /// Judge only this crew member (repeat the option for more): every window is
+    /// printed, with zeros for a crew id without rows. The variable names one.
+    #[arg(long, env = "SPOOLITE_CREW", value_name = "ID")]
+    pub(crate) crew: Vec<String>,
+    /// Print one JSON line per crew member and window instead of the table.
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
+    pub(crate) json: bool,
+}
+
+/// `--at`: an RFC 3339 instant with an offset, to the millisecond.
+fn parse_at(text: &str) -> Result<crate::ftl::Micros, String> {
+    let at = crate::ftl::time::parse_instant(text.trim()).ok_or_else(|| {
+        format!("{text:?} is not an RFC 3339 instant with an offset, like 2026-12-01T12:00:00Z")
+    })?;
+    // Truncated to the millisecond, the precision `at` is printed with, so the
+    // output names exactly the T it was computed for.
+    Ok(at.div_euclid(1000) * 1000)
+}
+
+#[derive(Debug, Args)]
 pub struct CopyDbArgs {
     /// The SQLite database file to copy, at the current schema (an older one is
     /// refused: `spoolite run` or `spoolite ingest` upgrades it).
@@ -389,7 +456,7 @@ pub(crate) const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 4] = ["status", "ingest", "changes", "backup"];
+const COMMANDS_READING_DEFAULTS: [&str; 5] = ["status", "ingest", "changes", "ftl", "backup"];
 
 /// What the defaults file gave, for `status` to say where its settings came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

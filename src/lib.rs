@@ -16,6 +16,7 @@ pub mod commands;
 pub mod copydb;
 pub mod crew;
 pub mod daemon;
+pub mod ftl;
 pub mod ingest;
 pub mod logging;
 pub mod metrics;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
 use spoolite::store::{self, Db};
-use spoolite::{backup, changes, commands, copydb, daemon, logging};
+use spoolite::{backup, changes, commands, copydb, daemon, ftl, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         Command::Ingest(args) => commands::ingest(args),
         Command::Status(args) => commands::status(args, &plan.defaults),
         Command::Changes(args) => changes::run(args),
+        Command::Ftl(args) => ftl::command::run(args),
         Command::Key(args) => commands::key(args),
         Command::CopyDb(args) => copydb::run(args),
         Command::Backup(args) => backup::run(args),

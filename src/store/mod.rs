@@ -3,13 +3,14 @@
 //! not tell them apart. What both backends share sits here, above them: which
 //! database `--db` names (`db`), the contract's outcome rules as a pure fold
 //! (`fold`) that decides what each backend writes, the fault classes (`error`),
-//! the change feed's types (`changes`), and `copy-db`'s move of a SQLite file
+//! the change feed's types (`changes`), what `ftl` reads (`crew_hours`), and `copy-db`'s move of a SQLite file
 //! into PostgreSQL (`copy`). No backend imports from the other. The only module
 //! that talks to a database.
 
 pub(crate) mod backup;
 pub(crate) mod changes;
 pub(crate) mod copy;
+pub mod crew_hours;
 mod db;
 mod error;
 pub mod fold;

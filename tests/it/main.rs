@@ -12,6 +12,7 @@ mod datasette;
 mod faults;
 mod flight_case;
 mod fold;
+mod ftl;
 mod ingest;
 mod names;
 mod ops;

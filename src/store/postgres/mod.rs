@@ -9,6 +9,7 @@ mod batch;
 pub(crate) mod changes;
 mod connect;
 pub(crate) mod crew;
+pub mod crew_hours;
 
 use std::path::PathBuf;
 

@@ -302,6 +302,7 @@ impl Effects for Writer {
             false => None,
         };
         let fold = self.write(tx, runs, default_revision, stop, &mut flights)?;
+        let sorted = dropped.is_some();
         if let Some(dropped) = dropped {
             let built = std::time::Instant::now();
             dropped.rebuild(tx)?;
@@ -309,7 +310,7 @@ impl Effects for Writer {
         }
         // After the rebuild: a flight's times are recomputed through the index on
         // flight_id.
-        self.case_variants = flights.finish(tx)?;
+        self.case_variants = flights.finish(tx, sorted)?;
         Ok(fold)
     }
 

@@ -137,7 +137,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         }
         tx.execute_batch(MIGRATIONS[version as usize])?;
         if next == CREW_VERSION {
-            super::crew::recompute(&tx, super::crew::Scope::All)?;
+            super::crew::recompute(&tx, super::crew::Scope::All, true)?;
         }
         tx.pragma_update(None, "user_version", next)?;
         tx.commit()?;

@@ -18,6 +18,7 @@
 
 use rusqlite::Connection;
 
+use super::rebuild;
 use crate::crew;
 use crate::store::StoreError;
 
@@ -71,9 +72,11 @@ impl Noted {
     }
 
     /// Computes the noted flights' crew rows again; call once their times are.
-    pub(super) fn finish(self, tx: &Connection) -> Result<(), StoreError> {
+    /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
+    /// the crew tables' indexes are dropped and built again by sorting too.
+    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
-            recompute(tx, Scope::Noted)?;
+            recompute(tx, Scope::Noted, sorted)?;
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
         }
         Ok(())
@@ -81,8 +84,25 @@ impl Noted {
 }
 
 /// The crew rows of the flights in `scope`, deleted and written again from their
-/// live rows.
-pub(super) fn recompute(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
+/// live rows; with `sorted`, the crew tables' secondary indexes are dropped first
+/// and built again after, by one sort each, instead of taking a random insert per
+/// row (a first ingest of 1M events writes about a million crew rows).
+pub(super) fn recompute(tx: &Connection, scope: Scope, sorted: bool) -> Result<(), StoreError> {
+    let dropped = match sorted {
+        true => Some([
+            rebuild::drop_indexes_of(tx, "spoolite_crew_flight")?,
+            rebuild::drop_indexes_of(tx, "spoolite_crew_duty")?,
+        ]),
+        false => None,
+    };
+    write_rows(tx, scope)?;
+    for indexes in dropped.into_iter().flatten() {
+        indexes.rebuild(tx)?;
+    }
+    Ok(())
+}
+
+fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     let refs = scope.refs();
     if scope == Scope::All {
         tx.execute_batch("DELETE FROM spoolite_crew_flight; DELETE FROM spoolite_crew_duty;")?;

@@ -235,12 +235,13 @@ impl Flights {
     /// Computes the noted flights' times again, then the crew rows of the flights
     /// and duties the batch holds events of; call once every row is written.
     /// Returns the new flight ids that differ only in letter case from another.
-    pub(super) fn finish(self, tx: &Connection) -> Result<CaseVariants, StoreError> {
+    /// `sorted`: the batch is large against the table (`rebuild::worth_it`).
+    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<CaseVariants, StoreError> {
         if self.any_recompute {
             tx.execute_batch(RECOMPUTE)?;
             tx.execute_batch("DELETE FROM temp.flight_recompute")?;
         }
-        self.crew.finish(tx)?;
+        self.crew.finish(tx, sorted)?;
         Ok(self.case_variants)
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod batch;
 pub(crate) mod changes;
 pub mod connect;
 mod crew;
+pub mod crew_hours;
 mod flights;
 mod rebuild;
 mod runs;

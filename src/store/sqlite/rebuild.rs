@@ -44,14 +44,21 @@ pub(super) fn worth_it(tx: &Connection, events: u64) -> Result<bool, StoreError>
 /// Drops every index of `spoolite_event` but the key's, remembering each one's
 /// definition.
 pub(super) fn drop_secondary(tx: &Connection) -> Result<Dropped, StoreError> {
+    drop_indexes_of(tx, "spoolite_event")
+}
+
+/// Drops every index of `table` declared with `CREATE INDEX` (not a primary key,
+/// nor the key's index), remembering each one's definition: the crew tables'
+/// indexes, for a batch whose crew rows are many against them (`store::sqlite::crew`).
+pub(super) fn drop_indexes_of(tx: &Connection, table: &str) -> Result<Dropped, StoreError> {
     let mut indexes = tx.prepare(
         "SELECT name, sql FROM sqlite_master
-         WHERE type = 'index' AND tbl_name = 'spoolite_event' AND sql IS NOT NULL
+         WHERE type = 'index' AND tbl_name = ?2 AND sql IS NOT NULL
            AND name <> ?1
          ORDER BY name",
     )?;
     let found = indexes
-        .query_map([KEY_INDEX], |row| {
+        .query_map([KEY_INDEX, table], |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
         })?
         .collect::<Result<Vec<_>, _>>()?;

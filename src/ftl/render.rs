@@ -1,0 +1,142 @@
+//! `ftl`'s output: the text table a person reads at a glance, and the JSON lines
+//! with the contract's fields. No I/O: both return text.
+
+use serde::Serialize;
+
+use super::time::{MICROS_PER_MINUTE, Micros, format_millis};
+use super::{Line, Measure, Rules};
+
+/// The mark on a window whose limit is exceeded.
+pub const EXCEEDED: &str = "EXCEEDED";
+
+/// Hundredths of a minute in microseconds: the JSON's minutes are rounded to 0.01.
+const MICROS_PER_HUNDREDTH: Micros = MICROS_PER_MINUTE / 100;
+
+/// One JSON line, with the contract's fields in its order.
+#[derive(Debug, Serialize)]
+struct JsonLine<'a> {
+    crew_id: &'a str,
+    rules: &'static str,
+    at: &'a str,
+    measure: &'static str,
+    window: &'static str,
+    used_minutes: f64,
+    limit_minutes: i64,
+    headroom_minutes: f64,
+    exceeded: bool,
+}
+
+/// The used time in hundredths of a minute, rounded half up.
+fn used_hundredths(line: &Line) -> i64 {
+    (line.used + MICROS_PER_HUNDREDTH / 2) / MICROS_PER_HUNDREDTH
+}
+
+/// One JSON line per crew member and window, in the order given. `used_minutes`
+/// is rounded to 0.01 and `headroom_minutes` is the limit less that figure, so
+/// the two always add up to `limit_minutes`; `exceeded` compares the exact
+/// microseconds.
+pub fn json_lines(lines: &[Line], rules: Rules, at: Micros) -> String {
+    let at = format_millis(at);
+    let mut out = String::new();
+    for line in lines {
+        let used = used_hundredths(line);
+        let limit_minutes = line.limit.limit_hours * 60;
+        let json = JsonLine {
+            crew_id: &line.crew_id,
+            rules: rules.name(),
+            at: &at,
+            measure: line.limit.measure.name(),
+            window: line.limit.window,
+            used_minutes: used as f64 / 100.0,
+            limit_minutes,
+            headroom_minutes: (limit_minutes * 100 - used) as f64 / 100.0,
+            exceeded: line.exceeded(),
+        };
+        out.push_str(&serde_json::to_string(&json).expect("a line serialises"));
+        out.push('\n');
+    }
+    out
+}
+
+/// `h:mm`, with a minus sign when negative.
+fn hours_minutes(minutes: i64) -> String {
+    let sign = if minutes < 0 { "-" } else { "" };
+    let minutes = minutes.unsigned_abs();
+    format!("{sign}{}:{:02}", minutes / 60, minutes % 60)
+}
+
+fn measure_text(measure: Measure) -> &'static str {
+    match measure {
+        Measure::FlightTime => "flight time",
+        Measure::Duty => "duty",
+    }
+}
+
+/// The text table: a heading that names the rule set, T and what was found, then
+/// one row per crew member and window in the order given (`by_headroom`: least
+/// headroom first). Used time is shown rounded up to the whole minute and the
+/// headroom is the limit less that, so the table never shows more room than
+/// there is. Rows are never wrapped: each is one line, however long.
+pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
+    let mut crew: Vec<&str> = lines.iter().map(|l| l.crew_id.as_str()).collect();
+    crew.sort_unstable();
+    crew.dedup();
+    let exceeded = lines.iter().filter(|l| l.exceeded()).count();
+    let mut out = format!(
+        "{} limits at {}: {} crew member{}, {} window{} exceeded\n",
+        rules.name(),
+        format_millis(at),
+        crew.len(),
+        if crew.len() == 1 { "" } else { "s" },
+        exceeded,
+        if exceeded == 1 { "" } else { "s" },
+    );
+    if lines.is_empty() {
+        out.push_str("no crew member has flight time or duty in any window\n");
+        return out;
+    }
+    let rows: Vec<[String; 7]> = lines
+        .iter()
+        .map(|line| {
+            let used = (line.used + MICROS_PER_MINUTE - 1) / MICROS_PER_MINUTE;
+            let limit = line.limit.limit_hours * 60;
+            [
+                line.crew_id.clone(),
+                measure_text(line.limit.measure).to_owned(),
+                line.limit.window.to_owned(),
+                hours_minutes(used),
+                format!("{}:00", line.limit.limit_hours),
+                hours_minutes(limit - used),
+                if line.exceeded() { EXCEEDED } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let heading = ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM", ""].map(str::to_owned);
+    let mut widths = [0; 7];
+    for row in std::iter::once(&heading).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&heading).chain(&rows) {
+        let text = format!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+            w4 = widths[4],
+            w5 = widths[5],
+        );
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}

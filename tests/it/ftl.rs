@@ -1,0 +1,934 @@
+//! `spoolite ftl` against an independent computation from the live rows: the test
+//! reads `duty_event` itself, applies the contract's crew, flight, duty and window
+//! rules (written here, apart from the product's code, with jiff's calendar), and
+//! compares every JSON line, for both rule sets at several instants, on SQLite
+//! and on PostgreSQL. Then the exit codes, `--crew` of someone without rows, the
+//! JSON fields, the table, the site defaults file and an analyst's read-only run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use jiff::{Timestamp, ToSpan};
+use serde_json::Value;
+
+use crate::support::{event, json_batch, let_others_traverse, query, spoolite, spoolite_as, write};
+use crate::support_pg::PgDb;
+
+/// `nobody`: an account that may read the database but not write its folder.
+const ANALYST: u32 = 65534;
+
+/// The instants each rule set is judged at: one before the data, a year's and a month's first instant,
+/// a time inside the data, one with a fraction, and one after the last event (the
+/// open duties then count up to it).
+const INSTANTS: [&str; 7] = [
+    "2024-12-31T00:00:00Z",
+    "2025-03-01T00:00:00Z",
+    "2026-01-01T00:00:00Z",
+    "2026-01-01T03:30:00Z",
+    "2026-01-20T11:17:30.250Z",
+    "2026-02-01T00:00:00Z",
+    "2026-03-10T06:00:00Z",
+];
+
+// ---------------------------------------------------------------------------------
+// The data: flights and duties of a small crew pool over fourteen months, with
+// every crew shape of the contract, retractions, corrections and open duties.
+
+/// A deterministic generator (a 64-bit LCG), so every run builds the same data.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A1 flies most flights (and exceeds limits); the others fly few.
+const POOL: [&str; 12] = [
+    "A1", "B2", "C3", "D4", "E5", "F6", "G7", "H8", "J9", "K10", "L11", "M12",
+];
+
+fn utc(ts: Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The crew list of one flight as the payload holds it: plain ids, objects with
+/// and without a role, positioning crew, and (now and then) a duplicate, an
+/// unknown role, an id with spaces around it and elements of no known shape.
+fn crew_json(random: &mut Lcg, flight: u64) -> String {
+    let mut members: Vec<&str> = Vec::new();
+    if random.below(5) < 3 {
+        members.push(POOL[0]);
+    }
+    while members.len() < 2 + random.below(3) as usize {
+        let member = POOL[1 + random.below(POOL.len() as u64 - 1) as usize];
+        if !members.contains(&member) {
+            members.push(member);
+        }
+    }
+    let mut elements: Vec<String> = members
+        .iter()
+        .enumerate()
+        .map(|(n, id)| match (n, random.below(4)) {
+            (0, _) => format!("\"{id}\""),
+            (_, 0) => format!("{{\"id\":\"{id}\",\"role\":\"positioning\"}}"),
+            (_, 1) => format!("{{\"id\":\" {id} \",\"role\":\"operating\",\"seat\":2}}"),
+            (_, 2) => format!("{{\"id\":\"{id}\"}}"),
+            _ => format!("\"{id}\""),
+        })
+        .collect();
+    match flight % 7 {
+        // The first member listed again as positioning: operating wins.
+        0 => elements.push(format!(
+            "{{\"id\":\"{}\",\"role\":\"positioning\"}}",
+            members[0]
+        )),
+        1 => elements.push("{\"id\":\"ZZ9\",\"role\":\"captain\"}".to_owned()),
+        2 => elements.push("17".to_owned()),
+        3 => elements.push("{\"id\":\"   \"}".to_owned()),
+        _ => {}
+    }
+    format!("[{}]", elements.join(","))
+}
+
+/// Batch files (their texts) of flights from 2025-01-01 to 2026-02-19: one or
+/// two a day, each a duty of the same id an hour before off-blocks to half an
+/// hour after on-blocks. Every 13th flight's on-blocks is retracted (some then
+/// corrected), every 29th duty's end too, the last days' duties stay open, one
+/// flight lands before it left and one duty ends before it starts.
+fn batches() -> Vec<String> {
+    let mut random = Lcg(21);
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    let start: Timestamp = "2025-01-01T00:00:00Z".parse().expect("start");
+    let mut flight = 0u64;
+    for day in 0..415i64 {
+        for _ in 0..1 + random.below(2) {
+            flight += 1;
+            let id = format!("FT{flight:05}");
+            let off = start + (day * 86_400 + 300 * random.below(250) as i64).seconds();
+            let block = (45 + random.below(600) as i64).minutes();
+            let mut on = off + block;
+            if flight == 100 {
+                on = off - 10.minutes();
+            }
+            let crew = crew_json(&mut random, flight);
+            let payload = format!("{{\"crew\":{crew},\"tail\":\"G-TEST\"}}");
+            let bare = "{\"tail\":\"G-TEST\"}";
+            let duty_end = match day {
+                406 => off - 3.hours(),
+                _ => on + 30.minutes(),
+            };
+            first.push(event(
+                &id,
+                "duty_start",
+                &utc(off - 1.hours()),
+                Some(1),
+                &payload,
+            ));
+            first.push(event(&id, "off_blocks", &utc(off), Some(1), &payload));
+            first.push(event(
+                &id,
+                "takeoff",
+                &utc(off + 10.minutes()),
+                Some(1),
+                bare,
+            ));
+            first.push(event(&id, "on_blocks", &utc(on), Some(1), bare));
+            if day < 410 {
+                second.push(event(&id, "duty_end", &utc(duty_end), Some(1), bare));
+            }
+            if flight.is_multiple_of(13) {
+                let retraction = event(&id, "on_blocks", &utc(on), Some(2), bare)
+                    .replace("\"payload\"", "\"retracted\":true,\"payload\"");
+                second.push(retraction);
+                if flight.is_multiple_of(26) {
+                    let corrected = on + 17.minutes();
+                    second.push(event(&id, "on_blocks", &utc(corrected), Some(2), bare));
+                }
+            }
+            if flight.is_multiple_of(29) && day < 410 {
+                let retraction = event(&id, "duty_end", &utc(duty_end), Some(2), bare)
+                    .replace("\"payload\"", "\"retracted\":true,\"payload\"");
+                second.push(retraction);
+                let corrected = duty_end + 20.minutes();
+                second.push(event(&id, "duty_end", &utc(corrected), Some(2), bare));
+            }
+        }
+    }
+    vec![json_batch(&first), json_batch(&second)]
+}
+
+/// The batch files in `dir`.
+fn batch_files(dir: &Path) -> Vec<PathBuf> {
+    batches()
+        .iter()
+        .enumerate()
+        .map(|(n, text)| write(dir, &format!("crew{n}.json"), text))
+        .collect()
+}
+
+fn ingest(db: &str, files: &[PathBuf]) {
+    let output = spoolite()
+        .args(["ingest", "--db", db])
+        .args(files)
+        .output()
+        .expect("run spoolite ingest");
+    assert!(
+        output.status.success(),
+        "ingest: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// The independent computation
+
+/// One live event as `duty_event` has it.
+struct Live {
+    flight_id: String,
+    kind: String,
+    at: Timestamp,
+    payload: Value,
+}
+
+/// The crew of an event by the contract: `crew` an array of ids and `{id, role}`
+/// objects; ids trimmed, 1–64 characters `!`–`~`; an unknown shape or role left
+/// out; an id listed twice is operating if either listing is.
+fn crew_of(payload: &Value) -> BTreeMap<String, bool> {
+    let mut crew = BTreeMap::new();
+    let Some(elements) = payload.get("crew").and_then(Value::as_array) else {
+        return crew;
+    };
+    for element in elements {
+        let (id, operating) = match element {
+            Value::String(id) => (id.as_str(), true),
+            Value::Object(object) => {
+                let Some(id) = object.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                match object.get("role") {
+                    None => (id, true),
+                    Some(Value::String(role)) if role == "operating" => (id, true),
+                    Some(Value::String(role)) if role == "positioning" => (id, false),
+                    Some(_) => continue,
+                }
+            }
+            _ => continue,
+        };
+        let id = id.trim();
+        if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+            continue;
+        }
+        *crew.entry(id.to_owned()).or_insert(false) |= operating;
+    }
+    crew
+}
+
+/// A span of a crew member's time: flight time (operating crew) or duty.
+struct Spell {
+    crew_id: String,
+    flight_time: bool,
+    start: Timestamp,
+    /// None: an open duty.
+    end: Option<Timestamp>,
+}
+
+/// Every crew member's flights (operating only) and duties from the live events.
+fn spells(events: &[Live]) -> Vec<Spell> {
+    let mut by_flight: BTreeMap<&str, Vec<&Live>> = BTreeMap::new();
+    for event in events {
+        by_flight.entry(&event.flight_id).or_default().push(event);
+    }
+    let mut spells = Vec::new();
+    for events in by_flight.values() {
+        let first = |kind: &str| {
+            events
+                .iter()
+                .filter(|e| e.kind == kind)
+                .min_by_key(|e| e.at)
+        };
+        let last = |kind: &str| {
+            events
+                .iter()
+                .filter(|e| e.kind == kind)
+                .max_by_key(|e| e.at)
+        };
+        if let (Some(off), Some(on)) = (first("off_blocks"), last("on_blocks"))
+            && on.at >= off.at
+        {
+            for (crew_id, operating) in crew_of(&off.payload) {
+                if operating {
+                    spells.push(Spell {
+                        crew_id,
+                        flight_time: true,
+                        start: off.at,
+                        end: Some(on.at),
+                    });
+                }
+            }
+        }
+        if let Some(start) = first("duty_start") {
+            let end = last("duty_end")
+                .map(|e| e.at)
+                .filter(|end| *end >= start.at);
+            for crew_id in crew_of(&start.payload).into_keys() {
+                spells.push(Spell {
+                    crew_id,
+                    flight_time: false,
+                    start: start.at,
+                    end,
+                });
+            }
+        }
+    }
+    spells
+}
+
+/// A window of the contract's table: measure, name, start for T, limit in hours.
+type Window = (&'static str, &'static str, fn(Timestamp) -> Timestamp, i64);
+
+fn days_before(at: Timestamp, days: i64) -> Timestamp {
+    at - (days * 24).hours()
+}
+
+fn year_start(at: Timestamp) -> Timestamp {
+    let date = jiff::tz::Offset::UTC.to_datetime(at).date();
+    let first = jiff::civil::date(date.year(), 1, 1).at(0, 0, 0, 0);
+    jiff::tz::Offset::UTC
+        .to_timestamp(first)
+        .expect("a timestamp")
+}
+
+fn twelve_months_start(at: Timestamp) -> Timestamp {
+    let date = jiff::tz::Offset::UTC.to_datetime(at).date();
+    let month = jiff::civil::date(date.year(), date.month(), 1) - 11.months();
+    jiff::tz::Offset::UTC
+        .to_timestamp(month.at(0, 0, 0, 0))
+        .expect("a timestamp")
+}
+
+const EASA: [Window; 6] = [
+    ("flight_time", "28d", |t| days_before(t, 28), 100),
+    ("flight_time", "calendar_year", year_start, 900),
+    (
+        "flight_time",
+        "12_calendar_months",
+        twelve_months_start,
+        1000,
+    ),
+    ("duty", "7d", |t| days_before(t, 7), 60),
+    ("duty", "14d", |t| days_before(t, 14), 110),
+    ("duty", "28d", |t| days_before(t, 28), 190),
+];
+
+const FAA: [Window; 4] = [
+    ("flight_time", "672h", |t| t - 672.hours(), 100),
+    ("flight_time", "365d", |t| days_before(t, 365), 1000),
+    ("duty", "168h", |t| t - 168.hours(), 60),
+    ("duty", "672h", |t| t - 672.hours(), 190),
+];
+
+/// What `ftl --json` must print at `at`: per (crew, measure, window), the minutes
+/// used (exact) and the limit in minutes, for every crew member with any.
+fn expected(
+    spells: &[Spell],
+    windows: &[Window],
+    at: Timestamp,
+) -> BTreeMap<(String, String, String), (f64, i64)> {
+    let mut used: BTreeMap<(String, String, String), i128> = BTreeMap::new();
+    for spell in spells {
+        let end = spell.end.unwrap_or(at).min(at);
+        for (measure, window, start_of, _) in windows {
+            let counts = (*measure == "flight_time") == spell.flight_time;
+            let key = (
+                spell.crew_id.clone(),
+                measure.to_string(),
+                window.to_string(),
+            );
+            let start = spell.start.max(start_of(at));
+            let nanos = if counts && end > start {
+                end.as_nanosecond() - start.as_nanosecond()
+            } else {
+                0
+            };
+            *used.entry(key).or_default() += nanos;
+        }
+    }
+    let with_time: BTreeSet<String> = used
+        .iter()
+        .filter(|(_, nanos)| **nanos > 0)
+        .map(|((crew, _, _), _)| crew.clone())
+        .collect();
+    used.into_iter()
+        .filter(|((crew, _, _), _)| with_time.contains(crew))
+        .map(|((crew, measure, window), nanos)| {
+            let limit = windows
+                .iter()
+                .find(|w| w.0 == measure && w.1 == window)
+                .expect("window")
+                .3;
+            ((crew, measure, window), (nanos as f64 / 60e9, limit * 60))
+        })
+        .collect()
+}
+
+/// Runs `ftl --json` and checks every line against the independent figures;
+/// returns the exit code.
+fn check_against_independent(db: &str, events: &[Live], rules: &str, at: &str) -> i32 {
+    let windows: &[Window] = if rules == "easa" { &EASA } else { &FAA };
+    let t: Timestamp = at.parse().expect("instant");
+    let want = expected(&spells(events), windows, t);
+    let output = ftl(db, &["--json", "--rules", rules, "--at", at]);
+    let lines = json_lines(&output);
+    let mut got = BTreeMap::new();
+    let mut any_exceeded = false;
+    for line in &lines {
+        let key = (
+            text(line, "crew_id"),
+            text(line, "measure"),
+            text(line, "window"),
+        );
+        assert_eq!(text(line, "rules"), rules);
+        assert_eq!(
+            text(line, "at"),
+            t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+        );
+        let used = line["used_minutes"].as_f64().expect("used_minutes");
+        let limit = line["limit_minutes"].as_i64().expect("limit_minutes");
+        let headroom = line["headroom_minutes"].as_f64().expect("headroom_minutes");
+        let exceeded = line["exceeded"].as_bool().expect("exceeded");
+        let (want_used, want_limit) = want
+            .get(&key)
+            .unwrap_or_else(|| panic!("{rules} at {at}: a line nobody expects: {line}"));
+        assert!(
+            (used - want_used).abs() <= 0.005 + 1e-9,
+            "{rules} at {at}: {line} against {want_used}"
+        );
+        assert_eq!(limit, *want_limit, "{line}");
+        assert!(
+            (headroom - (*want_limit as f64 - want_used)).abs() <= 0.005 + 1e-9,
+            "{line}"
+        );
+        assert_eq!(exceeded, *want_used > *want_limit as f64, "{line}");
+        any_exceeded |= exceeded;
+        assert!(
+            got.insert(key, ()).is_none(),
+            "{rules} at {at}: a line twice: {line}"
+        );
+    }
+    let want_keys: BTreeSet<_> = want.keys().cloned().collect();
+    let got_keys: BTreeSet<_> = got.into_keys().collect();
+    assert_eq!(got_keys, want_keys, "{rules} at {at}: the lines printed");
+    let code = output.status.code().expect("exit code");
+    assert_eq!(
+        code,
+        i32::from(any_exceeded),
+        "{rules} at {at}: the exit code"
+    );
+    code
+}
+
+// ---------------------------------------------------------------------------------
+// Running ftl
+
+fn ftl(db: &str, args: &[&str]) -> Output {
+    spoolite()
+        .args(["ftl", "--db", db])
+        .args(args)
+        .env_remove("SPOOLITE_DEFAULTS_FILE")
+        .output()
+        .expect("run spoolite ftl")
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
+        })
+        .collect()
+}
+
+fn text(line: &Value, field: &str) -> String {
+    line[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} in {line}"))
+        .to_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A SQLite database holding the test's batches, in a folder of its own.
+fn sqlite_database() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("state").join("spoolite.db");
+    let files = batch_files(dir.path());
+    ingest(&db.to_string_lossy(), &files);
+    (dir, db)
+}
+
+fn sqlite_events(db: &Path) -> Vec<Live> {
+    query(
+        db,
+        "SELECT flight_id, event_kind, instant_utc, payload FROM duty_event",
+    )
+    .into_iter()
+    .map(live)
+    .collect()
+}
+
+fn live(row: Vec<String>) -> Live {
+    Live {
+        flight_id: row[0].clone(),
+        kind: row[1].clone(),
+        at: row[2].parse().expect("instant_utc"),
+        payload: serde_json::from_str(&row[3]).expect("payload"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The tests
+
+#[test]
+fn ftl_on_sqlite_agrees_with_the_live_rows_for_both_rule_sets_at_every_instant() {
+    let (_dir, db) = sqlite_database();
+    let events = sqlite_events(&db);
+    assert!(
+        events.len() > 3000,
+        "the data holds {} live events",
+        events.len()
+    );
+    let db = db.to_string_lossy().into_owned();
+    let mut codes = BTreeSet::new();
+    for rules in ["easa", "faa"] {
+        for at in INSTANTS {
+            codes.insert(check_against_independent(&db, &events, rules, at));
+        }
+    }
+    assert_eq!(
+        codes,
+        BTreeSet::from([0, 1]),
+        "some instants exceed a limit, some none"
+    );
+}
+
+#[test]
+fn ftl_on_postgresql_agrees_with_the_live_rows_for_both_rule_sets_at_every_instant() {
+    let pg = PgDb::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = pg.uri();
+    ingest(&uri, &batch_files(dir.path()));
+    let events: Vec<Live> = pg
+        .query("SELECT flight_id, event_kind, instant_utc, payload::text FROM duty_event")
+        .into_iter()
+        .map(live)
+        .collect();
+    assert!(
+        events.len() > 3000,
+        "the data holds {} live events",
+        events.len()
+    );
+    for rules in ["easa", "faa"] {
+        for at in INSTANTS {
+            check_against_independent(&uri, &events, rules, at);
+        }
+    }
+}
+
+#[test]
+fn the_exit_code_says_whether_a_named_crew_member_exceeds_a_limit() {
+    let (_dir, db) = sqlite_database();
+    let events = sqlite_events(&db);
+    let db = db.to_string_lossy().into_owned();
+    let at = "2026-01-20T11:17:30.250Z";
+    let t: Timestamp = at.parse().expect("instant");
+    let want = expected(&spells(&events), &EASA, t);
+    let exceeds = |crew: &str| {
+        want.iter()
+            .any(|((c, _, _), (used, limit))| c == crew && *used > *limit as f64)
+    };
+    let over: Vec<&str> = POOL.iter().copied().filter(|c| exceeds(c)).collect();
+    let within: Vec<&str> = POOL.iter().copied().filter(|c| !exceeds(c)).collect();
+    assert!(
+        !over.is_empty() && !within.is_empty(),
+        "the data has both: {over:?} {within:?}"
+    );
+    let output = ftl(&db, &["--at", at, "--crew", over[0]]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stdout(&output).contains("EXCEEDED"), "{}", stdout(&output));
+    let output = ftl(&db, &["--at", at, "--crew", within[0]]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!stdout(&output).contains("EXCEEDED"), "{}", stdout(&output));
+}
+
+#[test]
+fn a_named_crew_member_without_rows_gets_every_window_with_zeros() {
+    let (_dir, db) = sqlite_database();
+    let db = db.to_string_lossy().into_owned();
+    let output = ftl(
+        &db,
+        &[
+            "--json",
+            "--at",
+            "2026-01-20T12:00:00Z",
+            "--crew",
+            "NOBODY",
+            "--crew",
+            " NOBODY ",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    let windows: Vec<(String, String, f64, i64, f64, bool)> = lines
+        .iter()
+        .map(|l| {
+            (
+                text(l, "measure"),
+                text(l, "window"),
+                l["used_minutes"].as_f64().expect("used"),
+                l["limit_minutes"].as_i64().expect("limit"),
+                l["headroom_minutes"].as_f64().expect("headroom"),
+                l["exceeded"].as_bool().expect("exceeded"),
+            )
+        })
+        .collect();
+    let zero = |measure: &str, window: &str, limit: i64| {
+        (
+            measure.to_owned(),
+            window.to_owned(),
+            0.0,
+            limit,
+            limit as f64,
+            false,
+        )
+    };
+    assert_eq!(
+        windows,
+        [
+            zero("flight_time", "28d", 6000),
+            zero("flight_time", "calendar_year", 54000),
+            zero("flight_time", "12_calendar_months", 60000),
+            zero("duty", "7d", 3600),
+            zero("duty", "14d", 6600),
+            zero("duty", "28d", 11400),
+        ]
+    );
+    assert!(lines.iter().all(|l| text(l, "crew_id") == "NOBODY"));
+    let output = ftl(
+        &db,
+        &[
+            "--rules",
+            "faa",
+            "--at",
+            "2026-01-20T12:00:00Z",
+            "--crew",
+            "NOBODY",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        stdout(&output),
+        "faa limits at 2026-01-20T12:00:00.000Z: 1 crew member, 0 windows exceeded\n\
+         CREW    MEASURE      WINDOW  USED    LIMIT  HEADROOM\n\
+         NOBODY  duty         168h    0:00    60:00     60:00\n\
+         NOBODY  flight time  672h    0:00   100:00    100:00\n\
+         NOBODY  duty         672h    0:00   190:00    190:00\n\
+         NOBODY  flight time  365d    0:00  1000:00   1000:00\n"
+    );
+}
+
+#[test]
+fn each_json_line_has_exactly_the_contracts_fields() {
+    let (_dir, db) = sqlite_database();
+    let output = ftl(
+        &db.to_string_lossy(),
+        &["--json", "--at", "2026-01-20T12:00:00+01:00"],
+    );
+    let lines = json_lines(&output);
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let fields: Vec<&str> = line
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sorted = fields.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            [
+                "at",
+                "crew_id",
+                "exceeded",
+                "headroom_minutes",
+                "limit_minutes",
+                "measure",
+                "rules",
+                "used_minutes",
+                "window"
+            ]
+        );
+        assert_eq!(
+            text(line, "at"),
+            "2026-01-20T11:00:00.000Z",
+            "T in UTC as spoolite writes times"
+        );
+        assert_eq!(text(line, "rules"), "easa", "the default rule set");
+    }
+}
+
+#[test]
+fn the_table_lists_least_headroom_first_with_the_exceeded_marked() {
+    let (_dir, db) = sqlite_database();
+    let output = ftl(&db.to_string_lossy(), &["--at", "2026-01-20T11:17:30.250Z"]);
+    let text = stdout(&output);
+    let mut rows = text.lines();
+    let heading = rows.next().expect("heading");
+    assert!(
+        heading.starts_with("easa limits at 2026-01-20T11:17:30.250Z: "),
+        "{heading}"
+    );
+    let columns: Vec<&str> = rows.next().expect("columns").split_whitespace().collect();
+    assert_eq!(
+        columns,
+        ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM"]
+    );
+    let headroom = |row: &str| -> i64 {
+        // Cells are two spaces or more apart (`flight time` has one inside).
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        let h = cells[5];
+        let (hours, minutes) = h.trim_start_matches('-').split_once(':').expect("h:mm");
+        let minutes = hours.parse::<i64>().expect("h") * 60 + minutes.parse::<i64>().expect("mm");
+        if h.starts_with('-') {
+            -minutes
+        } else {
+            minutes
+        }
+    };
+    let rows: Vec<&str> = rows.collect();
+    assert!(!rows.is_empty());
+    let headrooms: Vec<i64> = rows.iter().map(|r| headroom(r)).collect();
+    assert!(
+        headrooms.windows(2).all(|w| w[0] <= w[1]),
+        "least headroom first:\n{text}"
+    );
+    for (row, headroom) in rows.iter().zip(&headrooms) {
+        assert_eq!(row.ends_with("EXCEEDED"), *headroom < 0, "{row}");
+    }
+    assert_eq!(output.status.code(), Some(i32::from(headrooms[0] < 0)));
+}
+
+#[test]
+fn operating_errors_exit_2_with_a_sentence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("nowhere").join("spoolite.db");
+    let output = ftl(&missing.to_string_lossy(), &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("does not exist"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !missing.parent().expect("folder").exists(),
+        "nothing is created"
+    );
+
+    let (_data, db) = sqlite_database();
+    let output = ftl(&db.to_string_lossy(), &["--at", "2026-01-20 12:00"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("RFC 3339"), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+
+    // A database of schema 6, before the crew views.
+    let older = dir.path().join("older.db");
+    let conn = rusqlite::Connection::open(&older).expect("create");
+    for migration in [
+        include_str!("../../schema/0001_initial.sql"),
+        include_str!("../../schema/0002_analyst_views.sql"),
+        include_str!("../../schema/0003_binary_key.sql"),
+        include_str!("../../schema/0004_times_sort.sql"),
+        include_str!("../../schema/0005_retractions_change_feed.sql"),
+        include_str!("../../schema/0006_flight_id_case.sql"),
+    ] {
+        conn.execute_batch(migration).expect("migrate");
+    }
+    conn.execute_batch("PRAGMA user_version = 6")
+        .expect("version");
+    drop(conn);
+    let output = ftl(&older.to_string_lossy(), &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let said = stderr(&output);
+    assert!(
+        said.contains("schema version 6") && said.contains("spoolite run"),
+        "{said}"
+    );
+    assert_eq!(
+        query(&older, "PRAGMA user_version")[0][0],
+        "6",
+        "ftl upgrades nothing"
+    );
+}
+
+#[test]
+fn the_site_defaults_file_names_the_database_and_the_rules() {
+    let (dir, db) = sqlite_database();
+    let defaults = dir.path().join("defaults");
+    fs::write(
+        &defaults,
+        format!("SPOOLITE_DB=\"{}\"\nSPOOLITE_RULES=faa\n", db.display()),
+    )
+    .expect("write defaults");
+    let output = spoolite()
+        .args([
+            "ftl",
+            "--json",
+            "--at",
+            "2026-01-20T12:00:00Z",
+            "--crew",
+            "A1",
+        ])
+        .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert!(
+        output.status.code().is_some_and(|c| c < 2),
+        "{}",
+        stderr(&output)
+    );
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 4);
+    assert!(lines.iter().all(|l| text(l, "rules") == "faa"));
+}
+
+#[test]
+fn an_analyst_who_may_not_write_the_folder_runs_ftl() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test plays the analyst with another uid, so it runs as root"
+    );
+    let (dir, db) = sqlite_database();
+    let state = db.parent().expect("state folder");
+    let_others_traverse(dir.path());
+    for path in fs::read_dir(state)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+    {
+        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
+    }
+    std::os::unix::fs::chown(state, Some(0), Some(ANALYST)).expect("chown folder");
+    fs::set_permissions(state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    let files_before = crate::support::names(state);
+    let as_root = ftl(
+        &db.to_string_lossy(),
+        &["--json", "--at", "2026-01-20T12:00:00Z"],
+    );
+    let output = spoolite_as(ANALYST, ANALYST)
+        .args(["ftl", "--json", "--at", "2026-01-20T12:00:00Z", "--db"])
+        .arg(&db)
+        .env_remove("SPOOLITE_DEFAULTS_FILE")
+        .current_dir("/")
+        .output()
+        .expect("run as the analyst");
+    assert_eq!(
+        output.status.code(),
+        as_root.status.code(),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output), stdout(&as_root));
+    assert_eq!(
+        crate::support::names(state),
+        files_before,
+        "the analyst created nothing"
+    );
+}
+
+/// The SQL of the canned query `name` in packaging/datasette/metadata.yml: the
+/// lines of its `sql: |-` block.
+fn canned_query(name: &str) -> String {
+    let metadata = include_str!("../../packaging/datasette/metadata.yml");
+    let start = metadata
+        .find(&format!("      {name}:\n"))
+        .unwrap_or_else(|| panic!("no canned query {name}"));
+    let block = &metadata[start..];
+    let sql_at = block.find("sql: |-\n").expect("its sql") + "sql: |-\n".len();
+    block[sql_at..]
+        .lines()
+        .take_while(|line| line.starts_with("          ") || line.is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_datasette_crew_headroom_query_agrees_with_ftl() {
+    let (_dir, db) = sqlite_database();
+    let at = "2026-01-20T11:17:30Z";
+    let output = ftl(&db.to_string_lossy(), &["--json", "--at", at]);
+    let mut from_ftl: Vec<(String, String, String, f64, bool)> = json_lines(&output)
+        .iter()
+        .map(|l| {
+            (
+                text(l, "crew_id"),
+                text(l, "measure"),
+                text(l, "window"),
+                l["headroom_minutes"].as_f64().expect("headroom") / 60.0,
+                l["exceeded"].as_bool().expect("exceeded"),
+            )
+        })
+        .collect();
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open");
+    let sql = canned_query("crew_headroom");
+    let mut statement = conn.prepare(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut from_sql: Vec<(String, String, String, f64, bool)> = statement
+        .query_map(rusqlite::named_params! {":at": at}, |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(5)?,
+                row.get::<_, i64>(6)? == 1,
+            ))
+        })
+        .expect("run")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let key = |r: &(String, String, String, f64, bool)| (r.0.clone(), r.1.clone(), r.2.clone());
+    from_ftl.sort_by_key(key);
+    from_sql.sort_by_key(key);
+    assert_eq!(from_sql.len(), from_ftl.len());
+    for (sql, ftl) in from_sql.iter().zip(&from_ftl) {
+        assert_eq!(key(sql), key(ftl));
+        assert!(
+            (sql.3 - ftl.3).abs() < 0.011,
+            "{sql:?} against ftl's {ftl:?}"
+        );
+        assert_eq!(sql.4, ftl.4, "{sql:?} against ftl's {ftl:?}");
+    }
+}
