@@ -82,6 +82,18 @@ pub enum Command {
     /// refused (it holds rows, or batches or keys the source holds too), 2 on any
     /// other error (nothing is committed).
     CopyDb(CopyDbArgs),
+    /// Check the database's integrity and every invariant of the contract.
+    ///
+    /// One line per check with its result and what it found: integrity (SQLite's
+    /// integrity_check; on PostgreSQL the schema version, its tables and views and
+    /// the change_seq counter), inbox_counts, quarantine_counts, events_have_batch,
+    /// change_seq_distinct and flight_times (the view against the live events).
+    /// Only reads the database (an analyst's read-only account suffices), one
+    /// statement per check, while a daemon goes on writing. Exits 0 when every
+    /// check holds, 1 when any fails, 2 when the database does not exist, cannot be
+    /// read or has an older schema. Reads the site defaults file (see `spoolite
+    /// --help`).
+    Check(CheckArgs),
 }
 
 impl Command {
@@ -93,6 +105,7 @@ impl Command {
             Command::Status(args) => (&args.db, &args.password_file),
             Command::Changes(args) => (&args.db, &args.password_file),
             Command::CopyDb(args) => (&args.to, &args.password_file),
+            Command::Check(args) => (&args.db, &args.password_file),
             Command::Key(_) => return None,
         };
         Some((db, password_file.db_password_file.as_deref()))
@@ -275,6 +288,28 @@ pub struct ChangesArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The SQLite database file, or a PostgreSQL URI (postgres://…,
+    /// postgresql://…); it must exist with the current schema and is only read.
+    /// Without the option or its variable, the variable from the site defaults
+    /// file (/etc/default/spoolite) applies.
+    #[arg(
+        long,
+        env = "SPOOLITE_DB",
+        default_value = "./spoolite.db",
+        value_name = "FILE",
+        value_parser = db_value_parser()
+    )]
+    pub(crate) db: Db,
+    #[command(flatten)]
+    pub(crate) password_file: DbPasswordFileArg,
+    /// Print one JSON object per check (check, ok, detail) instead of a line of
+    /// text.
+    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CopyDbArgs {
     /// The SQLite database file to copy, at the current schema (an older one is
     /// refused: `spoolite run` or `spoolite ingest` upgrades it).
@@ -359,7 +394,7 @@ pub(crate) const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
 
 /// The commands that read the defaults file: one-shot commands an operator types on
 /// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 3] = ["status", "ingest", "changes"];
+const COMMANDS_READING_DEFAULTS: [&str; 4] = ["status", "ingest", "changes", "check"];
 
 /// What the defaults file gave, for `status` to say where its settings came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod changes;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod commands;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
 use spoolite::store::{self, Db};
-use spoolite::{changes, commands, copydb, daemon, logging};
+use spoolite::{changes, check, commands, copydb, daemon, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -42,6 +42,7 @@ fn main() -> ExitCode {
         Command::Changes(args) => changes::run(args),
         Command::Key(args) => commands::key(args),
         Command::CopyDb(args) => copydb::run(args),
+        Command::Check(args) => check::run(args),
     }
 }
 

@@ -8,6 +8,7 @@
 //! that talks to a database.
 
 pub(crate) mod changes;
+pub mod check;
 pub(crate) mod copy;
 mod db;
 mod error;

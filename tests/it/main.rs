@@ -2,6 +2,7 @@
 //! folders and compares whole tables.
 
 mod changes;
+mod check;
 mod cli;
 mod copydb;
 mod daemon;

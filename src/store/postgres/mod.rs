@@ -7,6 +7,7 @@
 
 mod batch;
 pub(crate) mod changes;
+pub(crate) mod check;
 mod connect;
 
 use std::path::PathBuf;
