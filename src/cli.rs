@@ -202,6 +202,16 @@ pub struct RunArgs {
     /// textfile collector) after every file and every rescan.
     #[arg(long, env = "SPOOLITE_METRICS_FILE", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+    /// Delete files from archive/ once they have been there longer than this (e.g.
+    /// 400d; units ms, s, m, h, d), counted from their move into archive/ (the
+    /// change time the move sets, not the modification time an upload may keep),
+    /// at start and at each --rescan, at most 1,000 deletions and 10,000 files
+    /// looked at per pass, one log line per pass that deleted any. Their inbox rows
+    /// stay, so a re-drop of a deleted file is still skipped as a duplicate; a file
+    /// still watched for a late writer (--partial-timeout) stays until its watch
+    /// ends; rejected/ is never emptied. Unset: archive/ keeps every file.
+    #[arg(long, env = "SPOOLITE_ARCHIVE_KEEP", value_parser = parse_duration, value_name = "DURATION")]
+    pub archive_keep: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -358,7 +368,7 @@ fn parse_switch(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`.
+/// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`, `90d` (a day is 24 h).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -373,10 +383,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => value.checked_mul(1000),
         "m" | "min" => value.checked_mul(60_000),
         "h" => value.checked_mul(3_600_000),
-        "" => return Err(format!("{text:?} needs a unit: ms, s, m or h")),
+        "d" => value.checked_mul(86_400_000),
+        "" => return Err(format!("{text:?} needs a unit: ms, s, m, h or d")),
         other => {
             return Err(format!(
-                "{other:?} is not a unit of time: use ms, s, m or h"
+                "{other:?} is not a unit of time: use ms, s, m, h or d"
             ));
         }
     };
@@ -916,6 +927,10 @@ mod tests {
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(
+            parse_duration("400d"),
+            Ok(Duration::from_secs(400 * 86_400))
+        );
         assert!(parse_duration("5").unwrap_err().contains("needs a unit"));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-5s").is_err());

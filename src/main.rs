@@ -84,6 +84,7 @@ fn run(args: &RunArgs) -> ExitCode {
         file_bytes_max: args.file_bytes_max.file_bytes_max,
         limits: args.event_bytes_max.limits(),
         metrics_file: args.metrics_file.clone(),
+        archive_keep: args.archive_keep,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (doorbell, wake) = crossbeam_channel::bounded(1);

@@ -1,6 +1,7 @@
 //! The one integration-test binary: drives the real `spoolite` binary in temporary
 //! folders and compares whole tables.
 
+mod archive_keep;
 mod changes;
 mod check;
 mod cli;
