@@ -18,7 +18,9 @@ use crate::support::{Site, event, ingest_command, json_batch, spoolite, wait_unt
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The commands, as `spoolite --help` lists them.
-const COMMANDS: [&str; 6] = ["run", "ingest", "status", "changes", "key", "copy-db"];
+const COMMANDS: [&str; 7] = [
+    "run", "ingest", "status", "changes", "key", "copy-db", "check",
+];
 
 /// A folder with a defaults file `site.env` holding `text`, where `{dir}` stands for
 /// the folder.
