@@ -14,12 +14,17 @@ const WAIT: Duration = Duration::from_secs(20);
 /// The daemon's options here: files taken at once, watches over within a second,
 /// a listing (and a pass of the keep) every 300 ms unless `rescan` says otherwise.
 fn start(site: &Site, keep: &str, rescan: &str) -> Daemon {
+    start_watching(site, keep, rescan, "1s")
+}
+
+/// `start` with the archive watch's `--partial-timeout`.
+fn start_watching(site: &Site, keep: &str, rescan: &str, watch: &str) -> Daemon {
     let mut command = site.run_command();
     command.args([
         "--settle",
         "100ms",
         "--partial-timeout",
-        "1s",
+        watch,
         "--rescan",
         rescan,
         "--archive-keep",
@@ -157,6 +162,26 @@ fn a_restart_does_not_reset_the_clock_of_archived_files() {
         "deleted by the start's pass"
     );
     assert_eq!(inbox_rows(&site), [["kept.json"]]);
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
+}
+
+#[test]
+fn a_file_the_archive_watch_still_watches_stays_past_the_keep() {
+    let site = Site::new();
+    let mut daemon = start_watching(&site, "500ms", "200ms", "4s");
+    site.drop_file("watched.json", one_event_batch("AK4"));
+    daemon.wait(WAIT, "watched.json archived", || {
+        site.archived().contains(&"watched.json".to_owned())
+    });
+    let arrived = changed_at(&site.archive().join("watched.json"));
+    // Past the keep, within the watch: it stays, so a late writer is still caught.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(site.archived().contains(&"watched.json".to_owned()));
+    daemon.wait(WAIT, "watched.json deleted once its watch ended", || {
+        !site.archived().contains(&"watched.json".to_owned())
+    });
+    assert!(SystemTime::now() >= arrived + Duration::from_secs(4));
     daemon.signal(libc::SIGTERM);
     assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
 }
