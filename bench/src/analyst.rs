@@ -65,8 +65,8 @@ impl Samples {
             "SELECT substr(off_blocks_utc, 1, 10), date(substr(off_blocks_utc, 1, 10), '+1 day'),
                         substr(off_blocks_utc, 1, 7) || '-01',
                         date(substr(off_blocks_utc, 1, 7) || '-01', '+1 month'), flight_id
-                 FROM flight
-                 WHERE off_blocks_utc IS NOT NULL AND ref >= (SELECT max(ref) / 2 FROM flight)
+                 FROM spoolite_flight
+                 WHERE off_blocks_utc IS NOT NULL AND ref >= (SELECT max(ref) / 2 FROM spoolite_flight)
                  ORDER BY ref LIMIT 1",
             [],
             |row| {
@@ -80,8 +80,8 @@ impl Samples {
             },
         )?;
         let key_hex = conn.query_row(
-            "SELECT lower(hex(key)) FROM duty_event_data
-             WHERE rowid >= (SELECT max(rowid) / 2 FROM duty_event_data) ORDER BY rowid LIMIT 1",
+            "SELECT lower(hex(key)) FROM spoolite_event
+             WHERE rowid >= (SELECT max(rowid) / 2 FROM spoolite_event) ORDER BY rowid LIMIT 1",
             [],
             |row| row.get(0),
         )?;

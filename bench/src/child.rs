@@ -28,7 +28,7 @@ const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000
 
 /// Where the floor writes: the store's own table behind the `duty_event` view, so
 /// the floor stores exactly the rows spoolite stores, in the same layout.
-const FLOOR_TABLE: &str = "duty_event_data";
+const FLOOR_TABLE: &str = "spoolite_event";
 
 /// Arguments of the hidden subcommands.
 #[derive(Debug, clap::Args)]
@@ -144,9 +144,9 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         .execute(params_from_iter(inbox.values(&inbox_values)))?;
     let insert_columns = Insert::for_table(&tx, FLOOR_TABLE, ROW_VALUES)?;
     let mut insert = tx.prepare(&insert_columns.sql)?;
-    // Each flight id is numbered once in `flight`, as the store does.
-    let mut flight_lookup = tx.prepare("SELECT ref FROM flight WHERE flight_id = ?1")?;
-    let flight_columns = Insert::for_table(&tx, "flight", &["flight_id"])?;
+    // Each flight id is numbered once in `spoolite_flight`, as the store does.
+    let mut flight_lookup = tx.prepare("SELECT ref FROM spoolite_flight WHERE flight_id = ?1")?;
+    let flight_columns = Insert::for_table(&tx, "spoolite_flight", &["flight_id"])?;
     let mut flight_insert = tx.prepare(&flight_columns.sql)?;
     let mut rows = 0u64;
     while let Some(record) = reader
@@ -157,16 +157,15 @@ pub fn floor(args: &ChildArgs) -> BenchResult<()> {
         let found: Option<i64> = flight_lookup
             .query_row([event.flight_id()], |row| row.get(0))
             .optional()?;
-        let flight_ref = match found {
-            Some(flight_ref) => flight_ref,
-            None => flight_insert.insert(params_from_iter(
+        if found.is_none() {
+            flight_insert.insert(params_from_iter(
                 flight_columns.values(&[&event.flight_id() as &dyn ToSql]),
-            ))?,
-        };
+            ))?;
+        }
         let change_seq = rows as i64 + 1;
         let values: [&dyn ToSql; 11] = [
             &event.key(),
-            &flight_ref,
+            &event.flight_id(),
             &event.event_kind(),
             &event.instant_utc(),
             &event.revision().unwrap_or(0),
@@ -201,7 +200,7 @@ fn inbox_values() -> Vec<&'static str> {
 /// row's values.
 const ROW_VALUES: &[&str] = &[
     "key",
-    "flight_ref",
+    "flight_id",
     "event_kind",
     "instant_utc",
     "source_revision",
@@ -370,7 +369,7 @@ mod tests {
         let rows = Insert::for_table(&conn, FLOOR_TABLE, ROW_VALUES).expect("rows");
         assert_eq!(
             rows.sql,
-            "INSERT INTO duty_event_data (key, flight_ref, event_kind, instant_utc, \
+            "INSERT INTO spoolite_event (key, flight_id, event_kind, instant_utc, \
              source_revision, payload, retracted, batch_ref, first_seen_at, updated_at, \
              change_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
         );
@@ -378,8 +377,11 @@ mod tests {
         // batch_id may be NULL and rows_last_written has a default.
         assert!(!inbox.sql.contains("batch_id") && !inbox.sql.contains("rows_last_written"));
         assert_eq!(inbox.picks.len(), inbox_values().len(), "{}", inbox.sql);
-        let flight = Insert::for_table(&conn, "flight", &["flight_id"]).expect("flight");
-        assert_eq!(flight.sql, "INSERT INTO flight (flight_id) VALUES (?1)");
+        let flight = Insert::for_table(&conn, "spoolite_flight", &["flight_id"]).expect("flight");
+        assert_eq!(
+            flight.sql,
+            "INSERT INTO spoolite_flight (flight_id) VALUES (?1)"
+        );
     }
 
     #[test]

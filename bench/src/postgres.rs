@@ -416,7 +416,7 @@ CREATE TEMP TABLE floor_rows (
     change_seq bigint NOT NULL
 ) ON COMMIT DROP;
 \\copy floor_rows FROM '{path}'
-INSERT INTO duty_event_data AS d (key, flight_id, event_kind, instant_utc, source_revision,
+INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc, source_revision,
     payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
 SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
        '{FLOOR_DIGEST}', '{now}', '{now}', change_seq
@@ -429,7 +429,7 @@ ON CONFLICT (key) DO UPDATE SET
     updated_at = excluded.updated_at,
     change_seq = excluded.change_seq
 WHERE excluded.source_revision > d.source_revision;
-UPDATE change_seq_counter SET next_seq = {next};
+UPDATE spoolite_change_seq SET next_seq = {next};
 COMMIT;
 ",
         next = events + 1
@@ -453,7 +453,7 @@ fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
 fn row_sum(server: &Server, name: &str) -> BenchResult<(i64, Option<String>)> {
     const SUM: &str = "SELECT count(*), sum(('x' || left(md5(concat_ws('|', key, flight_id,
         event_kind, instant_utc, source_revision, payload, retracted)), 15))::bit(60)::bigint)::text
-        FROM duty_event_data";
+        FROM spoolite_event";
     let row = server.connect(name)?.query_one(SUM, &[])?;
     Ok((row.get(0), row.get(1)))
 }
@@ -594,7 +594,7 @@ fn daemon_run(
     }
     let row = client.query_one(
         "SELECT (SELECT sum(inserted) FROM ingest_inbox)::bigint,
-                (SELECT count(*) FROM duty_event_data)",
+                (SELECT count(*) FROM spoolite_event)",
         &[],
     )?;
     let (inserted, stored): (i64, i64) = (row.get(0), row.get(1));

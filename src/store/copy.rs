@@ -5,7 +5,7 @@
 //! batch), then counted on both sides before the commit.
 //!
 //! The SQLite layout is mapped back to what analysts read: the 32-byte key to its
-//! 64-hex text, `flight_ref` to `flight_id`, `batch_ref` to the batch's digest,
+//! 64-hex text, `batch_ref` to the batch's digest,
 //! `retracted` 0/1 to a boolean; the rows are read through the views that already
 //! do this (`duty_event_all`). PostgreSQL keeps no flight table: its
 //! `flight_times` is computed from the copied rows, and its list of flight ids
@@ -172,7 +172,7 @@ pub(crate) fn sqlite_into_postgres(
     // Writers wait (analysts still read) until the copy commits, so that the
     // target is counted, filled and counted again with nothing in between.
     tx.batch_execute(
-        "LOCK TABLE ingest_inbox, duty_event_data, quarantine, change_seq_counter
+        "LOCK TABLE ingest_inbox, spoolite_event, quarantine, spoolite_change_seq
          IN EXCLUSIVE MODE",
     )
     .map_err(target_error)?;
@@ -197,7 +197,7 @@ pub(crate) fn sqlite_into_postgres(
     // Every flight id the target now holds, for the look-up that tells a later
     // batch's id differing from one of them only in letter case.
     tx.execute(
-        "INSERT INTO spoolite_flight_id (flight_id) SELECT DISTINCT flight_id FROM duty_event_data
+        "INSERT INTO spoolite_flight_id (flight_id) SELECT DISTINCT flight_id FROM spoolite_event
          ON CONFLICT DO NOTHING",
         &[],
     )
@@ -244,7 +244,7 @@ fn open_source(from: &Path) -> Result<Connection, CopyError> {
 /// The target's next `change_seq`.
 fn next_change_seq(tx: &mut Transaction<'_>) -> Result<i64, postgres::Error> {
     Ok(tx
-        .query_one("SELECT next_seq FROM change_seq_counter WHERE one", &[])?
+        .query_one("SELECT next_seq FROM spoolite_change_seq WHERE one", &[])?
         .get(0))
 }
 
@@ -262,8 +262,8 @@ fn verify_target(
         source: source.into(),
     };
     tx.execute(
-        "UPDATE change_seq_counter SET next_seq = greatest(next_seq,
-             coalesce((SELECT max(change_seq) FROM duty_event_data), 0) + 1)
+        "UPDATE spoolite_change_seq SET next_seq = greatest(next_seq,
+             coalesce((SELECT max(change_seq) FROM spoolite_event), 0) + 1)
          WHERE one",
         &[],
     )
@@ -343,7 +343,7 @@ const TABLES: [Table; 3] = [
                         payload, retracted, batch_digest, first_seen_at, updated_at,
                         change_seq + ?1
                  FROM duty_event_all ORDER BY idempotency_key",
-        copy: "COPY duty_event_data (key, flight_id, event_kind, instant_utc, source_revision,
+        copy: "COPY spoolite_event (key, flight_id, event_kind, instant_utc, source_revision,
                    payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
                FROM STDIN",
     },
@@ -444,10 +444,10 @@ fn text_of(value: ValueRef<'_>) -> Option<String> {
 fn source_tally(source: &Connection) -> rusqlite::Result<Tally> {
     source.query_row(
         "SELECT (SELECT count(*) FROM ingest_inbox),
-                (SELECT count(*) FROM duty_event_data),
-                (SELECT count(*) FROM duty_event_data WHERE retracted = 0),
+                (SELECT count(*) FROM duty_event_all),
+                (SELECT count(*) FROM duty_event),
                 (SELECT count(*) FROM quarantine),
-                (SELECT count(DISTINCT flight_ref) FROM duty_event_data),
+                (SELECT count(DISTINCT flight_id) FROM duty_event_all),
                 (SELECT count(*) FROM flight_times)",
         [],
         |found| {
@@ -467,10 +467,10 @@ fn source_tally(source: &Connection) -> rusqlite::Result<Tally> {
 fn target_tally(tx: &mut Transaction<'_>) -> Result<Tally, postgres::Error> {
     let found = tx.query_one(
         "SELECT (SELECT count(*) FROM ingest_inbox),
-                (SELECT count(*) FROM duty_event_data),
-                (SELECT count(*) FROM duty_event_data WHERE NOT retracted),
+                (SELECT count(*) FROM spoolite_event),
+                (SELECT count(*) FROM spoolite_event WHERE NOT retracted),
                 (SELECT count(*) FROM quarantine),
-                (SELECT count(DISTINCT flight_id) FROM duty_event_data),
+                (SELECT count(DISTINCT flight_id) FROM spoolite_event),
                 (SELECT count(*) FROM flight_times)",
         &[],
     )?;

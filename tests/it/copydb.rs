@@ -15,7 +15,9 @@ use tempfile::TempDir;
 use crate::pg::outcome_table_files;
 use crate::pg_conn::TlsServer;
 use crate::pg_contract::{Backend, Times, assert_views_equal, views};
-use crate::support::{event, ingest_command, ingest_json, json_batch, query, spoolite, write};
+use crate::support::{
+    event, ingest_command, ingest_json, json_batch, pg_schema_version, query, spoolite, write,
+};
 use crate::support_pg::PgDb;
 
 /// `spoolite copy-db --from FROM --to TO` with `extra` options.
@@ -101,7 +103,7 @@ impl Source {
     }
 
     fn max_change_seq(&self) -> i64 {
-        query(&self.db(), "SELECT max(change_seq) FROM duty_event_data")[0][0]
+        query(&self.db(), "SELECT max(change_seq) FROM duty_event_all")[0][0]
             .parse()
             .expect("a number")
     }
@@ -111,10 +113,10 @@ impl Source {
 /// "left unchanged" compares.
 fn whole(db: &PgDb) -> Vec<Vec<String>> {
     let mut tables = vec![
-        db.rows("SELECT * FROM duty_event_data"),
+        db.rows("SELECT * FROM spoolite_event"),
         db.rows("SELECT * FROM ingest_inbox"),
         db.rows("SELECT * FROM quarantine"),
-        db.rows("SELECT * FROM change_seq_counter"),
+        db.rows("SELECT * FROM spoolite_change_seq"),
         db.rows("SELECT * FROM spoolite_flight_id"),
     ];
     tables.push(db.rows("SELECT version FROM spoolite_schema"));
@@ -170,12 +172,12 @@ fn a_copy_reads_as_its_source_and_as_the_same_files_ingested_into_postgres() {
         "the copy lists the flight ids a direct ingest lists"
     );
     assert_eq!(
-        target_db.query("SELECT next_seq::text FROM change_seq_counter"),
+        target_db.query("SELECT next_seq::text FROM spoolite_change_seq"),
         [[(max + 1).to_string()]]
     );
     assert_eq!(
         target_db.query("SELECT max(version)::text FROM spoolite_schema"),
-        [["2"]],
+        [[pg_schema_version().to_string()]],
         "the target's schema is made as ingest makes it"
     );
     assert_eq!(
@@ -330,7 +332,7 @@ fn into_non_empty_adds_the_sources_batches_above_the_targets_change_seq_and_refu
     );
     let max = source.max_change_seq() + 2;
     assert_eq!(
-        target.query("SELECT next_seq::text FROM change_seq_counter"),
+        target.query("SELECT next_seq::text FROM spoolite_change_seq"),
         [[(max + 1).to_string()]]
     );
 

@@ -384,17 +384,18 @@ def now_plus_ms(ms):
     return instant(millis // 1000)[:-1] + f".{millis % 1000:03}Z"
 
 conn = sqlite3.connect(db, isolation_level=None)
-assert conn.execute("PRAGMA user_version").fetchone()[0] == 6, "not schema 6"
+assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'spoolite_event'"
+                    ).fetchone()[0] == 1, "not a schema with spoolite_event"
 conn.execute("PRAGMA synchronous = OFF")
 conn.execute("PRAGMA cache_size = -512000")
 conn.execute("BEGIN IMMEDIATE")
 indexes = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                       "AND tbl_name = 'duty_event_data' AND sql IS NOT NULL").fetchall()
+                       "AND tbl_name = 'spoolite_event' AND sql IS NOT NULL").fetchall()
 for name, _ in indexes:
     conn.execute(f"DROP INDEX {name}")
-flight_ref = conn.execute("SELECT coalesce(max(ref), 0) + 1 FROM flight").fetchone()[0]
+flight_ref = conn.execute("SELECT coalesce(max(ref), 0) + 1 FROM spoolite_flight").fetchone()[0]
 batch_ref = conn.execute("SELECT coalesce(max(batch_ref), 0) + 1 FROM ingest_inbox").fetchone()[0]
-change_seq = conn.execute("SELECT coalesce(max(change_seq), 0) + 1 FROM duty_event_data").fetchone()[0]
+change_seq = conn.execute("SELECT coalesce(max(change_seq), 0) + 1 FROM spoolite_event").fetchone()[0]
 rows = 0
 for b, first in enumerate(range(0, flights, per_batch)):
     ingested_at = now_plus_ms(b)
@@ -410,13 +411,13 @@ for b, first in enumerate(range(0, flights, per_batch)):
             file.update(f'{{"flight_id":"{flight_id}","event_kind":"{kind}","instant_utc":"{at}",'
                         f'"source_revision":{rev},"payload":{payload}{retracted_field}}}\n'.encode())
             key = hashlib.sha256(f"{flight_id}|{kind}|{at}".encode()).digest()
-            event_rows.append((key, flight_ref, kind, at, rev, payload, int(retracted), batch_ref,
+            event_rows.append((key, flight_id, kind, at, rev, payload, int(retracted), batch_ref,
                                ingested_at, ingested_at, change_seq))
             change_seq += 1
         flight_ref += 1
-    conn.executemany("INSERT INTO flight (ref, flight_id, off_blocks_utc, takeoff_utc, "
+    conn.executemany("INSERT INTO spoolite_flight (ref, flight_id, off_blocks_utc, takeoff_utc, "
                      "landing_utc, on_blocks_utc) VALUES (?, ?, ?, ?, ?, ?)", flight_rows)
-    conn.executemany("INSERT INTO duty_event_data (key, flight_ref, event_kind, instant_utc, "
+    conn.executemany("INSERT INTO spoolite_event (key, flight_id, event_kind, instant_utc, "
                      "source_revision, payload, retracted, batch_ref, first_seen_at, updated_at, "
                      "change_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", event_rows)
     conn.execute("INSERT INTO ingest_inbox (batch_ref, batch_digest, batch_id, file_name, "
@@ -749,7 +750,7 @@ fn columns(db: &Path, table: &str) -> Vec<String> {
 fn pages() -> Vec<&'static str> {
     CONTRACT_RELATIONS
         .into_iter()
-        .chain(["flight", "duty_event_data"])
+        .chain(["spoolite_flight", "spoolite_event"])
         .collect()
 }
 
@@ -1142,7 +1143,7 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
     let json = log
         .get(port, "/spoolite/duty_event_all.json?_sort_desc=change_seq")
         .clone();
-    let max = query(&site.db, "SELECT max(change_seq) FROM duty_event_data")[0][0].clone();
+    let max = query(&site.db, "SELECT max(change_seq) FROM spoolite_event")[0][0].clone();
     log.check(
         rows(&json)
             .first()

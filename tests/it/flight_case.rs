@@ -8,7 +8,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::pg_contract::Backend;
-use crate::support::{Site, event, ingest_command, json_batch, spoolite, write};
+use crate::support::{
+    Site, event, ingest_command, json_batch, pg_schema_version, sha256_hex, spoolite,
+    sqlite_schema_version, write,
+};
 use crate::support_pg::PgDb;
 
 /// The warning for `sent`, new in the file `file`, beside `other`, stored.
@@ -244,14 +247,88 @@ fn execute(backend: &Backend, sql: &str) {
     }
 }
 
-/// A database as the previous schema left it, holding `day.json`, takes the next
+/// The first `version` migrations of `dir` (`schema/` or `schema/postgres/`), in
+/// order: what a spoolite of that schema version made.
+fn migrations(dir: &str, version: usize) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("list the migrations")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    files[..version]
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read a migration"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `day.json` as an older schema stored it (SQLite schema 5, PostgreSQL schema
+/// 1): that schema made from its own migration files, and the file's inbox row and
+/// two events written in its layout.
+fn day_in_an_older_schema(backend: &Backend) {
+    let digest = sha256_hex(day());
+    let key = |flight: &str| {
+        sha256_hex(format!(
+            "{flight}|off_blocks|2026-11-29T{}Z",
+            match flight {
+                "BA0117-20261129" => "10:05:00",
+                _ => "11:00:00",
+            }
+        ))
+    };
+    let (ba, ezy) = (key("BA0117-20261129"), key("EZY8421-20261129"));
+    let at = "2026-11-29T12:00:00.000Z";
+    let sql = match backend {
+        Backend::Sqlite { .. } => format!(
+            "{schema}
+             PRAGMA user_version = 5;
+             INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at,
+                 events_total, inserted, updated, unchanged, stale, conflicts, invalid,
+                 batch_ref, rows_last_written)
+             VALUES ('{digest}', NULL, 'day.json', '{at}', 2, 2, 0, 0, 0, 0, 0, 1, 2);
+             INSERT INTO flight (ref, flight_id, off_blocks_utc) VALUES
+                 (1, 'BA0117-20261129', '2026-11-29T10:05:00Z'),
+                 (2, 'EZY8421-20261129', '2026-11-29T11:00:00Z');
+             INSERT INTO duty_event_data VALUES
+                 (x'{ba}', 1, 'off_blocks', '2026-11-29T10:05:00Z', 1, '{{}}', 0, 1, '{at}', '{at}', 1),
+                 (x'{ezy}', 2, 'off_blocks', '2026-11-29T11:00:00Z', 1, '{{}}', 0, 1, '{at}', '{at}', 2);",
+            schema = migrations("schema", 5),
+        ),
+        Backend::Postgres(_) => format!(
+            "{schema}
+             INSERT INTO spoolite_schema (version) VALUES (1);
+             INSERT INTO ingest_inbox VALUES
+                 ('{digest}', NULL, 'day.json', '{at}', 2, 2, 0, 0, 0, 0, 0);
+             INSERT INTO duty_event_data VALUES
+                 ('{ba}', 'BA0117-20261129', 'off_blocks', '2026-11-29T10:05:00Z', 1, '{{}}',
+                  false, '{digest}', '{at}', '{at}', 1),
+                 ('{ezy}', 'EZY8421-20261129', 'off_blocks', '2026-11-29T11:00:00Z', 1, '{{}}',
+                  false, '{digest}', '{at}', '{at}', 2);
+             UPDATE change_seq_counter SET next_seq = 3;",
+            schema = migrations("schema/postgres", 1),
+        ),
+    };
+    execute(backend, &sql);
+}
+
+/// A database as an older schema left it, holding `day.json`, takes the current
 /// schema on open and tells the second spelling of a flight stored before it.
-fn check_upgrade(backend: &Backend, downgrade: &str, after: &str, expected: &[&str]) {
+fn check_upgrade(backend: &Backend, after: &str, expected: &[String]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = backend.db();
+    day_in_an_older_schema(backend);
     let day = write(dir.path(), "day.json", day());
-    assert_eq!(ingest(&db, &day), Vec::<String>::new());
-    execute(backend, downgrade);
+    assert_eq!(
+        ingest_command(&db)
+            .arg(&day)
+            .output()
+            .expect("run")
+            .status
+            .code(),
+        Some(0)
+    );
     let late = write(dir.path(), "late.json", late());
     assert_eq!(
         ingest(&db, &late),
@@ -264,33 +341,34 @@ fn check_upgrade(backend: &Backend, downgrade: &str, after: &str, expected: &[&s
 fn a_schema_5_sqlite_database_gains_the_index_of_lowered_flight_ids() {
     check_upgrade(
         &Backend::sqlite(),
-        "DROP INDEX flight_id_lower; PRAGMA user_version = 5",
-        "SELECT name FROM sqlite_schema WHERE tbl_name = 'flight' AND type = 'index'
+        "SELECT name FROM sqlite_schema WHERE tbl_name = 'spoolite_flight' AND type = 'index'
          UNION ALL SELECT 'version ' || user_version FROM pragma_user_version",
         &[
-            "flight_id_lower",
-            "flight_off_blocks",
-            "sqlite_autoindex_flight_1",
-            "version 6",
+            "spoolite_flight_id_lower".to_owned(),
+            "spoolite_flight_off_blocks".to_owned(),
+            "sqlite_autoindex_spoolite_flight_1".to_owned(),
+            format!("version {}", sqlite_schema_version()),
         ],
     );
 }
 
 #[test]
 fn a_schema_1_postgres_database_gains_its_list_of_flight_ids() {
+    let mut expected: Vec<String> = [
+        "BA0117-20261129",
+        "BA0117-20261130",
+        "EZY8421-20261129",
+        "ba0117-20261129",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    expected.extend((1..=pg_schema_version()).map(|v| format!("version {v}")));
+    expected.sort();
     check_upgrade(
         &Backend::postgres(),
-        "DROP TABLE spoolite_flight_id; DELETE FROM spoolite_schema WHERE version = 2",
         "SELECT flight_id FROM spoolite_flight_id
          UNION ALL SELECT 'version ' || version FROM spoolite_schema",
-        &[
-            "BA0117-20261129",
-            "BA0117-20261130",
-            "EZY8421-20261129",
-            "ba0117-20261129",
-            "version 1",
-            "version 2",
-        ],
+        &expected,
     );
 }
 

@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use crate::pg_contract::Backend;
 use crate::support::{
     COUNT_FIELDS, EVENT_COLUMNS, dump, event, ingest_command, ingest_json, json_batch, off_blocks,
-    parse_lines, query, sha256_hex, snapshot, spoolite, write,
+    parse_lines, query, sha256_hex, snapshot, spoolite, sqlite_schema_version, write,
 };
 
 /// A database in a temporary folder, with the batch files beside it.
@@ -1917,8 +1917,8 @@ fn a_database_error_in_the_middle_of_a_file_leaves_no_trace() {
     // events are applied in file order (POISON is event 500) or in key order (its
     // key starts 544e…, about a third of the way).
     site.execute(
-        "CREATE TRIGGER poison BEFORE INSERT ON duty_event_data
-         WHEN NEW.flight_ref = (SELECT ref FROM flight WHERE flight_id = 'POISON')
+        "CREATE TRIGGER poison BEFORE INSERT ON spoolite_event
+         WHEN NEW.flight_id = 'POISON'
          BEGIN SELECT RAISE(ABORT, 'forced failure'); END;",
     );
     let before = snapshot(&site.db);
@@ -2078,7 +2078,10 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("has schema version 2, older than this spoolite's (6)"),
+        stderr.contains(&format!(
+            "has schema version 2, older than this spoolite's ({})",
+            sqlite_schema_version()
+        )),
         "{stderr}"
     );
     assert_eq!(query(&site.db, "PRAGMA user_version"), [["2"]]);
@@ -2089,32 +2092,40 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
         "new.json",
         &json_batch(&[off_blocks(1, "{}"), duty_start(1, "{}")]),
     );
-    assert_eq!(query(&site.db, "PRAGMA user_version"), [["6"]]);
+    assert_eq!(
+        query(&site.db, "PRAGMA user_version"),
+        [[sqlite_schema_version().to_string()]]
+    );
     assert_eq!(
         query(
             &site.db,
             "SELECT type, name FROM sqlite_schema
-             WHERE name LIKE 'duty_event%' OR name LIKE '%flight%' ORDER BY name"
+             WHERE name LIKE 'duty_event%' OR name LIKE 'spoolite_event%'
+                OR name LIKE '%flight%' ORDER BY name"
         ),
         [
             ["view", "duty_event"],
             ["view", "duty_event_all"],
-            ["table", "duty_event_data"],
-            ["index", "duty_event_data_batch"],
-            ["index", "duty_event_data_change_seq"],
-            ["index", "duty_event_data_flight"],
-            ["index", "duty_event_data_key"],
-            ["index", "duty_event_data_kind_instant"],
-            ["table", "flight"],
-            ["index", "flight_id_lower"],
-            ["index", "flight_off_blocks"],
             ["view", "flight_times"],
-            ["index", "sqlite_autoindex_flight_1"],
+            ["table", "spoolite_event"],
+            ["index", "spoolite_event_batch"],
+            ["index", "spoolite_event_change_seq"],
+            ["index", "spoolite_event_flight"],
+            ["index", "spoolite_event_key"],
+            ["index", "spoolite_event_kind_instant"],
+            ["index", "spoolite_event_updated_at"],
+            ["table", "spoolite_flight"],
+            ["index", "spoolite_flight_id_lower"],
+            ["index", "spoolite_flight_off_blocks"],
+            ["index", "sqlite_autoindex_spoolite_flight_1"],
         ]
     );
     // The old flight was numbered by the upgrade, the new one by the ingest after it.
     assert_eq!(
-        query(&site.db, "SELECT ref, flight_id FROM flight ORDER BY ref"),
+        query(
+            &site.db,
+            "SELECT ref, flight_id FROM spoolite_flight ORDER BY ref"
+        ),
         [["1", "BA0117-20261129"], ["2", "EZY8421-20270102"]]
     );
     assert_eq!(

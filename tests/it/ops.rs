@@ -1855,7 +1855,7 @@ fn key_prints_what_an_analyst_looks_a_row_up_by() {
         let plan = query(&site.db, &format!("EXPLAIN QUERY PLAN {by_key}"));
         let steps: Vec<&str> = plan.iter().map(|row| row[3].as_str()).collect();
         assert_eq!(
-            steps[0], "SEARCH d USING INDEX duty_event_data_key (<expr>=?)",
+            steps[0], "SEARCH e USING INDEX spoolite_event_key (<expr>=?)",
             "{steps:?}"
         );
         assert!(

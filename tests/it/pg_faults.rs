@@ -60,7 +60,7 @@ fn stop(mut daemon: Daemon) {
 /// Waits until the daemon has created the schema.
 fn wait_schema(daemon: &mut Daemon, db: &PgDb) {
     daemon.wait(Duration::from_secs(20), "the schema created", || {
-        db.query("SELECT (to_regclass('change_seq_counter') IS NOT NULL)::text") == [["true"]]
+        db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
     });
 }
 
@@ -263,8 +263,8 @@ fn assert_change_seq_follows(db: &PgDb, order: &[(String, String)]) {
     }
     assert_eq!(
         db.query(
-            "SELECT (next_seq > coalesce((SELECT max(change_seq) FROM duty_event_data), 0))::text
-             FROM change_seq_counter"
+            "SELECT (next_seq > coalesce((SELECT max(change_seq) FROM spoolite_event), 0))::text
+             FROM spoolite_change_seq"
         ),
         [["true"]]
     );

@@ -313,10 +313,38 @@ fn value_text(value: rusqlite::types::Value) -> String {
 /// column, each sorted: what a later state of the database must equal when nothing
 /// may have changed.
 pub fn snapshot(db: &Path) -> Vec<Vec<String>> {
-    ["duty_event", "ingest_inbox", "quarantine", "flight"]
-        .iter()
-        .map(|table| dump(db, table, &[]))
-        .collect()
+    [
+        "duty_event",
+        "ingest_inbox",
+        "quarantine",
+        "spoolite_flight",
+    ]
+    .iter()
+    .map(|table| dump(db, table, &[]))
+    .collect()
+}
+
+/// The schema version this spoolite writes to a SQLite file: one per migration in
+/// `schema/`.
+pub fn sqlite_schema_version() -> i64 {
+    migrations_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("schema"))
+}
+
+/// The schema version this spoolite writes to PostgreSQL: one per migration in
+/// `schema/postgres/`.
+pub fn pg_schema_version() -> i64 {
+    migrations_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/postgres"))
+}
+
+fn migrations_in(dir: &Path) -> i64 {
+    let sql = fs::read_dir(dir)
+        .expect("list the migrations")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sql"))
+        })
+        .count();
+    sql as i64
 }
 
 /// Lowercase hex SHA-256 of `bytes`: a batch digest or an idempotency key.

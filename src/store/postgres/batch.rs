@@ -8,7 +8,7 @@
 //! 2. `stage` COPYs each chunk's valid events into a temporary table and its
 //!    invalid ones straight into quarantine; the flight id of each run of one
 //!    flight's events goes into a temporary table of its own.
-//! 3. `finish` locks the one `change_seq_counter` row, which serialises the apply
+//! 3. `finish` locks the one `spoolite_change_seq` row, which serialises the apply
 //!    phase of every writer in commit order, then reads the staged events joined
 //!    to their stored rows in key order (file order within a key) through a
 //!    cursor, folds each key with `store::fold::FileFold` exactly as SQLite does,
@@ -236,13 +236,13 @@ const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, ins
 const FOLD_CURSOR: &str = "DECLARE spoolite_fold NO SCROLL CURSOR FOR
     SELECT s.key, s.idx, s.revision, s.retracted, s.payload, s.raw, s.flight_id,
            s.event_kind, s.instant_utc, d.source_revision, d.payload, d.retracted
-    FROM spoolite_stage AS s LEFT JOIN duty_event_data AS d ON d.key = s.key
+    FROM spoolite_stage AS s LEFT JOIN spoolite_event AS d ON d.key = s.key
     ORDER BY s.key, s.idx";
 
 /// The winners applied in one statement. The `WHERE` is the revision guard: a
 /// stored row is only ever replaced by a higher revision (which the fold has
 /// already decided each winner is, so every row of `spoolite_winner` is written).
-const APPLY: &str = "INSERT INTO duty_event_data AS d (key, flight_id, event_kind, instant_utc,
+const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
         source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
     SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
            $1, $2, $2, change_seq
@@ -307,7 +307,7 @@ impl KeyColumns {
 /// at again (the wait then goes on).
 const LOCK_WAIT: &str = "500ms";
 
-/// Locks the `change_seq_counter` row until the commit and returns the next
+/// Locks the `spoolite_change_seq` row until the commit and returns the next
 /// `change_seq`. While another writer applies, the wait is cut into spans of
 /// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
 /// transaction), so that a stop is honoured while waiting.
@@ -316,7 +316,7 @@ fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, Stor
     loop {
         let mut attempt = tx.savepoint("spoolite_counter_lock")?;
         match attempt.query_one(
-            "SELECT next_seq FROM change_seq_counter WHERE one FOR UPDATE",
+            "SELECT next_seq FROM spoolite_change_seq WHERE one FOR UPDATE",
             &[],
         ) {
             Ok(row) => {
@@ -572,7 +572,7 @@ impl Effects for Write {
             )));
         }
         tx.execute(
-            "UPDATE change_seq_counter SET next_seq = $1 WHERE one",
+            "UPDATE spoolite_change_seq SET next_seq = $1 WHERE one",
             &[&self.next_seq],
         )?;
         let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;

@@ -3,7 +3,7 @@
 //! `Change` rows as SQLite's feed.
 //!
 //! Why a follower that reads `change_seq > last` never skips a row: a writer takes
-//! its `change_seq`s from the `change_seq_counter` row, which it locks (`FOR
+//! its `change_seq`s from the `spoolite_change_seq` row, which it locks (`FOR
 //! UPDATE`) before it reads stored rows and holds until its commit (`batch.rs`). The
 //! next writer's lock waits for that transaction to end, and PostgreSQL makes a
 //! commit visible before it releases the transaction's locks, so every writer's
@@ -20,7 +20,7 @@ use crate::store::changes::{Change, PAGE_ROWS, PageError};
 use crate::store::{PgTarget, StoreError};
 
 /// The columns of `duty_event_all`, in its order. `change_seq > $1 ORDER BY
-/// change_seq` walks the unique index on `duty_event_data.change_seq`.
+/// change_seq` walks the unique index on `spoolite_event.change_seq`.
 const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, \
      source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
      FROM duty_event_all WHERE change_seq > $1 ORDER BY change_seq LIMIT $2";

@@ -25,6 +25,7 @@ use super::{PgTarget, StoreError, Totals};
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/postgres/0001_initial.sql"),
     include_str!("../../../schema/postgres/0002_flight_id_case.sql"),
+    include_str!("../../../schema/postgres/0004_analyst_speed.sql"),
 ];
 
 /// The schema version this spoolite writes: every migration applied.

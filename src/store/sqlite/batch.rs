@@ -187,6 +187,7 @@ impl Batch<'_> {
                 key: event.key(),
                 index: record.index,
                 flight_ref,
+                flight_id: event.flight_id(),
                 revision: event.revision(),
                 retracted: event.retracted(),
                 event_kind: event.event_kind(),
@@ -253,7 +254,7 @@ impl Effects for Writer {
             |row| row.get(0),
         )?;
         self.next_change_seq.set(tx.query_row(
-            "SELECT coalesce(max(change_seq), 0) + 1 FROM duty_event_data",
+            "SELECT coalesce(max(change_seq), 0) + 1 FROM spoolite_event",
             [],
             |row| row.get(0),
         )?);
@@ -307,7 +308,7 @@ impl Effects for Writer {
             log::debug!("built the secondary indexes again in {:?}", built.elapsed());
         }
         // After the rebuild: a flight's times are recomputed through the index on
-        // flight_ref.
+        // flight_id.
         self.case_variants = flights.finish(tx)?;
         Ok(fold)
     }
@@ -378,6 +379,7 @@ impl Effects for DryRun {
 struct KeyColumns {
     key: [u8; 32],
     flight_ref: i64,
+    flight_id: String,
     event_kind: String,
     instant_utc: String,
 }
@@ -386,6 +388,8 @@ impl KeyColumns {
     fn take(&mut self, row: &Staged<'_>) {
         self.key = *row.key;
         self.flight_ref = row.flight_ref;
+        self.flight_id.clear();
+        self.flight_id.push_str(row.flight_id);
         self.event_kind.clear();
         self.event_kind.push_str(row.event_kind);
         self.instant_utc.clear();
@@ -394,7 +398,7 @@ impl KeyColumns {
 }
 
 /// The stored version of a key, found through the key's index (on its hex).
-const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM duty_event_data
+const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM spoolite_event
      WHERE lower(hex(key)) = lower(hex(?1))";
 
 /// Drives the file's fold (`FileFold`) over the merged runs, in key order (file
@@ -476,7 +480,7 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r st
 
 /// The columns of a new row, in the order `insert_new_sql` and `upsert_sql` bind
 /// them: the row's own values (1-7), the batch's (8, 9), its change_seq (10).
-const ROW_COLUMNS: &str = "(key, flight_ref, event_kind, instant_utc, source_revision, payload,
+const ROW_COLUMNS: &str = "(key, flight_id, event_kind, instant_utc, source_revision, payload,
          retracted, batch_ref, first_seen_at, updated_at, change_seq)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)";
 
@@ -487,7 +491,7 @@ const KEY_INDEX: &str = "lower(hex(key))";
 /// be new: it inserts or, meeting a stored row, does nothing (and the row is then
 /// looked up and folded).
 fn insert_new_sql() -> String {
-    format!("INSERT INTO duty_event_data {ROW_COLUMNS} ON CONFLICT ({KEY_INDEX}) DO NOTHING")
+    format!("INSERT INTO spoolite_event {ROW_COLUMNS} ON CONFLICT ({KEY_INDEX}) DO NOTHING")
 }
 
 /// The upsert of the version of a key that won within a file. The `WHERE` is the
@@ -503,7 +507,7 @@ fn upsert_sql(set_retracted: bool) -> String {
         ""
     };
     format!(
-        "INSERT INTO duty_event_data {ROW_COLUMNS}
+        "INSERT INTO spoolite_event {ROW_COLUMNS}
      ON CONFLICT ({KEY_INDEX}) DO UPDATE SET
          source_revision = excluded.source_revision,
          payload = excluded.payload,
@@ -511,7 +515,7 @@ fn upsert_sql(set_retracted: bool) -> String {
          batch_ref = excluded.batch_ref,
          updated_at = excluded.updated_at,
          change_seq = excluded.change_seq
-     WHERE excluded.source_revision > duty_event_data.source_revision"
+     WHERE excluded.source_revision > spoolite_event.source_revision"
     )
 }
 
@@ -520,12 +524,12 @@ fn upsert_sql(set_retracted: bool) -> String {
 /// the rows changed.
 fn execute_row(
     statement: &mut Statement<'_>,
-    (key, flight_ref, event_kind, instant_utc): (&[u8; 32], i64, &str, &str),
+    (key, flight_id, event_kind, instant_utc): (&[u8; 32], &str, &str, &str),
     version: Version<'_>,
     change_seq: i64,
 ) -> Result<usize, StoreError> {
     statement.raw_bind_parameter(1, key)?;
-    statement.raw_bind_parameter(2, flight_ref)?;
+    statement.raw_bind_parameter(2, flight_id)?;
     statement.raw_bind_parameter(3, event_kind)?;
     statement.raw_bind_parameter(4, instant_utc)?;
     statement.raw_bind_parameter(5, version.revision)?;
@@ -638,7 +642,7 @@ impl Writer {
         row: &Staged<'_>,
         first: Version<'_>,
     ) -> Result<bool, StoreError> {
-        let columns = (row.key, row.flight_ref, row.event_kind, row.instant_utc);
+        let columns = (row.key, row.flight_id, row.event_kind, row.instant_utc);
         let inserted = execute_row(insert_new, columns, first, self.change_seq())? == 1;
         if inserted {
             self.wrote_row();
@@ -657,7 +661,7 @@ impl Writer {
     ) -> Result<(), StoreError> {
         let columns = (
             &columns.key,
-            columns.flight_ref,
+            columns.flight_id.as_str(),
             columns.event_kind.as_str(),
             columns.instant_utc.as_str(),
         );
@@ -803,7 +807,9 @@ mod tests {
         let mut tables = dump("SELECT * FROM duty_event ORDER BY idempotency_key");
         tables.extend(dump("SELECT rowid, * FROM quarantine ORDER BY rowid"));
         tables.extend(dump("SELECT * FROM ingest_inbox ORDER BY rowid"));
-        tables.extend(dump("SELECT flight_id FROM flight ORDER BY flight_id"));
+        tables.extend(dump(
+            "SELECT flight_id FROM spoolite_flight ORDER BY flight_id",
+        ));
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .expect("list")
             .map(|entry| entry.expect("entry").file_name())

@@ -115,7 +115,7 @@ mod tests {
             .expect("plan rows");
         let plan = plan.join("\n");
         assert!(
-            plan.contains("duty_event_data_change_seq") && !plan.contains("TEMP B-TREE"),
+            plan.contains("spoolite_event_change_seq") && !plan.contains("TEMP B-TREE"),
             "{plan}"
         );
         let none = feed.page(0, 10, |_| Ok::<(), ()>(())).expect("page");

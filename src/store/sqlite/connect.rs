@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0004_times_sort.sql"),
     include_str!("../../../schema/0005_retractions_change_feed.sql"),
     include_str!("../../../schema/0006_flight_id_case.sql"),
+    include_str!("../../../schema/0008_analyst_speed.sql"),
 ];
 
 /// The schema version this spoolite writes: every migration applied.

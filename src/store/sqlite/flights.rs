@@ -36,7 +36,7 @@ pub(super) fn is_timed(event_kind: &str) -> bool {
 /// Merges a run's times into the stored ones: per column the earlier (or, for
 /// landing and on-blocks, the later) by time, `rtrim(…, 'Z')` ordering instants
 /// by time; SQLite's two-argument `min`/`max` are NULL when either is.
-const MERGE: &str = "UPDATE flight SET
+const MERGE: &str = "UPDATE spoolite_flight SET
     off_blocks_utc = coalesce(min(rtrim(?2, 'Z'), rtrim(off_blocks_utc, 'Z')) || 'Z', ?2, off_blocks_utc),
     takeoff_utc = coalesce(min(rtrim(?3, 'Z'), rtrim(takeoff_utc, 'Z')) || 'Z', ?3, takeoff_utc),
     landing_utc = coalesce(max(rtrim(?4, 'Z'), rtrim(landing_utc, 'Z')) || 'Z', ?4, landing_utc),
@@ -48,22 +48,23 @@ const CREATE_RECOMPUTE: &str =
     "CREATE TEMP TABLE IF NOT EXISTS flight_recompute (ref INTEGER PRIMARY KEY)";
 
 /// The noted flights' times computed again from their live rows.
-const RECOMPUTE: &str = "UPDATE flight SET
-    off_blocks_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                      WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'off_blocks'),
-    takeoff_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                   WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'takeoff'),
-    landing_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                   WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'landing'),
-    on_blocks_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM duty_event_data
-                     WHERE flight_ref = flight.ref AND retracted = 0 AND event_kind = 'on_blocks')
+const RECOMPUTE: &str = "UPDATE spoolite_flight SET
+    off_blocks_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM spoolite_event
+                      WHERE flight_id = spoolite_flight.flight_id AND retracted = 0 AND event_kind = 'off_blocks'),
+    takeoff_utc = (SELECT min(rtrim(instant_utc, 'Z')) || 'Z' FROM spoolite_event
+                   WHERE flight_id = spoolite_flight.flight_id AND retracted = 0 AND event_kind = 'takeoff'),
+    landing_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM spoolite_event
+                   WHERE flight_id = spoolite_flight.flight_id AND retracted = 0 AND event_kind = 'landing'),
+    on_blocks_utc = (SELECT max(rtrim(instant_utc, 'Z')) || 'Z' FROM spoolite_event
+                     WHERE flight_id = spoolite_flight.flight_id AND retracted = 0 AND event_kind = 'on_blocks')
 WHERE ref IN (SELECT ref FROM temp.flight_recompute)";
 
 /// Every stored flight whose id, lowered, is the one given lowered: the flight
 /// itself and its spellings that differ only in letter case, through the index on
 /// `lower(flight_id)` (SQLite's `lower` folds ASCII letters only, and flight ids
 /// are ASCII).
-const SPELLINGS: &str = "SELECT ref, flight_id FROM flight WHERE lower(flight_id) = lower(?1)";
+const SPELLINGS: &str =
+    "SELECT ref, flight_id FROM spoolite_flight WHERE lower(flight_id) = lower(?1)";
 
 /// The events of one flight read one after the other.
 struct Run {
@@ -159,11 +160,11 @@ impl Flights {
             None => {
                 let next = match self.next_ref {
                     Some(next) => next,
-                    None => {
-                        tx.query_row("SELECT coalesce(max(ref), 0) + 1 FROM flight", [], |row| {
-                            row.get(0)
-                        })?
-                    }
+                    None => tx.query_row(
+                        "SELECT coalesce(max(ref), 0) + 1 FROM spoolite_flight",
+                        [],
+                        |row| row.get(0),
+                    )?,
                 };
                 self.next_ref = Some(next + 1);
                 (next, true)
@@ -186,7 +187,7 @@ impl Flights {
         let [off_blocks, takeoff, landing, on_blocks] = &run.times;
         if run.new {
             tx.prepare_cached(
-                "INSERT INTO flight (ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc,
+                "INSERT INTO spoolite_flight (ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc,
                      on_blocks_utc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![

@@ -1,6 +1,6 @@
 //! Sorted index builds for a batch that is large against the table it goes
 //! into: its rows arrive in key order, so every secondary index of
-//! `duty_event_data` takes them as random inserts; dropping those indexes for the
+//! `spoolite_event` takes them as random inserts; dropping those indexes for the
 //! apply and building them again before the commit (one sort each) costs less
 //! once the batch is large against the table (`worth_it`; BENCHMARKS.md,
 //! "Sorted index builds", has the crossover). It all happens
@@ -15,16 +15,16 @@ use rusqlite::Connection;
 use crate::store::StoreError;
 
 /// The index the upserts' conflict target is: never dropped.
-const KEY_INDEX: &str = "duty_event_data_key";
+const KEY_INDEX: &str = "spoolite_event_key";
 
-/// The secondary indexes of `duty_event_data`, dropped for one batch's apply.
+/// The secondary indexes of `spoolite_event`, dropped for one batch's apply.
 #[must_use = "the dropped indexes must be built again before the commit"]
 pub(super) struct Dropped {
     definitions: Vec<String>,
 }
 
 /// Whether a batch of `events` valid events drops the secondary indexes: when it
-/// holds at least twice as many events as `duty_event_data` holds rows. Then,
+/// holds at least twice as many events as `spoolite_event` holds rows. Then,
 /// even if every stored row is among its keys (`updated`, `unchanged`, which
 /// write little or nothing), at least as many rows are inserted as were stored:
 /// the table at least doubles. Measured on 1M stored rows: 1M new events cost
@@ -34,19 +34,19 @@ pub(super) fn worth_it(tx: &Connection, events: u64) -> Result<bool, StoreError>
     // The largest rowid, not a count: as cheap on 10M rows as on none, never
     // below the count (rows are never deleted), so it errs towards keeping.
     let rows: i64 = tx.query_row(
-        "SELECT coalesce(max(rowid), 0) FROM duty_event_data",
+        "SELECT coalesce(max(rowid), 0) FROM spoolite_event",
         [],
         |row| row.get(0),
     )?;
     Ok(events > 0 && events >= 2 * rows.max(0) as u64)
 }
 
-/// Drops every index of `duty_event_data` but the key's, remembering each one's
+/// Drops every index of `spoolite_event` but the key's, remembering each one's
 /// definition.
 pub(super) fn drop_secondary(tx: &Connection) -> Result<Dropped, StoreError> {
     let mut indexes = tx.prepare(
         "SELECT name, sql FROM sqlite_master
-         WHERE type = 'index' AND tbl_name = 'duty_event_data' AND sql IS NOT NULL
+         WHERE type = 'index' AND tbl_name = 'spoolite_event' AND sql IS NOT NULL
            AND name <> ?1
          ORDER BY name",
     )?;

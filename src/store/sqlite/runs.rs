@@ -32,11 +32,14 @@ const BLOCK_TEXT_BYTES: usize = 1 << 20;
 /// Blocks merged ahead of the writer, at most.
 const BLOCKS_IN_FLIGHT: usize = 2;
 
+/// The texts of an encoded event: flight id, event kind, instant, payload and raw
+/// text.
+const TEXTS: usize = 5;
 /// The fixed part of an encoded event: record index, flight number, revision (or
-/// `NO_REVISION`), whether it is retracted (one byte), and the byte lengths of event
-/// kind, instant, payload and raw text.
-const HEAD_BYTES: usize = 8 + 8 + 8 + 1 + 4 * 4;
-/// Where the four text lengths start in an encoded event.
+/// `NO_REVISION`), whether it is retracted (one byte), and the byte lengths of its
+/// `TEXTS`.
+const HEAD_BYTES: usize = 8 + 8 + 8 + 1 + 4 * TEXTS;
+/// Where the text lengths start in an encoded event.
 const LENGTHS_AT: usize = 8 + 8 + 8 + 1;
 /// The encoded revision of an event without one of its own (revisions are ≥ 0).
 const NO_REVISION: i64 = -1;
@@ -48,8 +51,9 @@ pub(super) struct Staged<'a> {
     pub(crate) key: &'a [u8; 32],
     /// The event's 0-based position in the file.
     pub(crate) index: u64,
-    /// `flight.ref` of its flight (0 in a dry run, which numbers none).
+    /// `spoolite_flight.ref` of its flight (0 in a dry run, which numbers none).
     pub(crate) flight_ref: i64,
+    pub(crate) flight_id: &'a str,
     /// `None`: the file's revision applies.
     pub(crate) revision: Option<i64>,
     /// `"retracted": true`.
@@ -113,6 +117,7 @@ impl Run {
 /// Appends the encoding of `event` (without its key) to `out`.
 fn encode(event: &Staged<'_>, out: &mut Vec<u8>) {
     let texts = [
+        event.flight_id,
         event.event_kind,
         event.instant_utc,
         event.payload,
@@ -133,7 +138,7 @@ fn encode(event: &Staged<'_>, out: &mut Vec<u8>) {
 
 /// The length of the encoded event at the start of `bytes` (at least `HEAD_BYTES`).
 fn encoded_len(bytes: &[u8]) -> usize {
-    HEAD_BYTES + (0..4).map(|i| text_len(bytes, i)).sum::<usize>()
+    HEAD_BYTES + (0..TEXTS).map(|i| text_len(bytes, i)).sum::<usize>()
 }
 
 /// The byte length of text `i` of an encoded event.
@@ -152,7 +157,7 @@ fn le_i64(bytes: &[u8], at: usize) -> i64 {
 /// means the run file was damaged under us.
 fn decode<'a>(key: &'a [u8; 32], bytes: &'a [u8]) -> io::Result<Staged<'a>> {
     let mut at = HEAD_BYTES;
-    let mut texts = [""; 4];
+    let mut texts = [""; TEXTS];
     for (i, text) in texts.iter_mut().enumerate() {
         let len = text_len(bytes, i);
         *text = std::str::from_utf8(&bytes[at..at + len])
@@ -166,10 +171,11 @@ fn decode<'a>(key: &'a [u8; 32], bytes: &'a [u8]) -> io::Result<Staged<'a>> {
         flight_ref: le_i64(bytes, 8),
         revision: (revision != NO_REVISION).then_some(revision),
         retracted: bytes[24] != 0,
-        event_kind: texts[0],
-        instant_utc: texts[1],
-        payload: texts[2],
-        raw: texts[3],
+        flight_id: texts[0],
+        event_kind: texts[1],
+        instant_utc: texts[2],
+        payload: texts[3],
+        raw: texts[4],
     })
 }
 
@@ -419,7 +425,7 @@ struct BlockRow {
     flight_ref: i64,
     revision: Option<i64>,
     retracted: bool,
-    ends: [usize; 4],
+    ends: [usize; TEXTS],
 }
 
 impl Block {
@@ -433,8 +439,9 @@ impl Block {
     }
 
     fn push(&mut self, event: &Staged<'_>) {
-        let mut ends = [0; 4];
+        let mut ends = [0; TEXTS];
         let texts = [
+            event.flight_id,
             event.event_kind,
             event.instant_utc,
             event.payload,
@@ -458,16 +465,17 @@ impl Block {
         let row = &self.rows[at];
         let begin = match at {
             0 => 0,
-            _ => self.rows[at - 1].ends[3],
+            _ => self.rows[at - 1].ends[TEXTS - 1],
         };
-        let [kind, instant, payload, raw] = row.ends;
+        let [flight, kind, instant, payload, raw] = row.ends;
         Staged {
             key: &row.key,
             index: row.index,
             flight_ref: row.flight_ref,
+            flight_id: &self.text[begin..flight],
             revision: row.revision,
             retracted: row.retracted,
-            event_kind: &self.text[begin..kind],
+            event_kind: &self.text[flight..kind],
             instant_utc: &self.text[kind..instant],
             payload: &self.text[instant..payload],
             raw: &self.text[payload..raw],
@@ -618,6 +626,7 @@ mod tests {
                 key: &key,
                 index: *index,
                 flight_ref: 7,
+                flight_id: "BA0117-20261129",
                 revision: (index % 2 == 0).then_some(*index as i64),
                 retracted: index % 3 == 0,
                 event_kind: "landing",
@@ -635,6 +644,7 @@ mod tests {
             |error| error,
             |staged| {
                 assert_eq!(staged.flight_ref, 7);
+                assert_eq!(staged.flight_id, "BA0117-20261129");
                 assert_eq!(
                     staged.revision,
                     (staged.index % 2 == 0).then_some(staged.index as i64)
