@@ -185,27 +185,27 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
         ),
         (
             "a stored event's batch",
-            "UPDATE duty_event_data SET batch_ref = 99 WHERE lower(hex(key)) = '{key}'",
+            "UPDATE spoolite_event SET batch_ref = 99 WHERE lower(hex(key)) = '{key}'",
             &["events_have_batch"],
             "{key} (batch_ref 99)",
         ),
         (
             "a derived table",
-            "UPDATE flight SET on_blocks_utc = '2026-11-29T13:00:00Z'",
+            "UPDATE spoolite_flight SET on_blocks_utc = '2026-11-29T13:00:00Z'",
             &["flight_times"],
             "{flight}",
         ),
         (
             "a change_seq, once its unique index is dropped",
-            "DROP INDEX duty_event_data_change_seq;
-             UPDATE duty_event_data SET change_seq = (SELECT max(change_seq) FROM duty_event_data)
+            "DROP INDEX spoolite_event_change_seq;
+             UPDATE spoolite_event SET change_seq = (SELECT max(change_seq) FROM spoolite_event)
              WHERE lower(hex(key)) = '{key}'",
             &["change_seq_distinct"],
             " (2 rows)",
         ),
         (
             "a live event retracted behind the derived table's back",
-            "UPDATE duty_event_data SET retracted = 1 WHERE lower(hex(key)) = '{key}'",
+            "UPDATE spoolite_event SET retracted = 1 WHERE lower(hex(key)) = '{key}'",
             &["flight_times"],
             "{flight}",
         ),
@@ -236,7 +236,7 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
         (
             "a stored event's batch, past the foreign key",
             "SET session_replication_role = replica;
-             UPDATE duty_event_data SET batch_digest = repeat('e', 64) WHERE key = '{key}'",
+             UPDATE spoolite_event SET batch_digest = repeat('e', 64) WHERE key = '{key}'",
             &["events_have_batch"],
             "{key} (batch_digest eeee",
         ),
@@ -252,15 +252,15 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
         ),
         (
             "a change_seq, once its unique constraint is dropped",
-            "ALTER TABLE duty_event_data DROP CONSTRAINT duty_event_data_change_seq_key;
-             UPDATE duty_event_data SET change_seq = (SELECT max(change_seq) FROM duty_event_data)
+            "ALTER TABLE spoolite_event DROP CONSTRAINT spoolite_event_change_seq_key;
+             UPDATE spoolite_event SET change_seq = (SELECT max(change_seq) FROM spoolite_event)
              WHERE key = '{key}'",
             &["change_seq_distinct"],
             " (2 rows)",
         ),
         (
             "the change_seq counter set back",
-            "UPDATE change_seq_counter SET next_seq = 1",
+            "UPDATE spoolite_change_seq SET next_seq = 1",
             &["integrity"],
             "",
         ),

@@ -13,8 +13,8 @@ use crate::store::check::{
 const RELATIONS: &[&str] = &[
     "spoolite_schema",
     "ingest_inbox",
-    "duty_event_data",
-    "change_seq_counter",
+    "spoolite_event",
+    "spoolite_change_seq",
     "quarantine",
     "spoolite_flight_id",
     "duty_event_all",
@@ -65,15 +65,15 @@ pub(crate) fn integrity(store: &mut PgStore) -> Result<Finding, StoreError> {
         return Ok(Finding::fails(problems.join("; ")));
     }
     let row = store.client.query_one(
-        "SELECT (SELECT count(*) FROM change_seq_counter),
-                (SELECT min(next_seq) FROM change_seq_counter),
-                (SELECT max(change_seq) FROM duty_event_data)",
+        "SELECT (SELECT count(*) FROM spoolite_change_seq),
+                (SELECT min(next_seq) FROM spoolite_change_seq),
+                (SELECT max(change_seq) FROM spoolite_event)",
         &[],
     )?;
     let (counters, next, largest): (i64, Option<i64>, Option<i64>) =
         (row.get(0), row.get(1), row.get(2));
     if counters != 1 {
-        problems.push(format!("change_seq_counter holds {counters} rows, not 1"));
+        problems.push(format!("spoolite_change_seq holds {counters} rows, not 1"));
     } else if let (Some(next), Some(largest)) = (next, largest)
         && next <= largest
     {
@@ -132,17 +132,17 @@ pub(crate) fn quarantine_counts(store: &mut PgStore) -> Result<Finding, StoreErr
 }
 
 pub(crate) fn events_have_batch(store: &mut PgStore) -> Result<Finding, StoreError> {
-    let events = count(store, "SELECT count(*) FROM duty_event_data")?;
+    let events = count(store, "SELECT count(*) FROM spoolite_event")?;
     let (first, total) = offenders(
         store,
-        "WITH per_batch AS (SELECT batch_digest, count(*) AS n FROM duty_event_data
+        "WITH per_batch AS (SELECT batch_digest, count(*) AS n FROM spoolite_event
                             GROUP BY batch_digest),
               orphan AS (SELECT batch_digest, n FROM per_batch AS p
                          WHERE NOT EXISTS (SELECT 1 FROM ingest_inbox AS i
                                            WHERE i.batch_digest = p.batch_digest))
          SELECT d.key || ' (batch_digest ' || coalesce(d.batch_digest, 'NULL') || ')',
                 (SELECT sum(n)::bigint FROM orphan)
-         FROM duty_event_data AS d
+         FROM spoolite_event AS d
          WHERE d.batch_digest IN (SELECT batch_digest FROM orphan)
          ORDER BY d.key
          LIMIT $1",
@@ -151,11 +151,11 @@ pub(crate) fn events_have_batch(store: &mut PgStore) -> Result<Finding, StoreErr
 }
 
 pub(crate) fn change_seq_distinct(store: &mut PgStore) -> Result<Finding, StoreError> {
-    let events = count(store, "SELECT count(*) FROM duty_event_data")?;
+    let events = count(store, "SELECT count(*) FROM spoolite_event")?;
     let (first, total) = offenders(
         store,
         "SELECT change_seq || ' (' || n || ' rows)', count(*) OVER ()
-         FROM (SELECT change_seq, count(*) AS n FROM duty_event_data
+         FROM (SELECT change_seq, count(*) AS n FROM spoolite_event
                GROUP BY change_seq HAVING count(*) > 1) AS dup
          ORDER BY change_seq
          LIMIT $1",

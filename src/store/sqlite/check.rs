@@ -97,19 +97,19 @@ pub(crate) fn quarantine_counts(store: &SqliteStore) -> Result<Finding, StoreErr
 }
 
 pub(crate) fn events_have_batch(store: &SqliteStore) -> Result<Finding, StoreError> {
-    let events = count(&store.conn, "SELECT count(*) FROM duty_event_data")?;
+    let events = count(&store.conn, "SELECT count(*) FROM spoolite_event")?;
     // Grouped by batch first, through the index on batch_ref: one probe of the
     // inbox per batch, not per event.
     let (first, total) = offenders(
         &store.conn,
-        "WITH per_batch AS (SELECT batch_ref, count(*) AS n FROM duty_event_data
+        "WITH per_batch AS (SELECT batch_ref, count(*) AS n FROM spoolite_event
                             GROUP BY batch_ref),
               orphan AS (SELECT batch_ref, n FROM per_batch AS p
                          WHERE NOT EXISTS (SELECT 1 FROM ingest_inbox AS i
                                            WHERE i.batch_ref = p.batch_ref))
          SELECT lower(hex(d.key)) || ' (batch_ref ' || quote(d.batch_ref) || ')',
                 (SELECT sum(n) FROM orphan)
-         FROM duty_event_data AS d
+         FROM spoolite_event AS d
          WHERE d.batch_ref IN (SELECT batch_ref FROM orphan)
             OR d.batch_ref IS NULL
          ORDER BY d.key
@@ -119,11 +119,11 @@ pub(crate) fn events_have_batch(store: &SqliteStore) -> Result<Finding, StoreErr
 }
 
 pub(crate) fn change_seq_distinct(store: &SqliteStore) -> Result<Finding, StoreError> {
-    let events = count(&store.conn, "SELECT count(*) FROM duty_event_data")?;
+    let events = count(&store.conn, "SELECT count(*) FROM spoolite_event")?;
     let (first, total) = offenders(
         &store.conn,
         "SELECT change_seq || ' (' || n || ' rows)', count(*) OVER ()
-         FROM (SELECT change_seq, count(*) AS n FROM duty_event_data
+         FROM (SELECT change_seq, count(*) AS n FROM spoolite_event
                GROUP BY change_seq HAVING count(*) > 1)
          ORDER BY change_seq
          LIMIT ?1",
