@@ -35,9 +35,10 @@ pub fn run(args: &CheckArgs) -> ExitCode {
     };
     let terminal = std::io::stderr().is_terminal();
     let mut code = 0;
-    for check in CHECKS {
+    for (at, check) in CHECKS.iter().enumerate() {
         let started = Instant::now();
-        let result = with_progress(terminal, check, || store.check(check));
+        let shown = format!("{}/{} {}", at + 1, CHECKS.len(), check.name);
+        let result = with_progress(terminal, &shown, || store.check(check));
         let elapsed = started.elapsed();
         let (status, finding) = match result {
             Ok(finding) => {
@@ -79,10 +80,10 @@ fn print_line(json: bool, check: &Check, status: &str, finding: &Finding, elapse
     let _ = out.flush();
 }
 
-/// Runs `work` with, on a terminal, a line on stderr naming the check and the
-/// seconds it has taken so far (a check is one statement: there is no fraction
-/// done to show), cleared when it ends.
-fn with_progress<T>(terminal: bool, check: &Check, work: impl FnOnce() -> T) -> T {
+/// Runs `work` with, on a terminal, a line on stderr naming the check (`2/6
+/// inbox_counts`) and the seconds it has taken so far (a check is one statement:
+/// there is no fraction done to show), cleared when it ends.
+fn with_progress<T>(terminal: bool, shown: &str, work: impl FnOnce() -> T) -> T {
     if !terminal {
         return work();
     }
@@ -91,7 +92,7 @@ fn with_progress<T>(terminal: bool, check: &Check, work: impl FnOnce() -> T) -> 
         indicatif::ProgressStyle::with_template("check {spinner} {msg} {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
-    spinner.set_message(check.name);
+    spinner.set_message(shown.to_owned());
     spinner.enable_steady_tick(Duration::from_millis(200));
     let result = work();
     spinner.finish_and_clear();
