@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::cli::CheckArgs;
 use crate::store::Store;
-use crate::store::check::{CHECKS, Check, Finding};
+use crate::store::check::{CHECKS, Check, Finding, Options};
 
 /// Exit code when any check fails.
 const EXIT_FAILED: u8 = 1;
@@ -34,11 +34,12 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         }
     };
     let terminal = std::io::stderr().is_terminal();
+    let options = Options { quick: args.quick };
     let mut code = 0;
     for (at, check) in CHECKS.iter().enumerate() {
         let started = Instant::now();
         let shown = format!("{}/{} {}", at + 1, CHECKS.len(), check.name);
-        let result = with_progress(terminal, &shown, || store.check(check));
+        let result = with_progress(terminal, &shown, || store.check(check, &options));
         let elapsed = started.elapsed();
         let (status, finding) = match result {
             Ok(finding) => {

@@ -40,8 +40,16 @@ impl Finding {
 /// One check: its name as printed, and what runs it on each backend.
 pub struct Check {
     pub name: &'static str,
-    sqlite: fn(&SqliteStore) -> Result<Finding, StoreError>,
-    postgres: fn(&mut PgStore) -> Result<Finding, StoreError>,
+    sqlite: fn(&SqliteStore, &Options) -> Result<Finding, StoreError>,
+    postgres: fn(&mut PgStore, &Options) -> Result<Finding, StoreError>,
+}
+
+/// How the checks run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// `--quick`: SQLite's `quick_check` for `integrity` (every page, not every
+    /// index entry against its row).
+    pub quick: bool,
 }
 
 /// How many offenders a failing check names.
@@ -51,43 +59,43 @@ pub(crate) const OFFENDERS_SHOWN: i64 = 5;
 pub const CHECKS: &[Check] = &[
     Check {
         name: "integrity",
-        sqlite: super::sqlite::check::integrity,
-        postgres: super::postgres::check::integrity,
+        sqlite: |store, options| super::sqlite::check::integrity(store, options.quick),
+        postgres: |store, options| super::postgres::check::integrity(store, options.quick),
     },
     Check {
         name: "inbox_counts",
-        sqlite: super::sqlite::check::inbox_counts,
-        postgres: super::postgres::check::inbox_counts,
+        sqlite: |store, _| super::sqlite::check::inbox_counts(store),
+        postgres: |store, _| super::postgres::check::inbox_counts(store),
     },
     Check {
         name: "quarantine_counts",
-        sqlite: super::sqlite::check::quarantine_counts,
-        postgres: super::postgres::check::quarantine_counts,
+        sqlite: |store, _| super::sqlite::check::quarantine_counts(store),
+        postgres: |store, _| super::postgres::check::quarantine_counts(store),
     },
     Check {
         name: "events_have_batch",
-        sqlite: super::sqlite::check::events_have_batch,
-        postgres: super::postgres::check::events_have_batch,
+        sqlite: |store, _| super::sqlite::check::events_have_batch(store),
+        postgres: |store, _| super::postgres::check::events_have_batch(store),
     },
     Check {
         name: "change_seq_distinct",
-        sqlite: super::sqlite::check::change_seq_distinct,
-        postgres: super::postgres::check::change_seq_distinct,
+        sqlite: |store, _| super::sqlite::check::change_seq_distinct(store),
+        postgres: |store, _| super::postgres::check::change_seq_distinct(store),
     },
     Check {
         name: "flight_times",
-        sqlite: super::sqlite::check::flight_times,
-        postgres: super::postgres::check::flight_times,
+        sqlite: |store, _| super::sqlite::check::flight_times(store),
+        postgres: |store, _| super::postgres::check::flight_times(store),
     },
 ];
 
 impl Store {
     /// Runs one check on this database. An error is a check that could not run
     /// (the database cannot be read), not one that failed.
-    pub fn check(&mut self, check: &Check) -> Result<Finding, StoreError> {
+    pub fn check(&mut self, check: &Check, options: &Options) -> Result<Finding, StoreError> {
         match self {
-            Store::Sqlite(store) => (check.sqlite)(store),
-            Store::Postgres(store) => (check.postgres)(store),
+            Store::Sqlite(store) => (check.sqlite)(store, options),
+            Store::Postgres(store) => (check.postgres)(store, options),
         }
     }
 

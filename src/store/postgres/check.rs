@@ -41,7 +41,7 @@ fn count(store: &mut PgStore, sql: &str) -> Result<i64, StoreError> {
 /// has no `integrity_check` a reader may run; what stands in: the schema version
 /// is this spoolite's, every table and view of the schema is there, the
 /// `change_seq` counter is one row above every stored `change_seq`.
-pub(crate) fn integrity(store: &mut PgStore) -> Result<Finding, StoreError> {
+pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, StoreError> {
     let version = store.schema_version()?;
     let mut problems = Vec::new();
     if version != SCHEMA_VERSION {
