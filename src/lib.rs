@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod copydb;
+pub mod crew;
 pub mod daemon;
 pub mod ingest;
 pub mod logging;

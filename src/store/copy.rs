@@ -7,9 +7,9 @@
 //! The SQLite layout is mapped back to what analysts read: the 32-byte key to its
 //! 64-hex text, `batch_ref` to the batch's digest,
 //! `retracted` 0/1 to a boolean; the rows are read through the views that already
-//! do this (`duty_event_all`). PostgreSQL keeps no flight table: its
-//! `flight_times` is computed from the copied rows, and its list of flight ids
-//! (`spoolite_flight_id`) is filled from them. `change_seq` keeps its values
+//! do this (`duty_event_all`). PostgreSQL's kept rows (its list of flight ids
+//! `spoolite_flight_id`, the flights' times `spoolite_flight` and the crew rows)
+//! are computed from the copied rows by the code its batches run. `change_seq` keeps its values
 //! in an empty target (shifted above the target's counter in one that has had
 //! rows), and the counter goes on above the largest copied.
 
@@ -202,6 +202,13 @@ pub(crate) fn sqlite_into_postgres(
         &[],
     )
     .map_err(target_error)?;
+    // The copied flights' times and crew rows, as their batches would have kept
+    // them: every copied row's change_seq is above `shift`.
+    super::postgres::crew::keep(&mut tx, super::postgres::crew::Scope::ChangedAfter(shift))
+        .map_err(|source| CopyError::Target {
+            target: target.clone(),
+            source,
+        })?;
     let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
     tx.commit().map_err(target_error)?;
     drop(snapshot);

@@ -61,7 +61,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
                 "duty_start",
                 "2027-01-01T23:30:00Z",
                 Some(1),
-                "{}",
+                r#"{"crew":["C1",{"id":"C2","role":"positioning"}]}"#,
             ),
             event(
                 "EZY8421-20270102",

@@ -30,6 +30,8 @@ const PIP_TIMEOUT: Duration = Duration::from_secs(300);
 const SQL_TIME_LIMIT_MS: u64 = 1000;
 /// Datasette's default `facet_time_limit_ms`.
 const FACET_TIME_LIMIT_MS: u64 = 200;
+/// Requests of the `event_kind` facet, of which one must come back within it.
+const FACET_TRIES: usize = 5;
 
 /// Flights made in SQL: six events each (duty start and end, off- and on-blocks,
 /// takeoff, landing), and every 50th flight a retracted landing besides, so
@@ -384,6 +386,7 @@ def now_plus_ms(ms):
     return instant(millis // 1000)[:-1] + f".{millis % 1000:03}Z"
 
 conn = sqlite3.connect(db, isolation_level=None)
+# The crew tables stay empty (this test reads no crew view).
 assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'spoolite_event'"
                     ).fetchone()[0] == 1, "not a schema with spoolite_event"
 conn.execute("PRAGMA synchronous = OFF")
@@ -747,10 +750,19 @@ fn columns(db: &Path, table: &str) -> Vec<String> {
 }
 
 /// The tables and views analysts read (and the two storage tables behind them).
+/// The tables behind the views, which the metadata hides from Datasette's lists.
+const STORAGE: [&str; 4] = [
+    "spoolite_event",
+    "spoolite_flight",
+    "spoolite_crew_flight",
+    "spoolite_crew_duty",
+];
+
 fn pages() -> Vec<&'static str> {
     CONTRACT_RELATIONS
         .into_iter()
-        .chain(["spoolite_flight", "spoolite_event"])
+        .chain(["crew_flight", "crew_duty"])
+        .chain(STORAGE)
         .collect()
 }
 
@@ -964,7 +976,29 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
         );
     }
 
-    log.get(port, "/spoolite.json");
+    // What an analyst sees first: the contract's tables and views, the storage
+    // hidden (listed apart, under "hidden tables").
+    let listed = log.get(port, "/spoolite.json").clone();
+    let hidden: Vec<(String, bool)> = listed["tables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_owned(),
+                t["hidden"] == true,
+            )
+        })
+        .collect();
+    log.check(
+        STORAGE
+            .iter()
+            .all(|name| hidden.contains(&(name.to_string(), true)))
+            && ["ingest_inbox", "quarantine"]
+                .iter()
+                .all(|name| hidden.contains(&(name.to_string(), false))),
+        || format!("/spoolite.json: tables and whether hidden {hidden:?}"),
+    );
     for table in pages() {
         let path = format!("/spoolite/{table}.json");
         let json = log.get(port, &path).clone();
@@ -994,6 +1028,17 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
     // checked once the daemon has finished, below).
     log.get(port, "/spoolite/duty_event.json?_facet=event_kind");
     for table in ["duty_event", "duty_event_all"] {
+        // Sorted by updated_at, newest first: the index on it gives the page.
+        let path = format!("/spoolite/{table}.json?_sort_desc=updated_at");
+        let json = log.get(port, &path).clone();
+        let times: Vec<String> = rows(&json)
+            .iter()
+            .filter_map(|r| r["updated_at"].as_str().map(str::to_owned))
+            .collect();
+        log.check(
+            times.len() >= 100 && times.windows(2).all(|w| w[0] >= w[1]),
+            || format!("{path}: updated_at {:?}…", &times[..times.len().min(5)]),
+        );
         let path = format!("/spoolite/{table}.json?_sort_desc=change_seq");
         let json = log.get(port, &path).clone();
         let seqs: Vec<i64> = rows(&json)
@@ -1097,20 +1142,30 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
     let n = FLIGHTS + LIVE_FILES * LIVE_FLIGHTS_PER_FILE - 1;
     check_flight(&mut log, port, &flight(n).id, &flight_events(n));
 
-    let facet = log
-        .get(port, "/spoolite/duty_event.json?_facet=event_kind")
-        .clone();
-    let mut got: Vec<(String, String)> = facet["facet_results"]["event_kind"]["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            (
-                r["value"].as_str().unwrap_or("").to_owned(),
-                r["count"].to_string(),
-            )
-        })
-        .collect();
+    // A facet cut off by Datasette's 200 ms limit is missing from the JSON. The
+    // count reads one index of the live rows (about 90 ms of CPU at a million rows
+    // on this machine); a machine busy with other tests may delay one request past
+    // the limit, so the facet has FACET_TRIES requests to come back within it.
+    let mut got: Vec<(String, String)> = Vec::new();
+    for _ in 0..FACET_TRIES {
+        let facet = log
+            .get(port, "/spoolite/duty_event.json?_facet=event_kind")
+            .clone();
+        got = facet["facet_results"]["event_kind"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["value"].as_str().unwrap_or("").to_owned(),
+                    r["count"].to_string(),
+                )
+            })
+            .collect();
+        if !got.is_empty() {
+            break;
+        }
+    }
     let mut want: Vec<(String, String)> = query(
         &site.db,
         "SELECT event_kind, count(*) FROM duty_event GROUP BY event_kind",
@@ -1120,26 +1175,9 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
     .collect();
     got.sort();
     want.sort();
-    // A facet's query has Datasette's facet limit, 200 ms, and counting a million
-    // live events of a view that joins each to its flight takes longer (0.8 s with
-    // sqlite3 3.40 on 2 cores): Datasette then answers the page without the facet
-    // and its HTML page says the facet timed out (the JSON leaves it out). The facet
-    // must be right or declared late, never wrong or silently missing.
-    if got.is_empty() {
-        let (status, html) = get_raw(port, "/spoolite/duty_event?_facet=event_kind")
-            .unwrap_or_else(|e| panic!("GET the duty_event page: {e}"));
-        let declared = html.contains("These facets timed out: event_kind");
-        log.check(status == 200 && declared, || {
-            format!(
-                "facet on event_kind: missing from the JSON and not declared timed out ({status})"
-            )
-        });
-        println!("facet on event_kind: past the 200 ms facet limit, declared timed out");
-    } else {
-        log.check(got == want, || {
-            format!("facet on event_kind: {got:?}, want {want:?}")
-        });
-    }
+    log.check(got == want, || {
+        format!("facet on event_kind: {got:?}, want {want:?}")
+    });
     let json = log
         .get(port, "/spoolite/duty_event_all.json?_sort_desc=change_seq")
         .clone();

@@ -1,11 +1,13 @@
 //! The one integration-test binary: drives the real `spoolite` binary in temporary
 //! folders and compares whole tables.
 
+mod analyst;
 mod archive_keep;
 mod changes;
 mod check;
 mod cli;
 mod copydb;
+mod crew;
 mod daemon;
 mod datasette;
 mod faults;

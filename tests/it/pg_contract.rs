@@ -230,6 +230,8 @@ pub fn views(backend: &Backend, times: Times) -> Vec<(&'static str, Vec<String>)
                  FROM flight_times",
             )),
         ),
+        ("crew_flight", crate::crew::crew_flight(backend)),
+        ("crew_duty", crate::crew::crew_duty(backend)),
     ]
 }
 

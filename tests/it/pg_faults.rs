@@ -157,7 +157,11 @@ fn keyed_event(key: u64, revision: u64, variant: u64, retracted: bool) -> String
             key % 60
         ),
         Some(revision as i64),
-        &format!("{{\"k\":{key},\"v\":{variant}}}"),
+        // A crew that differs between variants: a correction moves the minutes.
+        &format!(
+            "{{\"crew\":[\"C{variant}\",\"K{}\"],\"k\":{key},\"v\":{variant}}}",
+            key % 3
+        ),
     );
     if retracted {
         format!("{},\"retracted\":true}}", &text[..text.len() - 1])
@@ -324,6 +328,8 @@ fn tables(db: &PgDb) -> Vec<Vec<Vec<String>>> {
         "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
                 block_minutes::text, airborne_minutes::text
          FROM flight_times ORDER BY flight_id",
+        "SELECT crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes::text
+         FROM crew_flight ORDER BY flight_id, crew_id",
     ]
     .iter()
     .map(|sql| db.query(sql))
@@ -353,7 +359,7 @@ fn assert_as_one_clean_delivery(server: &Arc<Server>, db: &PgDb, files: &[File])
     for ((got, want), name) in got
         .iter()
         .zip(&want)
-        .zip(names.iter().chain(&["flight_times"]))
+        .zip(names.iter().chain(&["flight_times", "crew_flight"]))
     {
         assert_eq!(got, want, "{name} differs from the clean delivery");
     }
@@ -509,6 +515,13 @@ fn two_daemons_on_overlapping_keys_end_as_the_files_applied_one_at_a_time_in_com
     assert!(
         inserted > 0 && updated > 0 && stale > 0 && conflicts > 0 && invalid > 0,
         "{sums:?}"
+    );
+    // Flights the two daemons both wrote have crew rows, equal to the clean
+    // delivery's (above): no recomputation of one writer read a flight older than
+    // the other's commit.
+    assert!(
+        !db.query("SELECT crew_id FROM crew_flight LIMIT 1")
+            .is_empty()
     );
 }
 

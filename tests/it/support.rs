@@ -347,6 +347,66 @@ fn migrations_in(dir: &Path) -> i64 {
     sql as i64
 }
 
+/// The first `count` migrations of `dir` (`schema/` or `schema/postgres/`), in
+/// order: the schema a spoolite of that version made.
+pub fn migrations_sql(dir: &str, count: usize) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .expect("list the migrations")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    files[..count]
+        .iter()
+        .map(|f| fs::read_to_string(f).expect("read a migration"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Turns the SQLite database `db`, of the current schema, into the database
+/// schema 6 made of the same batches: that schema built from its own migration
+/// files, and the inbox, quarantine, flights and events copied into its layout
+/// (the flight by its number, as schema 6 kept it).
+pub fn downgrade_to_schema_6(db: &Path) {
+    let old = db.with_extension("schema6");
+    let conn = rusqlite::Connection::open(&old).expect("open");
+    conn.execute_batch(&migrations_sql("schema", 6))
+        .expect("schema 6");
+    conn.execute("ATTACH ?1 AS c", [db.to_str().expect("a UTF-8 path")])
+        .expect("attach");
+    conn.execute_batch(
+        "BEGIN;
+         INSERT INTO ingest_inbox (batch_digest, batch_id, file_name, ingested_at,
+             events_total, inserted, updated, unchanged, stale, conflicts, invalid,
+             batch_ref, rows_last_written)
+         SELECT batch_digest, batch_id, file_name, ingested_at, events_total, inserted,
+             updated, unchanged, stale, conflicts, invalid, batch_ref, rows_last_written
+         FROM c.ingest_inbox;
+         INSERT INTO quarantine SELECT * FROM c.quarantine;
+         INSERT INTO flight (ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc,
+             on_blocks_utc)
+         SELECT ref, flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc
+         FROM c.spoolite_flight;
+         INSERT INTO duty_event_data (key, flight_ref, event_kind, instant_utc,
+             source_revision, payload, retracted, batch_ref, first_seen_at, updated_at,
+             change_seq)
+         SELECT e.key, f.ref, e.event_kind, e.instant_utc, e.source_revision, e.payload,
+             e.retracted, e.batch_ref, e.first_seen_at, e.updated_at, e.change_seq
+         FROM c.spoolite_event AS e JOIN c.spoolite_flight AS f ON f.flight_id = e.flight_id
+         ORDER BY e.rowid;
+         PRAGMA user_version = 6;
+         COMMIT;
+         DETACH c;",
+    )
+    .expect("copy into schema 6");
+    drop(conn);
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    fs::rename(&old, db).expect("put the schema 6 database in place");
+}
+
 /// Lowercase hex SHA-256 of `bytes`: a batch digest or an idempotency key.
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     use sha2::Digest;

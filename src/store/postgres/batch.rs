@@ -213,7 +213,11 @@ fn bool_text(value: bool) -> &'static str {
 }
 
 /// COPYs `data` (COPY text rows) with `sql` and empties it.
-fn copy(tx: &mut Transaction<'_>, sql: &str, data: &mut Vec<u8>) -> Result<(), StoreError> {
+pub(super) fn copy(
+    tx: &mut Transaction<'_>,
+    sql: &str,
+    data: &mut Vec<u8>,
+) -> Result<(), StoreError> {
     if data.is_empty() {
         return Ok(());
     }
@@ -571,6 +575,9 @@ impl Effects for Write {
                  {expected}; the batch was rolled back"
             )));
         }
+        // Still under the counter lock: no other writer's flight rows can be
+        // newer than what these statements see (`store::postgres::crew`).
+        super::crew::keep(&mut tx, super::crew::Scope::Written)?;
         tx.execute(
             "UPDATE spoolite_change_seq SET next_seq = $1 WHERE one",
             &[&self.next_seq],

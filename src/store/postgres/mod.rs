@@ -9,6 +9,7 @@ mod batch;
 pub(crate) mod changes;
 pub(crate) mod check;
 mod connect;
+pub(crate) mod crew;
 
 use std::path::PathBuf;
 
@@ -25,8 +26,17 @@ use super::{PgTarget, StoreError, Totals};
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/postgres/0001_initial.sql"),
     include_str!("../../../schema/postgres/0002_flight_id_case.sql"),
+    include_str!("../../../schema/postgres/0003_crew.sql"),
     include_str!("../../../schema/postgres/0004_analyst_speed.sql"),
 ];
+
+/// The schema version after whose SQL the crew rows of the events already stored
+/// are built by the code each batch runs (`crew::keep`), in the migrations'
+/// transaction. Schema 3 creates the crew tables, but that code reads the events
+/// under the names schema 4 gives them (`spoolite_event`), so the rows are built
+/// at 4 (no database stands at 3: the two came in one release). A later migration
+/// that changes what that code reads moves this to itself.
+const CREW_VERSION: i64 = 4;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -130,6 +140,9 @@ impl PgStore {
         }
         for version in found + 1..=SCHEMA_VERSION {
             tx.batch_execute(MIGRATIONS[version as usize - 1])?;
+            if version == CREW_VERSION {
+                crew::keep(&mut tx, crew::Scope::All)?;
+            }
             tx.execute(
                 "INSERT INTO spoolite_schema (version) VALUES ($1)",
                 &[&(version as i32)],

@@ -18,8 +18,17 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0004_times_sort.sql"),
     include_str!("../../../schema/0005_retractions_change_feed.sql"),
     include_str!("../../../schema/0006_flight_id_case.sql"),
+    include_str!("../../../schema/0007_crew.sql"),
     include_str!("../../../schema/0008_analyst_speed.sql"),
 ];
+
+/// The schema version after whose SQL the crew rows of the events already stored
+/// are built by the code each batch runs (`store::sqlite::crew`), in that
+/// migration's transaction. Schema 7 creates the crew tables, but that code reads
+/// the events as schema 8 lays them out (`spoolite_event`), so the rows are built
+/// at 8 (no database stands at 7: the two came in one release). A later migration
+/// that changes what that code reads moves this to itself.
+const CREW_VERSION: i64 = 8;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -127,6 +136,9 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             );
         }
         tx.execute_batch(MIGRATIONS[version as usize])?;
+        if next == CREW_VERSION {
+            super::crew::recompute(&tx, super::crew::Scope::All)?;
+        }
         tx.pragma_update(None, "user_version", next)?;
         tx.commit()?;
         if !fresh {

@@ -22,6 +22,7 @@
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 
+use super::crew;
 use crate::store::{CaseVariants, StoreError};
 
 /// The event kinds a flight's times are made of, in the order of `flight`'s four
@@ -74,6 +75,8 @@ struct Run {
     new: bool,
     /// The times of the run's live events, in `KINDS` order.
     times: [Option<String>; 4],
+    /// Whether the run holds an event its flight's crew rows are made of.
+    crewed: bool,
 }
 
 /// A batch's flights as its events are read, and those whose times must be
@@ -87,6 +90,8 @@ pub(super) struct Flights {
     any_recompute: bool,
     /// New flight ids that differ only in letter case from a stored one.
     case_variants: CaseVariants,
+    /// The flights whose crew rows `finish` computes again.
+    crew: crew::Noted,
 }
 
 /// The number of the stored flight `flight_id`, if there is one, and the stored
@@ -132,6 +137,7 @@ impl Flights {
             self.run = Some(self.start_run(tx, flight_id)?);
         }
         let run = self.run.as_mut().expect("a run was started");
+        run.crewed |= crew::is_crewed(event_kind);
         if let Some(column) = KINDS.iter().position(|kind| *kind == event_kind)
             && !retracted
         {
@@ -175,6 +181,7 @@ impl Flights {
             flight_ref,
             new,
             times: Default::default(),
+            crewed: false,
         })
     }
 
@@ -184,6 +191,9 @@ impl Flights {
         let Some(run) = self.run.take() else {
             return Ok(());
         };
+        if run.crewed {
+            self.crew.note(tx, run.flight_ref)?;
+        }
         let [off_blocks, takeoff, landing, on_blocks] = &run.times;
         if run.new {
             tx.prepare_cached(
@@ -222,13 +232,15 @@ impl Flights {
         Ok(())
     }
 
-    /// Computes the noted flights' times again; call once every row is written.
+    /// Computes the noted flights' times again, then the crew rows of the flights
+    /// and duties the batch holds events of; call once every row is written.
     /// Returns the new flight ids that differ only in letter case from another.
     pub(super) fn finish(self, tx: &Connection) -> Result<CaseVariants, StoreError> {
         if self.any_recompute {
             tx.execute_batch(RECOMPUTE)?;
             tx.execute_batch("DELETE FROM temp.flight_recompute")?;
         }
+        self.crew.finish(tx)?;
         Ok(self.case_variants)
     }
 }

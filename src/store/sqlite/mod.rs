@@ -9,6 +9,7 @@ pub(crate) mod batch;
 pub(crate) mod changes;
 pub(crate) mod check;
 pub mod connect;
+mod crew;
 mod flights;
 mod rebuild;
 mod runs;

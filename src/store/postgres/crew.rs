@@ -1,0 +1,204 @@
+//! What a PostgreSQL batch keeps per flight and duty besides its events: the
+//! flights' times (`spoolite_flight`, which `flight_times` reads) and the crew rows
+//! (`spoolite_crew_flight`, `spoolite_crew_duty`, read through `crew_flight` and
+//! `crew_duty`), each computed again from the live rows of the flights the batch
+//! wrote an event of, in the batch's own transaction.
+//!
+//! Many writers commit at once, so a recomputation must never see a state older
+//! than the last commit of a flight it recomputes. `keep` runs after the batch's
+//! winners are applied, so under the `spoolite_change_seq` row lock that the batch
+//! took (`FOR UPDATE`) before reading any stored row and holds until it commits:
+//! writers pass that lock one at a time, and in READ COMMITTED each statement here
+//! sees every batch committed before the lock was granted. Two batches touching
+//! one flight therefore recompute it one after the other, the second from the
+//! first's committed rows, and the last commit's rows are what stays.
+//!
+//! The crew rules are `crate::crew`'s, applied here to the payloads read back (a
+//! page at a time through a cursor, so memory stays bounded), and the rows
+//! COPY'd in: the same rules as SQLite's, with no second reading of them in SQL.
+
+use postgres::Transaction;
+
+use super::batch::{copy, row};
+use crate::crew;
+use crate::store::StoreError;
+
+/// Rows read from a cursor at a time.
+const FETCH_ROWS: usize = 10_000;
+
+/// Which flights to compute again: those the batch wrote a winner of, every
+/// flight id stored (the migration), or those of the rows with a `change_seq`
+/// above a number (`copy-db`'s rows, numbered above every row the target had).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Written,
+    All,
+    ChangedAfter(i64),
+}
+
+impl Scope {
+    /// The flight ids of the scope with an event of one of `kinds`, as a query
+    /// with the column `flight_id`.
+    fn flight_ids(self, kinds: &str) -> String {
+        match self {
+            Scope::Written => format!(
+                "SELECT DISTINCT flight_id FROM spoolite_winner WHERE event_kind IN ({kinds})"
+            ),
+            // In the collation of spoolite_event.flight_id, whose index the
+            // recomputation's joins use.
+            Scope::ChangedAfter(seq) => format!(
+                "SELECT DISTINCT flight_id FROM spoolite_event
+                 WHERE change_seq > {seq} AND event_kind IN ({kinds})"
+            ),
+            Scope::All => {
+                "SELECT flight_id COLLATE \"default\" AS flight_id FROM spoolite_flight_id"
+                    .to_owned()
+            }
+        }
+    }
+}
+
+/// The kinds a flight's times are made of.
+const TIMED: &str = "'off_blocks', 'takeoff', 'landing', 'on_blocks'";
+/// The kinds a flight's or duty's crew rows are made of.
+const CREWED: &str = "'off_blocks', 'on_blocks', 'duty_start', 'duty_end'";
+
+/// The times of the noted flights computed from their live rows.
+const TIMES: &str = "CREATE TEMP TABLE spoolite_times ON COMMIT DROP AS
+    SELECT t.flight_id,
+           min(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'off_blocks') || 'Z'
+               AS off_blocks_utc,
+           min(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'takeoff') || 'Z'
+               AS takeoff_utc,
+           max(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'landing') || 'Z'
+               AS landing_utc,
+           max(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'on_blocks') || 'Z'
+               AS on_blocks_utc
+    FROM spoolite_times_noted AS t
+    LEFT JOIN spoolite_event AS d
+        ON d.flight_id = t.flight_id AND NOT d.retracted
+        AND d.event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+    GROUP BY t.flight_id;
+    DELETE FROM spoolite_flight WHERE flight_id IN (
+        SELECT flight_id FROM spoolite_times
+        WHERE coalesce(off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc) IS NULL);
+    INSERT INTO spoolite_flight (flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc)
+    SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc FROM spoolite_times
+    WHERE coalesce(off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc) IS NOT NULL
+    ORDER BY flight_id
+    ON CONFLICT (flight_id) DO UPDATE SET
+        off_blocks_utc = excluded.off_blocks_utc,
+        takeoff_utc = excluded.takeoff_utc,
+        landing_utc = excluded.landing_utc,
+        on_blocks_utc = excluded.on_blocks_utc;
+    DROP TABLE spoolite_times;
+    DROP TABLE spoolite_times_noted";
+
+/// The noted flights' crew rows deleted, to be written again.
+const CREW_DELETE: &str = "
+    DELETE FROM spoolite_crew_flight WHERE flight_id IN (SELECT flight_id FROM spoolite_crew_noted);
+    DELETE FROM spoolite_crew_duty WHERE duty_id IN (SELECT flight_id FROM spoolite_crew_noted)";
+
+/// Each noted flight with block time, its times, minutes (as flight_times has
+/// them) and the payload of its first live off-blocks: the one event at
+/// `off_blocks_utc` (canonical instants are unique per instant, so two events at
+/// one time are one key).
+const FLIGHTS_CURSOR: &str = "DECLARE spoolite_crew_rows NO SCROLL CURSOR FOR
+    SELECT f.flight_id, f.off_blocks_utc, f.on_blocks_utc,
+           round(extract(epoch FROM f.on_blocks_utc::timestamptz
+                                    - f.off_blocks_utc::timestamptz) / 60, 2)::text,
+           d.payload
+    FROM spoolite_crew_noted AS t
+    JOIN spoolite_flight AS f ON f.flight_id = t.flight_id
+    JOIN spoolite_event AS d
+        ON d.flight_id = f.flight_id AND NOT d.retracted AND d.event_kind = 'off_blocks'
+        AND d.instant_utc = f.off_blocks_utc
+    WHERE f.on_blocks_utc IS NOT NULL
+        AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')";
+
+/// Each noted duty with a live duty_start: its first start, its last end unless
+/// that is before the start (open: NULL), its minutes and that start's payload.
+const DUTIES_CURSOR: &str = "DECLARE spoolite_crew_rows NO SCROLL CURSOR FOR
+    WITH times AS (
+        SELECT t.flight_id AS duty_id,
+               min(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'duty_start') || 'Z'
+                   AS start_utc,
+               max(rtrim(d.instant_utc, 'Z')) FILTER (WHERE d.event_kind = 'duty_end') || 'Z'
+                   AS end_utc
+        FROM spoolite_crew_noted AS t
+        JOIN spoolite_event AS d
+            ON d.flight_id = t.flight_id AND NOT d.retracted
+            AND d.event_kind IN ('duty_start', 'duty_end')
+        GROUP BY t.flight_id
+    ), closed AS (
+        SELECT duty_id, start_utc,
+               CASE WHEN rtrim(end_utc, 'Z') >= rtrim(start_utc, 'Z') THEN end_utc END AS end_utc
+        FROM times WHERE start_utc IS NOT NULL
+    )
+    SELECT c.duty_id, c.start_utc, c.end_utc,
+           round(extract(epoch FROM c.end_utc::timestamptz - c.start_utc::timestamptz) / 60, 2)::text,
+           d.payload
+    FROM closed AS c
+    JOIN spoolite_event AS d
+        ON d.flight_id = c.duty_id AND NOT d.retracted AND d.event_kind = 'duty_start'
+        AND d.instant_utc = c.start_utc";
+
+const COPY_CREW_FLIGHT: &str = "COPY spoolite_crew_flight (flight_id, crew_id, role,
+    off_blocks_utc, on_blocks_utc, block_minutes) FROM STDIN";
+const COPY_CREW_DUTY: &str = "COPY spoolite_crew_duty (duty_id, crew_id, role, duty_start_utc,
+    duty_end_utc, duty_minutes) FROM STDIN";
+
+/// Computes again the times and crew rows of the flights in `scope`; call under
+/// the counter lock, once the batch's winners are applied (or in the migration's
+/// or `copy-db`'s transaction, which hold their own locks).
+pub(crate) fn keep(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreError> {
+    tx.batch_execute(&format!(
+        "CREATE TEMP TABLE spoolite_times_noted ON COMMIT DROP AS {};
+         CREATE TEMP TABLE spoolite_crew_noted ON COMMIT DROP AS {}",
+        scope.flight_ids(TIMED),
+        scope.flight_ids(CREWED),
+    ))?;
+    tx.batch_execute(TIMES)?;
+    tx.batch_execute(CREW_DELETE)?;
+    write_crew(tx, FLIGHTS_CURSOR, COPY_CREW_FLIGHT)?;
+    write_crew(tx, DUTIES_CURSOR, COPY_CREW_DUTY)?;
+    tx.batch_execute("DROP TABLE spoolite_crew_noted")?;
+    Ok(())
+}
+
+/// Reads `cursor`'s rows (id, start, end, minutes, payload) a page at a time and
+/// COPYs one row per crew member of each with `copy_sql`, page by page.
+fn write_crew(tx: &mut Transaction<'_>, cursor: &str, copy_sql: &str) -> Result<(), StoreError> {
+    tx.batch_execute(cursor)?;
+    let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_crew_rows");
+    let mut out = Vec::new();
+    loop {
+        let rows = tx.query(&fetch, &[])?;
+        for found in &rows {
+            let id: &str = found.get(0);
+            let start: &str = found.get(1);
+            let end: Option<&str> = found.get(2);
+            let minutes: Option<&str> = found.get(3);
+            let payload: &str = found.get(4);
+            for member in crew::of_payload(payload) {
+                row(
+                    &mut out,
+                    &[
+                        Some(id),
+                        Some(member.id()),
+                        Some(member.role().as_str()),
+                        Some(start),
+                        end,
+                        minutes,
+                    ],
+                );
+            }
+        }
+        copy(tx, copy_sql, &mut out)?;
+        if rows.len() < FETCH_ROWS {
+            break;
+        }
+    }
+    tx.batch_execute("CLOSE spoolite_crew_rows")?;
+    Ok(())
+}

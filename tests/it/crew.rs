@@ -1,0 +1,443 @@
+//! The crew views `crew_flight` and `crew_duty` on both backends: a flight's crew
+//! from its first live off-blocks, its block time, a duty open and closed, and what
+//! corrections and retractions do to them.
+
+use std::collections::BTreeMap;
+
+use crate::pg_contract::Backend;
+use crate::support::{downgrade_to_schema_6, event, ingest_json, json_batch, write};
+
+/// Both crew views, as `crew_flight` and `crew_duty` read them.
+pub(crate) fn crew_views(db: &Backend) -> (Vec<String>, Vec<String>) {
+    (crew_flight(db), crew_duty(db))
+}
+
+/// An instant's milliseconds since the epoch.
+fn millis(instant: &str) -> i64 {
+    let at: jiff::Timestamp = instant.parse().expect("a canonical instant");
+    at.as_millisecond()
+}
+
+/// Minutes between two instants in hundredths, rounded (what the views' minutes,
+/// rounded to 0.01, read times 100).
+fn centi_minutes(from: &str, to: &str) -> i64 {
+    let ms = millis(to) - millis(from);
+    (ms as f64 / 600.0).round() as i64
+}
+
+/// Both crew views as the contract defines them, computed in the test from
+/// `duty_event`'s live rows (with `spoolite::crew`'s rules, table-tested on their
+/// own), sorted and written like `crew_views`.
+pub(crate) fn crew_from_live_rows(db: &Backend) -> (Vec<String>, Vec<String>) {
+    if !db.has_schema() {
+        return (Vec::new(), Vec::new());
+    }
+    // Per flight id and kind: the earliest (with its payload) and the latest.
+    type Span = ((i64, String, String), (i64, String));
+    let mut spans: BTreeMap<(String, String), Span> = BTreeMap::new();
+    for row in db.rows(
+        "SELECT flight_id, event_kind, instant_utc, payload FROM duty_event
+         WHERE event_kind IN ('off_blocks', 'on_blocks', 'duty_start', 'duty_end')",
+    ) {
+        let [flight, kind, instant, payload] = &row[..] else {
+            unreachable!("four columns")
+        };
+        let at = millis(instant);
+        let first = (at, instant.clone(), payload.clone());
+        let last = (at, instant.clone());
+        let span = spans
+            .entry((flight.clone(), kind.clone()))
+            .or_insert_with(|| (first.clone(), last.clone()));
+        if at < span.0.0 {
+            span.0 = first;
+        }
+        if at > span.1.0 {
+            span.1 = last;
+        }
+    }
+    let mut flights = Vec::new();
+    let mut duties = Vec::new();
+    for ((id, kind), ((start_at, start, payload), _)) in &spans {
+        let crew = spoolite::crew::of_payload(payload);
+        let row = |member: &spoolite::crew::Member, end: &str, minutes: &str| {
+            let role = member.role().as_str();
+            format!("{}|{role}|{id}|{start}|{end}|{minutes}", member.id())
+        };
+        match kind.as_str() {
+            "off_blocks" => {
+                let Some((_, (end_at, end))) = spans.get(&(id.clone(), "on_blocks".into())) else {
+                    continue;
+                };
+                if end_at < start_at {
+                    continue;
+                }
+                let minutes = centi_minutes(start, end).to_string();
+                flights.extend(crew.iter().map(|member| row(member, end, &minutes)));
+            }
+            "duty_start" => {
+                let end = spans
+                    .get(&(id.clone(), "duty_end".into()))
+                    .map(|(_, last)| last)
+                    .filter(|(end_at, _)| end_at >= start_at);
+                let (end, minutes) = match end {
+                    Some((_, end)) => (end.clone(), centi_minutes(start, end).to_string()),
+                    None => ("NULL".to_owned(), "NULL".to_owned()),
+                };
+                duties.extend(crew.iter().map(|member| row(member, &end, &minutes)));
+            }
+            _ => {}
+        }
+    }
+    flights.sort();
+    duties.sort();
+    (flights, duties)
+}
+
+/// `crew_flight` as `crew_id|role|flight_id|off|on|centi-minutes`, sorted.
+pub(crate) fn crew_flight(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT crew_id, role, flight_id, off_blocks_utc, on_blocks_utc,
+                cast(round(block_minutes * 100) AS bigint){t}
+         FROM crew_flight",
+    )
+}
+
+/// `crew_duty` as `crew_id|role|duty_id|start|end|centi-minutes`, sorted.
+pub(crate) fn crew_duty(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT crew_id, role, duty_id, duty_start_utc, coalesce(duty_end_utc, 'NULL'),
+                coalesce(cast(round(duty_minutes * 100) AS bigint){t}, 'NULL')
+         FROM crew_duty",
+    )
+}
+
+/// Ingests one batch of `events` as `name` and expects it processed.
+fn ingest(db: &Backend, dir: &std::path::Path, name: &str, events: &[String]) {
+    let path = write(dir, name, json_batch(events));
+    let (code, lines) = ingest_json(&db.db(), &[&path]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "processed", "{lines:?}");
+}
+
+fn timed(flight: &str, kind: &str, instant: &str, revision: i64, payload: &str) -> String {
+    event(flight, kind, instant, Some(revision), payload)
+}
+
+fn retracted(flight: &str, kind: &str, instant: &str, revision: i64) -> String {
+    let text = timed(flight, kind, instant, revision, "{}");
+    format!(
+        "{},\"retracted\":true}}",
+        text.strip_suffix('}').expect("an object")
+    )
+}
+
+const FL: &str = "BA0117-20261129";
+const OFF: &str = "2026-11-29T10:05:00Z";
+const ON: &str = "2026-11-29T12:35:00Z";
+
+/// The story of one flight and one duty, batch by batch, with the views after each.
+pub(crate) fn check_crew_story(db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crew =
+        r#"{"crew":[" C1 ",{"id":"C2","role":"positioning"},{"id":"C1","role":"positioning"},7]}"#;
+    // Off-blocks alone: no block time, no row.
+    ingest(
+        db,
+        dir.path(),
+        "a.json",
+        &[timed(FL, "off_blocks", OFF, 1, crew)],
+    );
+    assert_eq!(crew_flight(db), Vec::<String>::new());
+    // On-blocks: 150 minutes for each of its crew, operating wins for C1.
+    ingest(
+        db,
+        dir.path(),
+        "b.json",
+        &[timed(FL, "on_blocks", ON, 1, "{}")],
+    );
+    assert_eq!(
+        crew_flight(db),
+        [
+            format!("C1|operating|{FL}|{OFF}|{ON}|15000"),
+            format!("C2|positioning|{FL}|{OFF}|{ON}|15000"),
+        ]
+    );
+    // A return to ramp: a second off-blocks, later, with other crew, keeps the
+    // first one's crew; a later on-blocks lengthens the block time.
+    ingest(
+        db,
+        dir.path(),
+        "c.json",
+        &[
+            timed(
+                FL,
+                "off_blocks",
+                "2026-11-29T10:40:00Z",
+                1,
+                r#"{"crew":["C9"]}"#,
+            ),
+            timed(FL, "on_blocks", "2026-11-29T12:50:00Z", 1, "{}"),
+        ],
+    );
+    let late_on = "2026-11-29T12:50:00Z";
+    assert_eq!(
+        crew_flight(db),
+        [
+            format!("C1|operating|{FL}|{OFF}|{late_on}|16500"),
+            format!("C2|positioning|{FL}|{OFF}|{late_on}|16500"),
+        ]
+    );
+    // The later on-blocks retracted: its minutes go back.
+    ingest(
+        db,
+        dir.path(),
+        "d.json",
+        &[retracted(FL, "on_blocks", late_on, 2)],
+    );
+    assert_eq!(
+        crew_flight(db),
+        [
+            format!("C1|operating|{FL}|{OFF}|{ON}|15000"),
+            format!("C2|positioning|{FL}|{OFF}|{ON}|15000"),
+        ]
+    );
+    // A corrected crew list on the first off-blocks moves the minutes.
+    ingest(
+        db,
+        dir.path(),
+        "e.json",
+        &[timed(
+            FL,
+            "off_blocks",
+            OFF,
+            2,
+            r#"{"crew":["C3"],"tail":"G-XWBA"}"#,
+        )],
+    );
+    assert_eq!(
+        crew_flight(db),
+        [format!("C3|operating|{FL}|{OFF}|{ON}|15000")]
+    );
+    // The first off-blocks retracted: the return to ramp's becomes the first.
+    ingest(
+        db,
+        dir.path(),
+        "f.json",
+        &[retracted(FL, "off_blocks", OFF, 3)],
+    );
+    let ramp = "2026-11-29T10:40:00Z";
+    assert_eq!(
+        crew_flight(db),
+        [format!("C9|operating|{FL}|{ramp}|{ON}|11500")]
+    );
+    // Every on-blocks retracted: no block time, no row.
+    ingest(
+        db,
+        dir.path(),
+        "g.json",
+        &[retracted(FL, "on_blocks", ON, 2)],
+    );
+    assert_eq!(crew_flight(db), Vec::<String>::new());
+
+    // A duty: open while it has no duty_end.
+    let duty = "DUTY-C1-20261129";
+    let start = "2026-11-29T08:45:00Z";
+    ingest(
+        db,
+        dir.path(),
+        "h.json",
+        &[timed(
+            duty,
+            "duty_start",
+            start,
+            1,
+            r#"{"crew":["C1","C2"]}"#,
+        )],
+    );
+    assert_eq!(
+        crew_duty(db),
+        [
+            format!("C1|operating|{duty}|{start}|NULL|NULL"),
+            format!("C2|operating|{duty}|{start}|NULL|NULL"),
+        ]
+    );
+    // An end before its start leaves it open; a later one closes it.
+    ingest(
+        db,
+        dir.path(),
+        "i.json",
+        &[timed(duty, "duty_end", "2026-11-29T08:00:00Z", 1, "{}")],
+    );
+    assert_eq!(crew_duty(db).len(), 2);
+    assert!(crew_duty(db).iter().all(|row| row.ends_with("|NULL|NULL")));
+    let end = "2026-11-29T13:15:30Z";
+    ingest(
+        db,
+        dir.path(),
+        "j.json",
+        &[timed(duty, "duty_end", end, 1, "{}")],
+    );
+    assert_eq!(
+        crew_duty(db),
+        [
+            format!("C1|operating|{duty}|{start}|{end}|27050"),
+            format!("C2|operating|{duty}|{start}|{end}|27050"),
+        ]
+    );
+    // An earlier duty_start with another crew takes over.
+    let earlier = "2026-11-29T08:30:00Z";
+    ingest(
+        db,
+        dir.path(),
+        "k.json",
+        &[timed(
+            duty,
+            "duty_start",
+            earlier,
+            1,
+            r#"{"crew":[{"id":"C4","role":"positioning"}]}"#,
+        )],
+    );
+    assert_eq!(
+        crew_duty(db),
+        [format!("C4|positioning|{duty}|{earlier}|{end}|28550")]
+    );
+}
+
+#[test]
+fn the_crew_views_follow_corrections_and_retractions() {
+    check_crew_story(&Backend::sqlite());
+}
+
+#[test]
+fn the_crew_views_follow_corrections_and_retractions_on_postgres() {
+    check_crew_story(&Backend::postgres());
+}
+
+/// Batches of several flights and duties, with corrections and retractions: what
+/// the migration test builds the crew rows of.
+fn migration_batches() -> Vec<String> {
+    let mut batches = Vec::new();
+    for day in 1..=3 {
+        let mut events = Vec::new();
+        for n in 0..6 {
+            let flight = format!("SP{n:03}-2026110{day}");
+            let off = format!("2026-11-0{day}T{:02}:05:00Z", 6 + n);
+            let on = format!("2026-11-0{day}T{:02}:47:30.5Z", 7 + n);
+            let crew = format!(
+                r#"{{"crew":["C{n}",{{"id":"C{}","role":"positioning"}},{{"id":" C{n} "}}]}}"#,
+                n + 1
+            );
+            events.push(timed(&flight, "off_blocks", &off, 1, &crew));
+            events.push(timed(&flight, "on_blocks", &on, 1, "{}"));
+            if n == 2 {
+                events.push(retracted(&flight, "on_blocks", &on, 2));
+            }
+            let duty = format!("D{n}-2026110{day}");
+            let start = format!("2026-11-0{day}T{:02}:05:00Z", 5 + n);
+            events.push(timed(&duty, "duty_start", &start, 1, &crew));
+            if n % 2 == 0 {
+                let end = format!("2026-11-0{day}T{:02}:30:00Z", 9 + n);
+                events.push(timed(&duty, "duty_end", &end, 1, "{}"));
+            }
+        }
+        batches.push(json_batch(&events));
+    }
+    // A corrected crew list.
+    batches.push(json_batch(&[timed(
+        "SP001-20261101",
+        "off_blocks",
+        "2026-11-01T07:05:00Z",
+        2,
+        r#"{"crew":["C9"]}"#,
+    )]));
+    batches
+}
+
+/// `flight_times` and both crew views, as read.
+fn kept_rows(db: &Backend) -> Vec<Vec<String>> {
+    let (flights, duties) = crew_views(db);
+    let times = db.lines(
+        "SELECT flight_id, off_blocks_utc, coalesce(on_blocks_utc, 'NULL'),
+                coalesce(cast(round(block_minutes * 100) AS bigint){t}, 'NULL')
+         FROM flight_times",
+    );
+    vec![flights, duties, times]
+}
+
+/// Ingests `migration_batches` into `db`, takes the crew schema away (as a
+/// database of the version before it), lets spoolite migrate it again, and
+/// expects the rows the batches had kept.
+fn check_migration_builds_the_rows_batches_keep(db: &Backend, downgrade: &dyn Fn(&Backend)) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let paths: Vec<_> = migration_batches()
+        .iter()
+        .enumerate()
+        .map(|(i, text)| write(dir.path(), &format!("b{i}.json"), text))
+        .collect();
+    let all: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+    let (code, lines) = ingest_json(&db.db(), &all);
+    assert_eq!(code, 0, "{lines:?}");
+    let kept = kept_rows(db);
+    assert!(kept[0].len() >= 25 && kept[1].len() >= 30, "{kept:?}");
+    assert!(kept[1].iter().any(|row| row.ends_with("|NULL|NULL")));
+    assert_eq!((kept[0].clone(), kept[1].clone()), crew_from_live_rows(db));
+    downgrade(db);
+    // A re-drop: nothing to ingest, but the store is opened and migrated.
+    let (code, lines) = ingest_json(&db.db(), &all[..1]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "skipped_duplicate");
+    assert_eq!(
+        kept_rows(db),
+        kept,
+        "the migration builds what the batches kept"
+    );
+}
+
+#[test]
+fn the_migrations_from_schema_6_build_the_crew_rows_batches_keep() {
+    check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
+        let Backend::Sqlite { path, .. } = db else {
+            unreachable!("a SQLite database")
+        };
+        downgrade_to_schema_6(path);
+    });
+}
+
+#[test]
+fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
+    let schema_1 = include_str!("../../schema/postgres/0001_initial.sql");
+    let start = schema_1
+        .find("CREATE VIEW flight_times")
+        .expect("schema 1 has flight_times");
+    let end = start + schema_1[start..].find(";\n").expect("its end") + 1;
+    let flight_times_1 = schema_1[start..end].to_owned();
+    check_migration_builds_the_rows_batches_keep(&Backend::postgres(), &|db| {
+        let Backend::Postgres(pg) = db else {
+            unreachable!("a PostgreSQL database")
+        };
+        pg.client()
+            .batch_execute(&format!(
+                "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW flight_times;
+                 DROP TABLE spoolite_crew_flight; DROP TABLE spoolite_crew_duty;
+                 DROP TABLE spoolite_flight;
+                 ALTER TABLE spoolite_event RENAME TO duty_event_data;
+                 ALTER TABLE spoolite_change_seq RENAME TO change_seq_counter;
+                 ALTER INDEX spoolite_event_batch RENAME TO duty_event_data_batch;
+                 ALTER INDEX spoolite_event_flight_kind RENAME TO duty_event_data_flight_kind;
+                 DROP INDEX spoolite_event_kind_instant;
+                 DROP INDEX spoolite_event_updated_at;
+                 CREATE INDEX duty_event_data_kind_instant
+                     ON duty_event_data (event_kind, rtrim(instant_utc, 'Z')) WHERE NOT retracted;
+                 ALTER TABLE duty_event_data RENAME CONSTRAINT spoolite_event_pkey
+                     TO duty_event_data_pkey;
+                 ALTER TABLE duty_event_data RENAME CONSTRAINT spoolite_event_change_seq_key
+                     TO duty_event_data_change_seq_key;
+                 ALTER TABLE duty_event_data RENAME CONSTRAINT spoolite_event_batch_digest_fkey
+                     TO duty_event_data_batch_digest_fkey;
+                 {flight_times_1}
+                 DELETE FROM spoolite_schema WHERE version >= 3;"
+            ))
+            .expect("back to schema 2");
+    });
+}
