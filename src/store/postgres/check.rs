@@ -17,10 +17,15 @@ const RELATIONS: &[&str] = &[
     "spoolite_change_seq",
     "quarantine",
     "spoolite_flight_id",
+    "spoolite_flight",
+    "spoolite_crew_flight",
+    "spoolite_crew_duty",
     "duty_event_all",
     "duty_event",
     "flight_times",
     "batch_summary",
+    "crew_flight",
+    "crew_duty",
 ];
 
 /// The rows of a statement whose rows are `(offender, total)` (see the SQLite
