@@ -10,6 +10,7 @@
 pub mod backup;
 pub mod batch;
 pub mod changes;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod commands;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use spoolite::cli::{self, Command, RunArgs};
 use spoolite::store::{self, Db};
-use spoolite::{backup, changes, commands, copydb, daemon, ftl, logging};
+use spoolite::{backup, changes, check, commands, copydb, daemon, ftl, logging};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         Command::Key(args) => commands::key(args),
         Command::CopyDb(args) => copydb::run(args),
         Command::Backup(args) => backup::run(args),
+        Command::Check(args) => check::run(args),
     }
 }
 
@@ -85,6 +86,7 @@ fn run(args: &RunArgs) -> ExitCode {
         file_bytes_max: args.file_bytes_max.file_bytes_max,
         limits: args.event_bytes_max.limits(),
         metrics_file: args.metrics_file.clone(),
+        archive_keep: args.archive_keep,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (doorbell, wake) = crossbeam_channel::bounded(1);

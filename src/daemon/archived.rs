@@ -139,6 +139,11 @@ impl Archived {
         }
     }
 
+    /// The names in archive/ of the files watched, which `--archive-keep` leaves.
+    pub(crate) fn names(&self) -> std::collections::HashSet<OsString> {
+        self.watched.iter().map(|w| w.name.clone()).collect()
+    }
+
     /// How many files are watched.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -22,6 +22,7 @@ mod database;
 mod in_doubt;
 mod publish;
 mod report;
+mod retention;
 mod schedule;
 mod take;
 
@@ -48,6 +49,7 @@ use publish::Publisher;
 
 use crate::sizes::{self, ArchiveTally, SiteSizes};
 pub(crate) use report::{Left, Report, log_report};
+use retention::Retention;
 use schedule::Schedule;
 
 /// Every part of the daemon logs under this target, the module's own, so that its
@@ -64,6 +66,8 @@ pub struct Config {
     pub file_bytes_max: u64,
     pub limits: Limits,
     pub metrics_file: Option<PathBuf>,
+    /// `--archive-keep`: how long a file stays in archive/ (`None`: for ever).
+    pub archive_keep: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +90,7 @@ pub(crate) struct Daemon {
     clock: Box<dyn Clock + Send>,
     schedule: Schedule,
     archived: Archived,
+    retention: Retention,
     database: Database,
     in_doubt: CommitInDoubt,
     publisher: Publisher,
@@ -106,6 +111,7 @@ impl Daemon {
             partial_timeout: config.partial_timeout,
         };
         let schedule = Schedule::new(rules, config.rescan);
+        let retention = Retention::new(config.archive_keep, config.rescan);
         let publisher = Publisher::new(
             config.metrics_file.clone(),
             spool.root.clone(),
@@ -118,6 +124,7 @@ impl Daemon {
             clock,
             schedule,
             archived: Archived::default(),
+            retention,
             database: Database::new(store),
             in_doubt: CommitInDoubt::default(),
             publisher,
@@ -167,6 +174,7 @@ impl Daemon {
     fn work(&mut self, now: Instant) -> Report {
         if self.schedule.queue_is_empty() && self.schedule.listing_due(now) {
             self.look_at_archived(now);
+            self.keep_archive(now);
             self.schedule.list(&self.spool, now);
             self.publisher.listed();
             if self.schedule.queue_is_empty()
@@ -208,6 +216,17 @@ impl Daemon {
         if !moved.is_empty() {
             self.publisher.changed_after_archive(moved.len() as u64);
             self.archive_tally.recount();
+        }
+    }
+
+    /// `--archive-keep`: at start and at most once a `--rescan`, just after the
+    /// look at the watched files (so that a watch that just ended frees its file),
+    /// deletes the files that have lain in archive/ longer than the keep.
+    fn keep_archive(&mut self, now: Instant) {
+        if self.retention.due(now) {
+            let watched = self.archived.names();
+            self.retention
+                .pass(&self.spool, &watched, self.clock.wall(), now);
         }
     }
 
@@ -362,12 +381,16 @@ pub fn run(
         })
         .ok();
     log::info!(
-        "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?})",
+        "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?}, archive \
+         keep {})",
         config.spool.display(),
         config.db,
         config.settle,
         config.partial_timeout,
-        config.rescan
+        config.rescan,
+        config
+            .archive_keep
+            .map_or("for ever".to_owned(), |keep| format!("{keep:?}"))
     );
     let mut notifier = Notifier::from_env();
     let longest_sleep = notifier

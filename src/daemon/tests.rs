@@ -106,6 +106,7 @@ impl Harness {
             file_bytes_max: 1 << 30,
             limits: Limits::default(),
             metrics_file: metrics_file.map(|name| dir.path().join(name)),
+            archive_keep: None,
         };
         let metrics_file = config.metrics_file.clone();
         let stop = Arc::new(AtomicBool::new(false));

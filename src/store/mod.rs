@@ -9,6 +9,7 @@
 
 pub(crate) mod backup;
 pub(crate) mod changes;
+pub mod check;
 pub(crate) mod copy;
 pub mod crew_hours;
 mod db;

@@ -18,8 +18,8 @@ use crate::support::{Site, event, ingest_command, json_batch, spoolite, wait_unt
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The commands, as `spoolite --help` lists them.
-const COMMANDS: [&str; 8] = [
-    "run", "ingest", "status", "changes", "ftl", "key", "copy-db", "backup",
+const COMMANDS: [&str; 9] = [
+    "run", "ingest", "status", "changes", "ftl", "key", "copy-db", "backup", "check",
 ];
 
 /// A folder with a defaults file `site.env` holding `text`, where `{dir}` stands for

@@ -2,8 +2,10 @@
 //! folders and compares whole tables.
 
 mod analyst;
+mod archive_keep;
 mod backup;
 mod changes;
+mod check;
 mod cli;
 mod copydb;
 mod crew;

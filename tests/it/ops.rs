@@ -2058,7 +2058,7 @@ fn an_invalid_value_from_the_environment_names_its_variable() {
     assert!(
         stderr.contains(
             "invalid value '5' for '--settle <DURATION>' (from the environment variable \
-             SPOOLITE_SETTLE): \"5\" needs a unit: ms, s, m or h"
+             SPOOLITE_SETTLE): \"5\" needs a unit: ms, s, m, h or d"
         ),
         "{stderr}"
     );

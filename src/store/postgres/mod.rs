@@ -7,6 +7,7 @@
 
 mod batch;
 pub(crate) mod changes;
+pub(crate) mod check;
 mod connect;
 pub(crate) mod crew;
 pub mod crew_hours;

@@ -7,6 +7,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod changes;
+pub(crate) mod check;
 pub mod connect;
 mod crew;
 pub mod crew_hours;

@@ -1,0 +1,207 @@
+//! `spoolite check` on PostgreSQL: one statement per check (see `store::check`).
+
+use postgres::types::ToSql;
+
+use super::{PgStore, SCHEMA_VERSION};
+use crate::store::StoreError;
+use crate::store::check::{
+    Finding, OFFENDERS_SHOWN, change_seq_finding, events_finding, flight_times_finding,
+    inbox_finding, quarantine_finding,
+};
+
+/// The relations spoolite's schema makes, tables and views.
+const RELATIONS: &[&str] = &[
+    "spoolite_schema",
+    "ingest_inbox",
+    "spoolite_event",
+    "spoolite_change_seq",
+    "quarantine",
+    "spoolite_flight_id",
+    "spoolite_flight",
+    "spoolite_crew_flight",
+    "spoolite_crew_duty",
+    "duty_event_all",
+    "duty_event",
+    "flight_times",
+    "batch_summary",
+    "crew_flight",
+    "crew_duty",
+];
+
+/// The rows of a statement whose rows are `(offender, total)` (see the SQLite
+/// side).
+fn offenders(store: &mut PgStore, sql: &str) -> Result<(Vec<String>, i64), StoreError> {
+    let params: [&(dyn ToSql + Sync); 1] = [&OFFENDERS_SHOWN];
+    let rows = store.client.query(sql, &params)?;
+    let total = rows.first().map_or(0, |row| row.get::<_, i64>(1));
+    let first = rows.iter().map(|row| row.get::<_, String>(0)).collect();
+    Ok((first, total))
+}
+
+fn count(store: &mut PgStore, sql: &str) -> Result<i64, StoreError> {
+    Ok(store.client.query_one(sql, &[])?.get(0))
+}
+
+/// PostgreSQL keeps its own pages' checksums (when the cluster has them) and
+/// has no `integrity_check` a reader may run; what stands in: the schema version
+/// is this spoolite's, every table and view of the schema is there, the
+/// `change_seq` counter is one row above every stored `change_seq`.
+pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, StoreError> {
+    let version = store.schema_version()?;
+    let mut problems = Vec::new();
+    if version != SCHEMA_VERSION {
+        problems.push(format!(
+            "schema version {version}, this spoolite's is {SCHEMA_VERSION}"
+        ));
+    }
+    let names: Vec<String> = RELATIONS.iter().map(|name| name.to_string()).collect();
+    let missing: Vec<String> = store
+        .client
+        .query(
+            "SELECT name FROM unnest($1::text[]) AS name WHERE to_regclass(name) IS NULL
+             ORDER BY name",
+            &[&names],
+        )?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!("missing: {}", missing.join(", ")));
+        return Ok(Finding::fails(problems.join("; ")));
+    }
+    let row = store.client.query_one(
+        "SELECT (SELECT count(*) FROM spoolite_change_seq),
+                (SELECT min(next_seq) FROM spoolite_change_seq),
+                (SELECT max(change_seq) FROM spoolite_event)",
+        &[],
+    )?;
+    let (counters, next, largest): (i64, Option<i64>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2));
+    if counters != 1 {
+        problems.push(format!("spoolite_change_seq holds {counters} rows, not 1"));
+    } else if let (Some(next), Some(largest)) = (next, largest)
+        && next <= largest
+    {
+        problems.push(format!(
+            "the next change_seq {next} is not above the largest stored, {largest}"
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(Finding::holds(format!(
+            "schema version {version}, {} tables and views, the change_seq counter above \
+             every row (PostgreSQL has no integrity_check; its page checksums are the \
+             server's)",
+            RELATIONS.len()
+        )));
+    }
+    Ok(Finding::fails(problems.join("; ")))
+}
+
+pub(crate) fn inbox_counts(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let batches = count(store, "SELECT count(*) FROM ingest_inbox")?;
+    let (first, total) = offenders(
+        store,
+        "SELECT batch_digest || ' (events_total ' || events_total || ', outcomes add up to '
+                || (inserted + updated + unchanged + stale + conflicts + invalid) || ')',
+                count(*) OVER ()
+         FROM ingest_inbox
+         WHERE events_total IS DISTINCT FROM
+               inserted + updated + unchanged + stale + conflicts + invalid
+         ORDER BY batch_digest
+         LIMIT $1",
+    )?;
+    Ok(inbox_finding(batches, &first, total))
+}
+
+pub(crate) fn quarantine_counts(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let batches = count(store, "SELECT count(*) FROM ingest_inbox")?;
+    let rows = count(store, "SELECT count(*) FROM quarantine")?;
+    let (first, total) = offenders(
+        store,
+        "WITH q AS (SELECT batch_digest, count(*) AS n FROM quarantine GROUP BY batch_digest),
+              bad AS (
+                  SELECT i.batch_digest AS digest,
+                         i.batch_digest || ' (conflicts + invalid ' || (i.conflicts + i.invalid)
+                             || ', quarantine rows ' || coalesce(q.n, 0) || ')' AS what
+                  FROM ingest_inbox AS i LEFT JOIN q ON q.batch_digest = i.batch_digest
+                  WHERE coalesce(q.n, 0) IS DISTINCT FROM i.conflicts + i.invalid
+                  UNION ALL
+                  SELECT q.batch_digest, q.batch_digest || ' (no inbox row, quarantine rows '
+                             || q.n || ')'
+                  FROM q
+                  WHERE NOT EXISTS (SELECT 1 FROM ingest_inbox AS i
+                                    WHERE i.batch_digest = q.batch_digest))
+         SELECT what, count(*) OVER () FROM bad ORDER BY digest LIMIT $1",
+    )?;
+    Ok(quarantine_finding(batches, rows, &first, total))
+}
+
+pub(crate) fn events_have_batch(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let events = count(store, "SELECT count(*) FROM spoolite_event")?;
+    let (first, total) = offenders(
+        store,
+        "WITH per_batch AS (SELECT batch_digest, count(*) AS n FROM spoolite_event
+                            GROUP BY batch_digest),
+              orphan AS (SELECT batch_digest, n FROM per_batch AS p
+                         WHERE NOT EXISTS (SELECT 1 FROM ingest_inbox AS i
+                                           WHERE i.batch_digest = p.batch_digest))
+         SELECT d.key || ' (batch_digest ' || coalesce(d.batch_digest, 'NULL') || ')',
+                (SELECT sum(n)::bigint FROM orphan)
+         FROM spoolite_event AS d
+         WHERE d.batch_digest IN (SELECT batch_digest FROM orphan)
+         ORDER BY d.key
+         LIMIT $1",
+    )?;
+    Ok(events_finding(events, &first, total))
+}
+
+pub(crate) fn change_seq_distinct(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let events = count(store, "SELECT count(*) FROM spoolite_event")?;
+    let (first, total) = offenders(
+        store,
+        "SELECT change_seq || ' (' || n || ' rows)', count(*) OVER ()
+         FROM (SELECT change_seq, count(*) AS n FROM spoolite_event
+               GROUP BY change_seq HAVING count(*) > 1) AS dup
+         ORDER BY change_seq
+         LIMIT $1",
+    )?;
+    Ok(change_seq_finding(events, &first, total))
+}
+
+/// `flight_times` against the figures computed here from `duty_event`, both ways
+/// (see the SQLite side).
+pub(crate) fn flight_times(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let flights = count(store, "SELECT count(*) FROM flight_times")?;
+    let (first, total) = offenders(
+        store,
+        "WITH live AS (
+             SELECT flight_id,
+                    min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'off_blocks') AS ob,
+                    min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'takeoff') AS tk,
+                    max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'landing') AS ld,
+                    max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS onb
+             FROM duty_event
+             WHERE event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+             GROUP BY flight_id),
+         expected AS (
+             SELECT flight_id, ob || 'Z' AS off_blocks_utc, tk || 'Z' AS takeoff_utc,
+                    ld || 'Z' AS landing_utc, onb || 'Z' AS on_blocks_utc,
+                    round(extract(epoch FROM (onb || 'Z')::timestamptz
+                                             - (ob || 'Z')::timestamptz) / 60, 2)
+                        AS block_minutes,
+                    round(extract(epoch FROM (ld || 'Z')::timestamptz
+                                             - (tk || 'Z')::timestamptz) / 60, 2)
+                        AS airborne_minutes
+             FROM live),
+         viewed AS (
+             SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                    block_minutes, airborne_minutes
+             FROM flight_times),
+         differing AS (
+             SELECT flight_id FROM (SELECT * FROM expected EXCEPT SELECT * FROM viewed) AS a
+             UNION
+             SELECT flight_id FROM (SELECT * FROM viewed EXCEPT SELECT * FROM expected) AS b)
+         SELECT flight_id, count(*) OVER () FROM differing ORDER BY flight_id LIMIT $1",
+    )?;
+    Ok(flight_times_finding(flights, &first, total))
+}

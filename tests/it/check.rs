@@ -1,0 +1,343 @@
+//! `spoolite check`: passes on databases built by the test corpora on both
+//! backends, names each invariant an analyst with write access broke with a
+//! plain SQL statement, exits 2 when the database cannot be read, and runs on an
+//! account that may only read.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::ingest::{broken_lines, edges_ndjson, key_vectors_batch};
+use crate::pg::outcome_table_files;
+use crate::pg_contract::Backend;
+use crate::support::{ingest_json, let_others_traverse, parse_lines, spoolite, spoolite_as, write};
+
+/// The checks, in the order they are printed.
+const CHECKS: [&str; 6] = [
+    "integrity",
+    "inbox_counts",
+    "quarantine_counts",
+    "events_have_batch",
+    "change_seq_distinct",
+    "flight_times",
+];
+
+/// The flight of the outcome table's files.
+const FLIGHT: &str = "BA0117-20261129";
+
+fn check(db: &Path, json: bool) -> Output {
+    let mut command = spoolite();
+    command.arg("check").arg("--db").arg(db);
+    if json {
+        command.arg("--json");
+    }
+    command.output().expect("run spoolite check")
+}
+
+/// Ingests every corpus of retractions, conflicts and invalid events into `db`.
+fn fill(dir: &Path, db: &Path) {
+    let mut files = outcome_table_files(dir);
+    files.push(write(dir, "edges.ndjson", edges_ndjson()));
+    files.push(write(dir, "vectors.json", key_vectors_batch()));
+    files.push(write(dir, "broken.ndjson", broken_lines().1));
+    for file in &files {
+        let (code, lines) = ingest_json(db, &[file]);
+        assert_eq!(code, 0, "ingest {}: {lines:?}", file.display());
+    }
+}
+
+/// The JSON lines of `check --json`, each checked for its shape: exactly
+/// `check`, `ok` and `detail`.
+fn json_lines(output: &Output) -> Vec<(String, bool, String)> {
+    parse_lines(output)
+        .into_iter()
+        .map(|line| {
+            let object = line.as_object().expect("an object");
+            let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+            keys.sort();
+            assert_eq!(keys, ["check", "detail", "ok"], "{line}");
+            (
+                line["check"].as_str().expect("check").to_owned(),
+                line["ok"].as_bool().expect("ok"),
+                line["detail"].as_str().expect("detail").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The failing checks' names and details, from `check --json`, which must exit 1.
+fn failing(db: &Path, what: &str) -> Vec<(String, String)> {
+    let output = check(db, true);
+    let lines = json_lines(&output);
+    let names: Vec<&str> = lines.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names, CHECKS, "{output:?}");
+    assert_eq!(output.status.code(), Some(1), "{what}: {output:?}");
+    lines
+        .into_iter()
+        .filter(|(_, ok, _)| !ok)
+        .map(|(name, _, detail)| (name, detail))
+        .collect()
+}
+
+fn assert_all_hold(db: &Path) {
+    let output = check(db, false);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), CHECKS.len(), "{text}");
+    for (line, name) in lines.iter().zip(CHECKS) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[..2], ["ok", name], "{line}");
+    }
+    let output = check(db, true);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = json_lines(&output);
+    let names: Vec<&str> = lines.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names, CHECKS);
+    assert!(lines.iter().all(|(_, ok, _)| *ok), "{lines:?}");
+}
+
+#[test]
+fn every_check_holds_on_the_corpora_of_both_backends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for backend in [Backend::sqlite(), Backend::postgres()] {
+        fill(dir.path(), &backend.db());
+        assert_all_hold(&backend.db());
+        // The details tell what was looked at.
+        let lines = json_lines(&check(&backend.db(), true));
+        let batches = backend.rows("SELECT count(*){t} FROM ingest_inbox")[0][0].clone();
+        assert_eq!(lines[1].2, format!("{batches} batches, each adds up"));
+        let flights = backend.rows("SELECT count(*){t} FROM flight_times")[0][0].clone();
+        assert_eq!(
+            lines[5].2,
+            format!("{flights} flights, each equal to its live events")
+        );
+    }
+}
+
+/// A database of the outcome table's files (retractions, a conflict, an invalid
+/// event): the digest of the first file, and a key of the second's.
+fn outcome_database(dir: &Path, backend: &Backend) -> (String, String) {
+    for file in outcome_table_files(dir) {
+        let (code, lines) = ingest_json(&backend.db(), &[&file]);
+        assert_eq!(code, 0, "{lines:?}");
+    }
+    let first = backend
+        .rows("SELECT batch_digest FROM ingest_inbox WHERE file_name = 'first.json'")[0][0]
+        .clone();
+    let key = backend
+        .rows("SELECT idempotency_key FROM duty_event_all WHERE event_kind = 'takeoff'")[0][0]
+        .clone();
+    (first, key)
+}
+
+/// Each tampering: its name, the SQL (with `{first}` the first batch's digest and
+/// `{key}` a key), the checks it breaks and what their detail names.
+type Tamper = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+);
+
+fn tamper_and_check(backend_of: fn() -> Backend, tampers: &[Tamper], run: fn(&Backend, &str)) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (what, sql, broken, named) in tampers {
+        let backend = backend_of();
+        let (first, key) = outcome_database(dir.path(), &backend);
+        assert_all_hold(&backend.db());
+        let sql = sql.replace("{first}", &first).replace("{key}", &key);
+        run(&backend, &sql);
+        let found = failing(&backend.db(), what);
+        let names: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, *broken, "{what}: {found:?}");
+        let named = named
+            .replace("{first}", &first)
+            .replace("{key}", &key)
+            .replace("{flight}", FLIGHT);
+        for (name, detail) in &found {
+            if name != "integrity" {
+                assert!(
+                    detail.contains(&named),
+                    "{what}: {name}: {detail:?} names {named}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
+    let tampers: &[Tamper] = &[
+        (
+            "an inbox count",
+            "PRAGMA ignore_check_constraints = ON;
+             UPDATE ingest_inbox SET inserted = inserted + 1 WHERE batch_digest = '{first}'",
+            &["inbox_counts"],
+            "{first} (events_total 5, outcomes add up to 6)",
+        ),
+        (
+            "a quarantine row",
+            "DELETE FROM quarantine WHERE batch_digest = '{first}'",
+            &["quarantine_counts"],
+            "{first} (conflicts + invalid 1, quarantine rows 0)",
+        ),
+        (
+            "a stored event's batch",
+            "UPDATE spoolite_event SET batch_ref = 99 WHERE lower(hex(key)) = '{key}'",
+            &["events_have_batch"],
+            "{key} (batch_ref 99)",
+        ),
+        (
+            "a derived table",
+            "UPDATE spoolite_flight SET on_blocks_utc = '2026-11-29T13:00:00Z'",
+            &["flight_times"],
+            "{flight}",
+        ),
+        (
+            "a change_seq, once its unique index is dropped",
+            "DROP INDEX spoolite_event_change_seq;
+             UPDATE spoolite_event SET change_seq = (SELECT max(change_seq) FROM spoolite_event)
+             WHERE lower(hex(key)) = '{key}'",
+            &["change_seq_distinct"],
+            " (2 rows)",
+        ),
+        (
+            "a live event retracted behind the derived table's back",
+            "UPDATE spoolite_event SET retracted = 1 WHERE lower(hex(key)) = '{key}'",
+            &["flight_times"],
+            "{flight}",
+        ),
+    ];
+    tamper_and_check(Backend::sqlite, tampers, |backend, sql| {
+        let conn = rusqlite::Connection::open(backend.db()).expect("open as an analyst");
+        conn.execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    });
+}
+
+#[test]
+fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
+    let tampers: &[Tamper] = &[
+        (
+            "an inbox count",
+            "ALTER TABLE ingest_inbox DROP CONSTRAINT ingest_inbox_check;
+             UPDATE ingest_inbox SET inserted = inserted + 1 WHERE batch_digest = '{first}'",
+            &["inbox_counts"],
+            "{first} (events_total 5, outcomes add up to 6)",
+        ),
+        (
+            "a quarantine row",
+            "DELETE FROM quarantine WHERE batch_digest = '{first}'",
+            &["quarantine_counts"],
+            "{first} (conflicts + invalid 1, quarantine rows 0)",
+        ),
+        (
+            "a stored event's batch, past the foreign key",
+            "SET session_replication_role = replica;
+             UPDATE spoolite_event SET batch_digest = repeat('e', 64) WHERE key = '{key}'",
+            &["events_have_batch"],
+            "{key} (batch_digest eeee",
+        ),
+        (
+            "a derived view",
+            "ALTER VIEW flight_times RENAME TO flight_times_before;
+             CREATE VIEW flight_times AS
+             SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                    block_minutes, airborne_minutes + 1 AS airborne_minutes
+             FROM flight_times_before",
+            &["flight_times"],
+            "{flight}",
+        ),
+        (
+            "a change_seq, once its unique constraint is dropped",
+            "ALTER TABLE spoolite_event DROP CONSTRAINT spoolite_event_change_seq_key;
+             UPDATE spoolite_event SET change_seq = (SELECT max(change_seq) FROM spoolite_event)
+             WHERE key = '{key}'",
+            &["change_seq_distinct"],
+            " (2 rows)",
+        ),
+        (
+            "the change_seq counter set back",
+            "UPDATE spoolite_change_seq SET next_seq = 1",
+            &["integrity"],
+            "",
+        ),
+        (
+            "a view dropped",
+            "DROP VIEW batch_summary",
+            &["integrity"],
+            "",
+        ),
+    ];
+    tamper_and_check(Backend::postgres, tampers, |backend, sql| {
+        let Backend::Postgres(db) = backend else {
+            unreachable!("a PostgreSQL backend")
+        };
+        db.client()
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    });
+}
+
+#[test]
+fn a_database_that_cannot_be_read_exits_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("missing.db");
+    let output = check(&missing, false);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("missing.db"), "{stderr}");
+    assert!(!missing.exists(), "check creates nothing");
+    // Not a database at all.
+    let junk = write(dir.path(), "junk.db", "not a database, just text");
+    let output = check(&junk, true);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+}
+
+/// uid and gid of the analyst: nobody and nogroup.
+const ANALYST: u32 = 65534;
+
+#[test]
+fn an_analyst_who_may_only_read_runs_every_check() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test plays the analyst with another uid, so it runs as root"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    fs::create_dir(&state).expect("state folder");
+    let db: PathBuf = state.join("spoolite.db");
+    fill(dir.path(), &db);
+    let_others_traverse(dir.path());
+    for path in fs::read_dir(&state)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+    {
+        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
+    }
+    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown folder");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    let before = crate::support::names(&state);
+    let output = spoolite_as(ANALYST, ANALYST)
+        .arg("check")
+        .arg("--json")
+        .arg("--db")
+        .arg(&db)
+        .current_dir("/")
+        .output()
+        .expect("run check");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = json_lines(&output);
+    assert!(lines.iter().all(|(_, ok, _)| *ok), "{lines:?}");
+    assert_eq!(
+        crate::support::names(&state),
+        before,
+        "the analyst created nothing"
+    );
+}
