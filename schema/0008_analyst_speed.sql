@@ -11,11 +11,12 @@
 --   duty_event_all and duty_event then read one table, so an aggregate or a filter
 --   on them is an aggregate or a filter on that table (SQLite keeps a LEFT JOIN
 --   under an aggregate, which had joined every row to its flight). One flight's
---   rows are found by an index of flight_id alone: a flight has a handful of rows,
---   and an index without retracted is left alone by a retraction. (Flight ids of
---   new days land all over that index, one random leaf page each, where the
---   flight number of schema 5 appended: the price of growth for a plain filter on
---   flight_id; BENCHMARKS.md has it.)
+--   rows are found by (flight_id, retracted, event_kind, instant_utc), which also
+--   answers the batches' own look-ups of a flight's first or last instant of a
+--   kind without reading a row (the crew rows' recompute reads two per flight).
+--   (Flight ids of new days land all over that index, one random leaf page each,
+--   where the flight number of schema 5 appended: the price of growth for a plain
+--   filter on flight_id.)
 -- * The live rows' index is on (event_kind, instant_utc, retracted), the column as
 --   analysts compare it, instead of on rtrim(instant_utc, 'Z'): a plain range
 --   `event_kind = 'landing' AND instant_utc >= '2026-11-01' AND instant_utc <
@@ -70,7 +71,7 @@ CREATE INDEX spoolite_flight_id_lower ON spoolite_flight (lower(flight_id));
 -- `WHERE idempotency_key = '…'` on either view finds.
 CREATE UNIQUE INDEX spoolite_event_key ON spoolite_event (lower(hex(key)));
 CREATE UNIQUE INDEX spoolite_event_change_seq ON spoolite_event (change_seq);
-CREATE INDEX spoolite_event_flight ON spoolite_event (flight_id);
+CREATE INDEX spoolite_event_flight ON spoolite_event (flight_id, retracted, event_kind, instant_utc);
 CREATE INDEX spoolite_event_batch ON spoolite_event (batch_ref);
 CREATE INDEX spoolite_event_kind_instant ON spoolite_event (event_kind, instant_utc, retracted)
     WHERE retracted = 0;
