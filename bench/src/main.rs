@@ -11,6 +11,7 @@ mod analyst;
 mod backlog;
 mod child;
 mod daemon;
+mod datasette;
 mod fairfloor;
 mod files;
 mod generate;
