@@ -1082,7 +1082,15 @@ impl Bench {
         let served = self.dbs.join("analyst").join("spoolite.db");
         std::fs::create_dir_all(self.dbs.join("analyst"))?;
         remove_db(&served)?;
+        let given = self.options.analyst_db.clone();
         let (rows, built_here) = match (self.grown_db.take(), wanted) {
+            (grown, _) if given.is_some() => {
+                if let Some((db, _)) = grown {
+                    remove_db(&db)?;
+                }
+                let given = given.ok_or("no --analyst-db")?;
+                (copy_db(&given, &served)?, false)
+            }
             (Some((db, rows)), None) => {
                 rename_db(&db, &served)?;
                 (rows, false)
@@ -1131,7 +1139,13 @@ impl Bench {
         let at = format!(
             "{}-row db{}",
             table::count(rows),
-            if built_here { "" } else { " of section 5" }
+            if self.options.analyst_db.is_some() {
+                " (--analyst-db)"
+            } else if built_here {
+                ""
+            } else {
+                " of section 5"
+            }
         );
         for query in analyst::queries(&samples) {
             progress(&format!("analyst query: {}", query.name));
@@ -1458,6 +1472,33 @@ fn expect(report: &ChildReport, outcome: &str, count: &str, expected: u64) -> Be
         .into());
     }
     Ok(())
+}
+
+/// Copies a closed database file (and its WAL, if any) to `to`; returns its
+/// stored event rows.
+fn copy_db(from: &Path, to: &Path) -> BenchResult<u64> {
+    for suffix in ["", "-wal"] {
+        let mut source = from.as_os_str().to_owned();
+        source.push(suffix);
+        let mut target = to.as_os_str().to_owned();
+        target.push(suffix);
+        match std::fs::copy(&source, &target) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !suffix.is_empty() => {}
+            Err(e) => return Err(format!("copy {}: {e}", PathBuf::from(source).display()).into()),
+        }
+    }
+    let rows: i64 = rusqlite::Connection::open(to)?.query_row(
+        "SELECT count(*) FROM spoolite_event",
+        [],
+        |row| row.get(0),
+    )?;
+    progress(&format!(
+        "analyst database: {} rows copied from {}",
+        table::count(u64::try_from(rows)?),
+        from.display()
+    ));
+    Ok(u64::try_from(rows)?)
 }
 
 /// Moves a closed database file (and its WAL and shared-memory files) to `to`.
