@@ -166,6 +166,10 @@ pub struct Options {
     /// Datasette part's live files follow on from them).
     #[arg(long, value_name = "FILE", conflicts_with = "analyst_rows")]
     pub analyst_db: Option<PathBuf>,
+    /// Leave out section A's PostgreSQL column (its `copy-db` of a large database
+    /// takes a long time).
+    #[arg(long)]
+    pub analyst_skip_pg: bool,
     /// Seed of the generated events.
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,

@@ -1133,7 +1133,13 @@ impl Bench {
                 None
             }
         };
-        let mut pg = self.analyst_pg(db, rows);
+        let mut pg = if self.options.analyst_skip_pg {
+            self.notes
+                .push("A: no PostgreSQL column: --analyst-skip-pg".to_owned());
+            None
+        } else {
+            self.analyst_pg(db, rows)
+        };
         let bundled = rusqlite::version();
         let shell_version = shell.as_ref().map(|s| s.version.clone());
         let at = format!(
