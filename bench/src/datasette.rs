@@ -44,9 +44,10 @@ const LISTEN_WAIT_MAX: Duration = Duration::from_secs(120);
 const ANSWER_WAIT_MAX: Duration = Duration::from_secs(120);
 /// The daemon's `serving spool` line, and every live file committed at the end.
 const SERVING_WAIT_MAX: Duration = Duration::from_secs(120);
-const INGESTED_WAIT_MAX: Duration = Duration::from_secs(300);
+const INGESTED_WAIT_MAX: Duration = Duration::from_secs(180);
 /// The files the daemon ingests while Datasette serves: this many of this many
-/// events each, dropped one every `LIVE_FILE_EVERY` while the pages are fetched.
+/// events each, dropped one by one while the pages are fetched, each once the one
+/// before is committed.
 const LIVE_FILES: u64 = 40;
 pub const LIVE_EVENTS_PER_FILE: u64 = 5_000;
 const LIVE_FILE_EVERY: Duration = Duration::from_millis(500);
@@ -353,20 +354,27 @@ pub fn run(plan: &Plan, venv: &Path) -> BenchResult<Served> {
     ];
     let mut daemon = Daemon::start(plan.spoolite, args, &plan.dir.join("daemon.log"))?;
     daemon.wait_log_line(SERVING_WAIT_MAX, "serving spool")?;
-    // Files are dropped one every LIVE_FILE_EVERY while the pages are fetched.
+    // Files are dropped one at a time, the next once the last is committed (or
+    // after LIVE_FILE_EVERY), so the daemon writes throughout the fetches.
     let stop = Arc::new(AtomicBool::new(false));
     let feeder = {
         let stop = Arc::clone(&stop);
         let incoming = spool.join("incoming");
-        thread::spawn(move || -> std::io::Result<u64> {
+        let db = plan.db.to_owned();
+        thread::spawn(move || -> Result<u64, String> {
             let mut dropped = 0;
             for name in files {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                fs::rename(staged.join(&name), incoming.join(&name))?;
+                fs::rename(staged.join(&name), incoming.join(&name)).map_err(|e| e.to_string())?;
                 dropped += 1;
                 thread::sleep(LIVE_FILE_EVERY);
+                while !stop.load(Ordering::Relaxed)
+                    && progress_of(&db).map_err(|e| e.to_string())?.0 < dropped
+                {
+                    thread::sleep(LIVE_FILE_EVERY);
+                }
             }
             Ok(dropped)
         })
