@@ -11,6 +11,7 @@ mod analyst;
 mod backlog;
 mod child;
 mod daemon;
+mod datasette;
 mod fairfloor;
 mod files;
 mod generate;
@@ -158,6 +159,17 @@ pub struct Options {
     /// else one of --growth-base rows built for section A.
     #[arg(long, value_name = "COUNT")]
     pub analyst_rows: Option<u64>,
+    /// An existing spoolite SQLite database for section A instead of one it builds
+    /// (e.g. one a run cut short left in OUT/db/analyst/): it is copied, with its
+    /// WAL, into the section's folder, so the file named is never written, and its
+    /// rows are counted. Its events must be the bench's generated ones (the
+    /// Datasette part's live files follow on from them).
+    #[arg(long, value_name = "FILE", conflicts_with = "analyst_rows")]
+    pub analyst_db: Option<PathBuf>,
+    /// Leave out section A's PostgreSQL column (its `copy-db` of a large database
+    /// takes a long time).
+    #[arg(long)]
+    pub analyst_skip_pg: bool,
     /// Seed of the generated events.
     #[arg(long, default_value_t = 0x5EED_0117, value_name = "NUMBER")]
     pub seed: u64,

@@ -115,7 +115,7 @@ impl Server {
     /// reach that folder or its socket path is too long, in a folder of its own
     /// in the temporary folder, or in /tmp when that one is closed to the
     /// `postgres` user too, and says so).
-    fn start(out: &Path) -> BenchResult<Server> {
+    pub fn start(out: &Path) -> BenchResult<Server> {
         let wanted = std::path::absolute(out)?.join("pg");
         progress(&format!(
             "P: initdb in {} (or a folder of its own in the temporary folder)",
@@ -140,20 +140,20 @@ impl Server {
         self.pg.uri(name)
     }
 
-    fn connect(&self, name: &str) -> BenchResult<::postgres::Client> {
+    pub fn connect(&self, name: &str) -> BenchResult<::postgres::Client> {
         self.pg
             .connect(name)
             .map_err(|e| format!("connect to {}: {e}", self.uri(name)).into())
     }
 
     /// Runs `sql` in the `postgres` database.
-    fn admin(&self, sql: &str) -> BenchResult<()> {
+    pub fn admin(&self, sql: &str) -> BenchResult<()> {
         self.pg.admin(sql).map_err(|e| format!("{sql}: {e}").into())
     }
 
     /// A new, empty database `name` (any old one dropped); with `schema`, spoolite's
     /// schema is put in through the library (`Store::open`), as a first writer would.
-    fn fresh_db(&self, name: &str, schema: bool) -> BenchResult<String> {
+    pub fn fresh_db(&self, name: &str, schema: bool) -> BenchResult<String> {
         self.drop_db(name)?;
         self.pg.create_db(name)?;
         let uri = self.uri(name);
@@ -175,7 +175,7 @@ impl Server {
     }
 
     /// The server's version and the settings the figures depend on.
-    fn describe(&self) -> BenchResult<String> {
+    pub fn describe(&self) -> BenchResult<String> {
         let mut client = self.connect("postgres")?;
         let version: String = client.query_one("SHOW server_version", &[])?.get(0);
         let mut settings = Vec::new();
@@ -208,7 +208,7 @@ impl Server {
 
     /// Stops the server (`pg_ctl stop -m fast`) and removes its folder (a server
     /// that does not stop so is stopped `-m immediate` on drop).
-    fn stop(self) -> BenchResult<()> {
+    pub fn stop(self) -> BenchResult<()> {
         Ok(self.pg.shut_down()?)
     }
 }
