@@ -353,3 +353,85 @@ pub(crate) fn compare_crew(
         listed(&first, differing)
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both sides from lists, in order.
+    struct Lists {
+        live: VecDeque<Crewed>,
+        viewed: VecDeque<CrewLine>,
+    }
+
+    impl CrewSides for Lists {
+        fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
+            Ok(self.live.pop_front())
+        }
+        fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
+            Ok(self.viewed.pop_front())
+        }
+    }
+
+    fn crewed(id: &str, payload: &str) -> Crewed {
+        Crewed {
+            id: id.to_owned(),
+            from: "2026-12-01T08:00:00Z".to_owned(),
+            to: Some("2026-12-01T09:00:00Z".to_owned()),
+            minutes: Some(60.0),
+            payload: payload.to_owned(),
+        }
+    }
+
+    fn line(id: &str, crew_id: &str, role: &str, minutes: f64) -> CrewLine {
+        CrewLine {
+            id: id.to_owned(),
+            crew_id: crew_id.to_owned(),
+            role: role.to_owned(),
+            from: "2026-12-01T08:00:00Z".to_owned(),
+            to: Some("2026-12-01T09:00:00Z".to_owned()),
+            minutes: Some(minutes),
+        }
+    }
+
+    fn compare(viewed: Vec<CrewLine>) -> Finding {
+        let mut lists = Lists {
+            live: VecDeque::from([
+                crewed("A", r#"{"crew":["C2",{"id":"C1","role":"positioning"}]}"#),
+                crewed("B", r#"{"crew":"not a list"}"#),
+                crewed("C", r#"{"crew":["C3"]}"#),
+            ]),
+            viewed: viewed.into(),
+        };
+        compare_crew(&mut lists, "crew_flight", ("flight", "flights")).expect("compare")
+    }
+
+    #[test]
+    fn the_view_equal_to_the_live_crew_holds() {
+        let finding = compare(vec![
+            line("A", "C1", "positioning", 60.0),
+            line("A", "C2", "operating", 60.001),
+            line("C", "C3", "operating", 60.0),
+        ]);
+        assert_eq!(
+            finding,
+            Finding::holds("3 crew rows of 3 flights, each equal to its live events")
+        );
+    }
+
+    #[test]
+    fn a_row_missing_extra_or_different_is_each_one_offender() {
+        let finding = compare(vec![
+            line("A", "C1", "operating", 60.0),
+            line("A", "C9", "operating", 60.0),
+            line("C", "C3", "operating", 60.01),
+        ]);
+        assert_eq!(
+            finding,
+            Finding::fails(
+                "4 rows of crew_flight unlike what the live events give (or that one side \
+                 lacks): A (crew C1), A (crew C2), A (crew C9), C (crew C3)"
+            )
+        );
+    }
+}
