@@ -180,7 +180,9 @@ pub(crate) fn flight_times(store: &SqliteStore) -> Result<Finding, StoreError> {
 /// Each flight with block time by its live rows (its first off-blocks and last
 /// on-blocks, read in one pass over the table as `flight_times` does; on-blocks
 /// not before off-blocks) and the payload of that first off-blocks, in flight id
-/// order.
+/// order. The loops run in the order written (CROSS JOIN): each flight's times,
+/// then its off-blocks row found by key columns, not every live off-blocks by the
+/// kind index with a look-up of each.
 const CREW_FLIGHT_LIVE: &str = "WITH times AS (
         SELECT flight_id,
                min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
@@ -191,7 +193,7 @@ const CREW_FLIGHT_LIVE: &str = "WITH times AS (
     SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
            round((julianday(t.onb) - julianday(t.ob)) * 1440, 2), d.payload
     FROM times AS t
-    JOIN spoolite_event AS d
+    CROSS JOIN spoolite_event AS d
         ON d.flight_id = t.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
         AND d.instant_utc = t.ob || 'Z'
     WHERE t.onb >= t.ob
@@ -216,7 +218,7 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
     SELECT c.flight_id, c.st || 'Z', c.en || 'Z',
            round((julianday(c.en) - julianday(c.st)) * 1440, 2), d.payload
     FROM closed AS c
-    JOIN spoolite_event AS d
+    CROSS JOIN spoolite_event AS d
         ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
         AND d.instant_utc = c.st || 'Z'
     ORDER BY c.flight_id";
