@@ -112,9 +112,10 @@ pub enum Command {
     /// One line per check with its result and what it found: integrity (SQLite's
     /// integrity_check; on PostgreSQL the schema version, its tables and views and
     /// the change_seq counter), inbox_counts, quarantine_counts, events_have_batch,
-    /// change_seq_distinct and flight_times (the view against the live events).
-    /// Only reads the database (an analyst's read-only account suffices), one
-    /// statement per check, while a daemon goes on writing. Exits 0 when every
+    /// change_seq_distinct, flight_times, crew_flight and crew_duty (each view
+    /// against what the live events give). Only reads the database (an analyst's
+    /// read-only account suffices), one read snapshot per check, while a daemon
+    /// goes on writing. Exits 0 when every
     /// check holds, 1 when any fails, 2 when the database does not exist, cannot be
     /// read or has an older schema. Reads the site defaults file (see `spoolite
     /// --help`).

@@ -5,7 +5,14 @@
 //! Every check is one statement (SQLite: one read snapshot each, so a long check
 //! holds back the WAL's checkpoint for no longer than its own statement; a
 //! daemon's commits in between cannot make a check fail, since each statement
-//! compares rows of one snapshot) and writes nothing.
+//! compares rows of one snapshot) and writes nothing. The crew checks are two
+//! statements read side by side in one read transaction (one snapshot): the
+//! flights or duties as their live events give them and the view's rows, both in
+//! (id, crew id) byte order, merged here (`compare_crew`), so memory holds one
+//! chunk of rows of each side, never a table.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
 
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
@@ -86,6 +93,16 @@ pub const CHECKS: &[Check] = &[
         name: "flight_times",
         sqlite: |store, _| super::sqlite::check::flight_times(store),
         postgres: |store, _| super::postgres::check::flight_times(store),
+    },
+    Check {
+        name: "crew_flight",
+        sqlite: |store, _| super::sqlite::check::crew_flight(store),
+        postgres: |store, _| super::postgres::check::crew_flight(store),
+    },
+    Check {
+        name: "crew_duty",
+        sqlite: |store, _| super::sqlite::check::crew_duty(store),
+        postgres: |store, _| super::postgres::check::crew_duty(store),
     },
 ];
 
@@ -196,4 +213,225 @@ pub(crate) fn flight_times_finding(flights: i64, first: &[String], total: i64) -
         plural(total, "flight", "flights"),
         listed(first, total)
     ))
+}
+
+/// One row of `crew_flight` or `crew_duty` as the crew checks compare it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CrewLine {
+    /// The flight id or the duty id.
+    pub id: String,
+    pub crew_id: String,
+    pub role: String,
+    /// Off-blocks or the duty's start.
+    pub from: String,
+    /// On-blocks or the duty's end (none while open).
+    pub to: Option<String>,
+    pub minutes: Option<f64>,
+}
+
+impl CrewLine {
+    /// The same row but for its key: role, times and minutes rounded to 0.01.
+    fn same(&self, other: &CrewLine) -> bool {
+        let cents = |minutes: Option<f64>| minutes.map(|m| (m * 100.0).round() as i64);
+        self.role == other.role
+            && self.from == other.from
+            && self.to == other.to
+            && cents(self.minutes) == cents(other.minutes)
+    }
+
+    fn named(&self) -> String {
+        format!("{} (crew {})", self.id, self.crew_id)
+    }
+}
+
+/// A flight with block time, or a duty with a live `duty_start`, as its live
+/// events give it, with the payload of the event whose crew it takes.
+pub(crate) struct Crewed {
+    pub id: String,
+    pub from: String,
+    pub to: Option<String>,
+    pub minutes: Option<f64>,
+    pub payload: String,
+}
+
+/// The two sides of a crew check, each ordered by id then crew id, in byte order.
+pub(crate) trait CrewSides {
+    /// The next flight or duty by its live events, in id order.
+    fn live(&mut self) -> Result<Option<Crewed>, StoreError>;
+    /// The view's next row, in (id, crew id) order.
+    fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError>;
+}
+
+/// The live side's rows: each flight's or duty's crew, in crew id order.
+#[derive(Default)]
+struct LiveLines {
+    /// The rest of the crew of the flight or duty read last.
+    pending: VecDeque<CrewLine>,
+    /// How many flights or duties were read.
+    units: i64,
+}
+
+impl LiveLines {
+    fn next(&mut self, sides: &mut impl CrewSides) -> Result<Option<CrewLine>, StoreError> {
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Ok(Some(line));
+            }
+            let Some(crewed) = sides.live()? else {
+                return Ok(None);
+            };
+            self.units += 1;
+            self.pending
+                .extend(
+                    crate::crew::of_payload(&crewed.payload)
+                        .into_iter()
+                        .map(|member| CrewLine {
+                            id: crewed.id.clone(),
+                            crew_id: member.id().to_owned(),
+                            role: member.role().as_str().to_owned(),
+                            from: crewed.from.clone(),
+                            to: crewed.to.clone(),
+                            minutes: crewed.minutes,
+                        }),
+                );
+        }
+    }
+}
+
+/// Merges the view's rows with the rows the live events give, by `crate::crew`'s
+/// rules (the rules the batches apply: this verifies storage, not the rules): a
+/// row one side lacks and a row whose role, times or minutes differ are each one
+/// differing row. `unit` names what the live side lists (`flight`, `duty`).
+pub(crate) fn compare_crew(
+    sides: &mut impl CrewSides,
+    view: &str,
+    unit: (&str, &str),
+) -> Result<Finding, StoreError> {
+    let mut lines = LiveLines::default();
+    let (mut rows, mut differing, mut first) = (0_i64, 0_i64, Vec::new());
+    let mut live = lines.next(sides)?;
+    let mut viewed = sides.viewed()?;
+    loop {
+        let order = match (&live, &viewed) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(l), Some(v)) => {
+                (l.id.as_str(), l.crew_id.as_str()).cmp(&(v.id.as_str(), v.crew_id.as_str()))
+            }
+        };
+        let offender = match (order, &live, &viewed) {
+            (Ordering::Less, Some(l), _) => Some(l.named()),
+            (Ordering::Greater, _, Some(v)) => Some(v.named()),
+            (Ordering::Equal, Some(l), Some(v)) => (!l.same(v)).then(|| v.named()),
+            _ => unreachable!("an order of rows that exist"),
+        };
+        if let Some(named) = offender {
+            differing += 1;
+            if first.len() < OFFENDERS_SHOWN as usize {
+                first.push(named);
+            }
+        }
+        if order != Ordering::Greater {
+            live = lines.next(sides)?;
+        }
+        if order != Ordering::Less {
+            rows += 1;
+            viewed = sides.viewed()?;
+        }
+    }
+    if differing == 0 {
+        return Ok(Finding::holds(format!(
+            "{} of {}, each equal to its live events",
+            plural(rows, "crew row", "crew rows"),
+            plural(lines.units, unit.0, unit.1)
+        )));
+    }
+    Ok(Finding::fails(format!(
+        "{} of {view} unlike what the live events give (or that one side lacks): {}",
+        plural(differing, "row", "rows"),
+        listed(&first, differing)
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both sides from lists, in order.
+    struct Lists {
+        live: VecDeque<Crewed>,
+        viewed: VecDeque<CrewLine>,
+    }
+
+    impl CrewSides for Lists {
+        fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
+            Ok(self.live.pop_front())
+        }
+        fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
+            Ok(self.viewed.pop_front())
+        }
+    }
+
+    fn crewed(id: &str, payload: &str) -> Crewed {
+        Crewed {
+            id: id.to_owned(),
+            from: "2026-12-01T08:00:00Z".to_owned(),
+            to: Some("2026-12-01T09:00:00Z".to_owned()),
+            minutes: Some(60.0),
+            payload: payload.to_owned(),
+        }
+    }
+
+    fn line(id: &str, crew_id: &str, role: &str, minutes: f64) -> CrewLine {
+        CrewLine {
+            id: id.to_owned(),
+            crew_id: crew_id.to_owned(),
+            role: role.to_owned(),
+            from: "2026-12-01T08:00:00Z".to_owned(),
+            to: Some("2026-12-01T09:00:00Z".to_owned()),
+            minutes: Some(minutes),
+        }
+    }
+
+    fn compare(viewed: Vec<CrewLine>) -> Finding {
+        let mut lists = Lists {
+            live: VecDeque::from([
+                crewed("A", r#"{"crew":["C2",{"id":"C1","role":"positioning"}]}"#),
+                crewed("B", r#"{"crew":"not a list"}"#),
+                crewed("C", r#"{"crew":["C3"]}"#),
+            ]),
+            viewed: viewed.into(),
+        };
+        compare_crew(&mut lists, "crew_flight", ("flight", "flights")).expect("compare")
+    }
+
+    #[test]
+    fn the_view_equal_to_the_live_crew_holds() {
+        let finding = compare(vec![
+            line("A", "C1", "positioning", 60.0),
+            line("A", "C2", "operating", 60.001),
+            line("C", "C3", "operating", 60.0),
+        ]);
+        assert_eq!(
+            finding,
+            Finding::holds("3 crew rows of 3 flights, each equal to its live events")
+        );
+    }
+
+    #[test]
+    fn a_row_missing_extra_or_different_is_each_one_offender() {
+        let finding = compare(vec![
+            line("A", "C1", "operating", 60.0),
+            line("A", "C9", "operating", 60.0),
+            line("C", "C3", "operating", 60.01),
+        ]);
+        assert_eq!(
+            finding,
+            Finding::fails(
+                "4 rows of crew_flight unlike what the live events give (or that one side \
+                 lacks): A (crew C1), A (crew C2), A (crew C9), C (crew C3)"
+            )
+        );
+    }
 }

@@ -14,13 +14,15 @@ use crate::pg_contract::Backend;
 use crate::support::{ingest_json, let_others_traverse, parse_lines, spoolite, spoolite_as, write};
 
 /// The checks, in the order they are printed.
-const CHECKS: [&str; 6] = [
+const CHECKS: [&str; 8] = [
     "integrity",
     "inbox_counts",
     "quarantine_counts",
     "events_have_batch",
     "change_seq_distinct",
     "flight_times",
+    "crew_flight",
+    "crew_duty",
 ];
 
 /// The flight of the outcome table's files.
@@ -35,12 +37,31 @@ fn check(db: &Path, json: bool) -> Output {
     command.output().expect("run spoolite check")
 }
 
+/// A flight with block time and crew (one positioning, one listed twice), a
+/// flight whose on-blocks is before its off-blocks, a closed duty and an open one
+/// (its end before its start), with crew.
+fn crew_ndjson() -> String {
+    [
+        r#"{"flight_id":"LH0400-20261201","event_kind":"off_blocks","instant_utc":"2026-12-01T08:00:00Z","source_revision":1,"payload":{"crew":["C1",{"id":"C2","role":"positioning"},"C1"]}}"#,
+        r#"{"flight_id":"LH0400-20261201","event_kind":"on_blocks","instant_utc":"2026-12-01T09:30:20Z","source_revision":1,"payload":{}}"#,
+        r#"{"flight_id":"LH0402-20261201","event_kind":"off_blocks","instant_utc":"2026-12-01T12:00:00Z","source_revision":1,"payload":{"crew":["C3"]}}"#,
+        r#"{"flight_id":"LH0402-20261201","event_kind":"on_blocks","instant_utc":"2026-12-01T11:00:00Z","source_revision":1,"payload":{}}"#,
+        r#"{"flight_id":"DUTY-C1-20261201","event_kind":"duty_start","instant_utc":"2026-12-01T07:00:00Z","source_revision":1,"payload":{"crew":["C1","C2"]}}"#,
+        r#"{"flight_id":"DUTY-C1-20261201","event_kind":"duty_end","instant_utc":"2026-12-01T10:00:00.25Z","source_revision":1,"payload":{}}"#,
+        r#"{"flight_id":"DUTY-C3-20261201","event_kind":"duty_start","instant_utc":"2026-12-01T11:00:00Z","source_revision":1,"payload":{"crew":["C3"]}}"#,
+        r#"{"flight_id":"DUTY-C3-20261201","event_kind":"duty_end","instant_utc":"2026-12-01T10:59:00Z","source_revision":1,"payload":{}}"#,
+    ]
+    .map(|line| format!("{line}\n"))
+    .concat()
+}
+
 /// Ingests every corpus of retractions, conflicts and invalid events into `db`.
 fn fill(dir: &Path, db: &Path) {
     let mut files = outcome_table_files(dir);
     files.push(write(dir, "edges.ndjson", edges_ndjson()));
     files.push(write(dir, "vectors.json", key_vectors_batch()));
     files.push(write(dir, "broken.ndjson", broken_lines().1));
+    files.push(write(dir, "crew.ndjson", crew_ndjson()));
     for file in &files {
         let (code, lines) = ingest_json(db, &[file]);
         assert_eq!(code, 0, "ingest {}: {lines:?}", file.display());
@@ -113,13 +134,62 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
             lines[5].2,
             format!("{flights} flights, each equal to its live events")
         );
+        let crew = backend.rows("SELECT count(*){t} FROM crew_flight")[0][0].clone();
+        let blocked = backend.rows(
+            "SELECT count(*){t} FROM flight_times
+             WHERE rtrim(on_blocks_utc, 'Z') >= rtrim(off_blocks_utc, 'Z')",
+        )[0][0]
+            .clone();
+        assert_eq!(
+            lines[6].2,
+            format!(
+                "{crew} crew rows of {blocked} {} with block time, each equal to its live \
+                 events",
+                if blocked == "1" { "flight" } else { "flights" }
+            )
+        );
+        let crew = backend.rows("SELECT count(*){t} FROM crew_duty")[0][0].clone();
+        let duties = backend.rows(
+            "SELECT count(DISTINCT flight_id){t} FROM duty_event WHERE event_kind = 'duty_start'",
+        )[0][0]
+            .clone();
+        assert_eq!(
+            lines[7].2,
+            format!("{crew} crew rows of {duties} duties, each equal to its live events")
+        );
+        // The crew corpus's rows are there (two members of LH0400, none of the flight
+        // whose on-blocks is before its off-blocks, three of the two duties).
+        assert_eq!(
+            backend.rows(
+                "SELECT flight_id, crew_id, role FROM crew_flight WHERE flight_id LIKE 'LH04%'
+                 ORDER BY crew_id"
+            ),
+            [
+                ["LH0400-20261201", "C1", "operating"],
+                ["LH0400-20261201", "C2", "positioning"]
+            ]
+        );
+        assert_eq!(
+            backend.rows(
+                "SELECT duty_id, crew_id, coalesce(duty_end_utc, 'open') FROM crew_duty
+                 WHERE duty_id LIKE 'DUTY-%' ORDER BY duty_id, crew_id"
+            ),
+            [
+                ["DUTY-C1-20261201", "C1", "2026-12-01T10:00:00.25Z"],
+                ["DUTY-C1-20261201", "C2", "2026-12-01T10:00:00.25Z"],
+                ["DUTY-C3-20261201", "C3", "open"]
+            ]
+        );
     }
 }
 
 /// A database of the outcome table's files (retractions, a conflict, an invalid
-/// event): the digest of the first file, and a key of the second's.
+/// event) and the crew corpus: the digest of the first file, and a key of the
+/// second's.
 fn outcome_database(dir: &Path, backend: &Backend) -> (String, String) {
-    for file in outcome_table_files(dir) {
+    let mut files = outcome_table_files(dir);
+    files.push(write(dir, "crew.ndjson", crew_ndjson()));
+    for file in files {
         let (code, lines) = ingest_json(&backend.db(), &[&file]);
         assert_eq!(code, 0, "{lines:?}");
     }
@@ -209,6 +279,35 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
             &["flight_times"],
             "{flight}",
         ),
+        (
+            "a crew member's role",
+            "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
+            &["crew_flight"],
+            "1 row of crew_flight unlike what the live events give (or that one side lacks): \
+             LH0400-20261201 (crew C1)",
+        ),
+        (
+            "a crew member's minutes",
+            "UPDATE spoolite_crew_flight SET block_minutes = block_minutes + 0.01
+             WHERE crew_id = 'C2'",
+            &["crew_flight"],
+            "LH0400-20261201 (crew C2)",
+        ),
+        (
+            "a crew duty row deleted",
+            "DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2'",
+            &["crew_duty"],
+            "1 row of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C2)",
+        ),
+        (
+            "a duty's end retracted behind the crew rows' back",
+            "UPDATE spoolite_event SET retracted = 1
+             WHERE event_kind = 'duty_end' AND flight_id = 'DUTY-C1-20261201'",
+            &["crew_duty"],
+            "2 rows of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C1), DUTY-C1-20261201 (crew C2)",
+        ),
     ];
     tamper_and_check(Backend::sqlite, tampers, |backend, sql| {
         let conn = rusqlite::Connection::open(backend.db()).expect("open as an analyst");
@@ -269,6 +368,35 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
             "DROP VIEW batch_summary",
             &["integrity"],
             "",
+        ),
+        (
+            "a crew member's role",
+            "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
+            &["crew_flight"],
+            "1 row of crew_flight unlike what the live events give (or that one side lacks): \
+             LH0400-20261201 (crew C1)",
+        ),
+        (
+            "a crew member's minutes",
+            "UPDATE spoolite_crew_flight SET block_minutes = block_minutes + 0.01
+             WHERE crew_id = 'C2'",
+            &["crew_flight"],
+            "LH0400-20261201 (crew C2)",
+        ),
+        (
+            "a crew duty row deleted",
+            "DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2'",
+            &["crew_duty"],
+            "1 row of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C2)",
+        ),
+        (
+            "a duty's end retracted behind the crew rows' back",
+            "UPDATE spoolite_event SET retracted = true
+             WHERE event_kind = 'duty_end' AND flight_id = 'DUTY-C1-20261201'",
+            &["crew_duty"],
+            "2 rows of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C1), DUTY-C1-20261201 (crew C2)",
         ),
     ];
     tamper_and_check(Backend::postgres, tampers, |backend, sql| {

@@ -1,12 +1,15 @@
 //! `spoolite check` on PostgreSQL: one statement per check (see `store::check`).
 
+use std::collections::VecDeque;
+
 use postgres::types::ToSql;
+use postgres::{Portal, Row, Transaction};
 
 use super::{PgStore, SCHEMA_VERSION};
 use crate::store::StoreError;
 use crate::store::check::{
-    Finding, OFFENDERS_SHOWN, change_seq_finding, events_finding, flight_times_finding,
-    inbox_finding, quarantine_finding,
+    CrewLine, CrewSides, Crewed, Finding, OFFENDERS_SHOWN, change_seq_finding, compare_crew,
+    events_finding, flight_times_finding, inbox_finding, quarantine_finding,
 };
 
 /// The relations spoolite's schema makes, tables and views.
@@ -204,4 +207,161 @@ pub(crate) fn flight_times(store: &mut PgStore) -> Result<Finding, StoreError> {
          SELECT flight_id, count(*) OVER () FROM differing ORDER BY flight_id LIMIT $1",
     )?;
     Ok(flight_times_finding(flights, &first, total))
+}
+
+/// Each flight with block time by its live rows and the payload of its first live
+/// off-blocks, in flight id order (see the SQLite side); the comparisons of
+/// times and the order in byte order (COLLATE "C"), as the batches' and SQLite's.
+const CREW_FLIGHT_LIVE: &str = "WITH times AS (
+        SELECT flight_id,
+               min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'off_blocks') AS ob,
+               max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS onb
+        FROM duty_event
+        WHERE event_kind IN ('off_blocks', 'on_blocks')
+        GROUP BY flight_id)
+    SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
+           round(extract(epoch FROM (t.onb || 'Z')::timestamptz
+                                    - (t.ob || 'Z')::timestamptz) / 60, 2)::float8,
+           d.payload
+    FROM times AS t
+    JOIN duty_event AS d
+        ON d.flight_id = t.flight_id AND d.event_kind = 'off_blocks'
+        AND d.instant_utc = t.ob || 'Z'
+    WHERE t.onb COLLATE \"C\" >= t.ob COLLATE \"C\"
+    ORDER BY t.flight_id COLLATE \"C\"";
+
+const CREW_FLIGHT_VIEWED: &str = "SELECT flight_id, crew_id, role, off_blocks_utc,
+        on_blocks_utc, block_minutes::float8
+    FROM crew_flight ORDER BY flight_id COLLATE \"C\", crew_id COLLATE \"C\"";
+
+/// Each duty with a live duty_start (see the SQLite side).
+const CREW_DUTY_LIVE: &str = "WITH times AS (
+        SELECT flight_id,
+               min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'duty_start') AS st,
+               max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'duty_end') AS en
+        FROM duty_event
+        WHERE event_kind IN ('duty_start', 'duty_end')
+        GROUP BY flight_id),
+    closed AS (
+        SELECT flight_id, st,
+               CASE WHEN en COLLATE \"C\" >= st COLLATE \"C\" THEN en END AS en
+        FROM times WHERE st IS NOT NULL)
+    SELECT c.flight_id, c.st || 'Z', c.en || 'Z',
+           round(extract(epoch FROM (c.en || 'Z')::timestamptz
+                                    - (c.st || 'Z')::timestamptz) / 60, 2)::float8,
+           d.payload
+    FROM closed AS c
+    JOIN duty_event AS d
+        ON d.flight_id = c.flight_id AND d.event_kind = 'duty_start'
+        AND d.instant_utc = c.st || 'Z'
+    ORDER BY c.flight_id COLLATE \"C\"";
+
+const CREW_DUTY_VIEWED: &str = "SELECT duty_id, crew_id, role, duty_start_utc, duty_end_utc,
+        duty_minutes::float8
+    FROM crew_duty ORDER BY duty_id COLLATE \"C\", crew_id COLLATE \"C\"";
+
+/// How many rows of each side one fetch brings.
+const FETCH_ROWS: i32 = 10_000;
+
+/// One side of a crew check: a portal fetched in chunks.
+struct Side {
+    portal: Portal,
+    rows: VecDeque<Row>,
+    done: bool,
+}
+
+impl Side {
+    fn next(&mut self, tx: &mut Transaction<'_>) -> Result<Option<Row>, StoreError> {
+        if self.rows.is_empty() && !self.done {
+            self.rows.extend(tx.query_portal(&self.portal, FETCH_ROWS)?);
+            self.done = self.rows.len() < FETCH_ROWS as usize;
+        }
+        Ok(self.rows.pop_front())
+    }
+}
+
+/// Both sides of a crew check, two portals of one transaction.
+struct Sides<'t> {
+    tx: Transaction<'t>,
+    live: Side,
+    viewed: Side,
+}
+
+impl CrewSides for Sides<'_> {
+    fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
+        let Some(row) = self.live.next(&mut self.tx)? else {
+            return Ok(None);
+        };
+        Ok(Some(Crewed {
+            id: row.try_get(0)?,
+            from: row.try_get(1)?,
+            to: row.try_get(2)?,
+            minutes: row.try_get(3)?,
+            payload: row.try_get(4)?,
+        }))
+    }
+
+    fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
+        let Some(row) = self.viewed.next(&mut self.tx)? else {
+            return Ok(None);
+        };
+        Ok(Some(CrewLine {
+            id: row.try_get(0)?,
+            crew_id: row.try_get(1)?,
+            role: row.try_get(2)?,
+            from: row.try_get(3)?,
+            to: row.try_get(4)?,
+            minutes: row.try_get(5)?,
+        }))
+    }
+}
+
+/// A crew view against its live events, both read in one read-only REPEATABLE
+/// READ transaction (one snapshot).
+fn crew_view(
+    store: &mut PgStore,
+    view: &str,
+    live_sql: &str,
+    viewed_sql: &str,
+    unit: (&str, &str),
+) -> Result<Finding, StoreError> {
+    let mut tx = store
+        .client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?;
+    let side = |portal| Side {
+        portal,
+        rows: VecDeque::new(),
+        done: false,
+    };
+    let live = side(tx.bind(live_sql, &[])?);
+    let viewed = side(tx.bind(viewed_sql, &[])?);
+    let mut sides = Sides { tx, live, viewed };
+    let finding = compare_crew(&mut sides, view, unit)?;
+    sides.tx.rollback()?;
+    Ok(finding)
+}
+
+/// `crew_flight` against the crew of each flight's first live off-blocks.
+pub(crate) fn crew_flight(store: &mut PgStore) -> Result<Finding, StoreError> {
+    crew_view(
+        store,
+        "crew_flight",
+        CREW_FLIGHT_LIVE,
+        CREW_FLIGHT_VIEWED,
+        ("flight with block time", "flights with block time"),
+    )
+}
+
+/// `crew_duty` against the crew of each duty's first live duty_start.
+pub(crate) fn crew_duty(store: &mut PgStore) -> Result<Finding, StoreError> {
+    crew_view(
+        store,
+        "crew_duty",
+        CREW_DUTY_LIVE,
+        CREW_DUTY_VIEWED,
+        ("duty", "duties"),
+    )
 }

@@ -6,8 +6,8 @@ use rusqlite::Connection;
 use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::check::{
-    Finding, OFFENDERS_SHOWN, change_seq_finding, events_finding, flight_times_finding,
-    inbox_finding, listed, quarantine_finding,
+    CrewLine, CrewSides, Crewed, Finding, OFFENDERS_SHOWN, change_seq_finding, compare_crew,
+    events_finding, flight_times_finding, inbox_finding, listed, quarantine_finding,
 };
 
 /// The rows of a statement whose rows are `(offender, total)`, the total the same
@@ -175,4 +175,129 @@ pub(crate) fn flight_times(store: &SqliteStore) -> Result<Finding, StoreError> {
          SELECT flight_id, count(*) OVER () FROM differing ORDER BY flight_id LIMIT ?1",
     )?;
     Ok(flight_times_finding(flights, &first, total))
+}
+
+/// Each flight with block time by its live rows (its first off-blocks and last
+/// on-blocks, read in one pass over the table as `flight_times` does; on-blocks
+/// not before off-blocks) and the payload of that first off-blocks, in flight id
+/// order. The loops run in the order written (CROSS JOIN): each flight's times,
+/// then its off-blocks row found by key columns, not every live off-blocks by the
+/// kind index with a look-up of each.
+const CREW_FLIGHT_LIVE: &str = "WITH times AS (
+        SELECT flight_id,
+               min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
+               max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb
+        FROM spoolite_event NOT INDEXED
+        WHERE retracted = 0 AND event_kind IN ('off_blocks', 'on_blocks')
+        GROUP BY flight_id)
+    SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
+           round((julianday(t.onb) - julianday(t.ob)) * 1440, 2), d.payload
+    FROM times AS t
+    CROSS JOIN spoolite_event AS d
+        ON d.flight_id = t.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
+        AND d.instant_utc = t.ob || 'Z'
+    WHERE t.onb >= t.ob
+    ORDER BY t.flight_id";
+
+const CREW_FLIGHT_VIEWED: &str = "SELECT coalesce(flight_id, '') AS id, crew_id, role,
+        off_blocks_utc, on_blocks_utc, block_minutes
+    FROM crew_flight ORDER BY id, crew_id";
+
+/// Each duty with a live duty_start: its first start, its last live end unless
+/// that is before the start (open: NULL), the payload of that start.
+const CREW_DUTY_LIVE: &str = "WITH times AS (
+        SELECT flight_id,
+               min(CASE WHEN event_kind = 'duty_start' THEN rtrim(instant_utc, 'Z') END) AS st,
+               max(CASE WHEN event_kind = 'duty_end' THEN rtrim(instant_utc, 'Z') END) AS en
+        FROM spoolite_event NOT INDEXED
+        WHERE retracted = 0 AND event_kind IN ('duty_start', 'duty_end')
+        GROUP BY flight_id),
+    closed AS (
+        SELECT flight_id, st, CASE WHEN en >= st THEN en END AS en
+        FROM times WHERE st IS NOT NULL)
+    SELECT c.flight_id, c.st || 'Z', c.en || 'Z',
+           round((julianday(c.en) - julianday(c.st)) * 1440, 2), d.payload
+    FROM closed AS c
+    CROSS JOIN spoolite_event AS d
+        ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
+        AND d.instant_utc = c.st || 'Z'
+    ORDER BY c.flight_id";
+
+const CREW_DUTY_VIEWED: &str = "SELECT coalesce(duty_id, '') AS id, crew_id, role,
+        duty_start_utc, duty_end_utc, duty_minutes
+    FROM crew_duty ORDER BY id, crew_id";
+
+/// Both sides of a crew check, two statements stepped side by side.
+struct Sides<'s> {
+    live: rusqlite::Rows<'s>,
+    viewed: rusqlite::Rows<'s>,
+}
+
+impl CrewSides for Sides<'_> {
+    fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
+        let Some(row) = self.live.next()? else {
+            return Ok(None);
+        };
+        Ok(Some(Crewed {
+            id: row.get(0)?,
+            from: row.get(1)?,
+            to: row.get(2)?,
+            minutes: row.get(3)?,
+            payload: row.get(4)?,
+        }))
+    }
+
+    fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
+        let Some(row) = self.viewed.next()? else {
+            return Ok(None);
+        };
+        Ok(Some(CrewLine {
+            id: row.get(0)?,
+            crew_id: row.get(1)?,
+            role: row.get(2)?,
+            from: row.get(3)?,
+            to: row.get(4)?,
+            minutes: row.get(5)?,
+        }))
+    }
+}
+
+/// A crew view against its live events, both read in one read transaction.
+fn crew_view(
+    store: &SqliteStore,
+    view: &str,
+    live_sql: &str,
+    viewed_sql: &str,
+    unit: (&str, &str),
+) -> Result<Finding, StoreError> {
+    let tx = store.conn.unchecked_transaction()?;
+    let mut live = tx.prepare(live_sql)?;
+    let mut viewed = tx.prepare(viewed_sql)?;
+    let mut sides = Sides {
+        live: live.query([])?,
+        viewed: viewed.query([])?,
+    };
+    compare_crew(&mut sides, view, unit)
+}
+
+/// `crew_flight` against the crew of each flight's first live off-blocks.
+pub(crate) fn crew_flight(store: &SqliteStore) -> Result<Finding, StoreError> {
+    crew_view(
+        store,
+        "crew_flight",
+        CREW_FLIGHT_LIVE,
+        CREW_FLIGHT_VIEWED,
+        ("flight with block time", "flights with block time"),
+    )
+}
+
+/// `crew_duty` against the crew of each duty's first live duty_start.
+pub(crate) fn crew_duty(store: &SqliteStore) -> Result<Finding, StoreError> {
+    crew_view(
+        store,
+        "crew_duty",
+        CREW_DUTY_LIVE,
+        CREW_DUTY_VIEWED,
+        ("duty", "duties"),
+    )
 }
