@@ -313,7 +313,7 @@ fn is_leap_year(year: i32) -> bool {
 }
 
 /// The days of `month` (1–12) in `year` of the proleptic Gregorian calendar.
-fn days_in_month(year: i32, month: i32) -> i32 {
+pub(crate) fn days_in_month(year: i32, month: i32) -> i32 {
     match month {
         2 if is_leap_year(year) => 29,
         2 => 28,
@@ -324,7 +324,7 @@ fn days_in_month(year: i32, month: i32) -> i32 {
 
 /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard
 /// Hinnant's `days_from_civil`, exact for every year, 0 and negative ones included).
-fn days_from_civil(year: i64, month: i32, day: i32) -> i64 {
+pub(crate) fn days_from_civil(year: i64, month: i32, day: i32) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
     let era = year.div_euclid(400);
     let year_of_era = year - era * 400;
@@ -336,7 +336,7 @@ fn days_from_civil(year: i64, month: i32, day: i32) -> i64 {
 
 /// The date (year, month, day) of a count of days from 1970-01-01, the inverse of
 /// `days_from_civil` (Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let days = days + 719_468;
     let era = days.div_euclid(146_097);
     let day_of_era = days - era * 146_097;

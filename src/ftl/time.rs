@@ -3,6 +3,8 @@
 //! arithmetic the calendar windows need, and the text bounds that a view's text
 //! column can be compared with.
 
+use crate::batch::event::{self, civil_from_days};
+
 /// Microseconds since 1970-01-01T00:00:00Z (negative before). An `i64` spans
 /// ±292,000 years, so every instant of years 0001–9999 fits.
 pub type Micros = i64;
@@ -117,47 +119,15 @@ pub fn year_start(at: Micros) -> Micros {
     days_from_civil(year, 1, 1) * MICROS_PER_DAY
 }
 
-fn is_leap_year(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
+/// The days of `month` (1–12) in `year`: the calendar of the event parser.
 fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap_year(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
+    // Years are 0001–9999 and months 1–12 wherever this is asked.
+    i64::from(event::days_in_month(year as i32, month as i32))
 }
 
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard
-/// Hinnant's `days_from_civil`).
+/// Days from 1970-01-01 to a date: the calendar of the event parser.
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date of a count of days from 1970-01-01, the inverse of `days_from_civil`.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+    event::days_from_civil(year, month as i32, day as i32)
 }
 
 #[cfg(test)]
