@@ -1,5 +1,5 @@
-//! A batch's flights: each numbered in `flight` the first time the database sees
-//! it, and its times (the first off-blocks and takeoff, the last landing and
+//! A batch's flights: each numbered in `spoolite_flight` the first time the
+//! database sees it, and its times (the first off-blocks and takeoff, the last landing and
 //! on-blocks of its live events, which `flight_times` reads) kept up to date in
 //! the batch's own transaction.
 //!
@@ -25,8 +25,9 @@ use rusqlite::{Connection, params};
 use super::crew;
 use crate::store::{CaseVariants, StoreError};
 
-/// The event kinds a flight's times are made of, in the order of `flight`'s four
-/// columns; the first two count their earliest event, the last two their latest.
+/// The event kinds a flight's times are made of, in the order of
+/// `spoolite_flight`'s four columns; the first two count their earliest event, the
+/// last two their latest.
 const KINDS: [&str; 4] = ["off_blocks", "takeoff", "landing", "on_blocks"];
 
 /// Whether `event_kind` is one a flight's times are made of.
@@ -71,7 +72,7 @@ const SPELLINGS: &str =
 struct Run {
     flight_id: String,
     flight_ref: i64,
-    /// Not yet in `flight`: inserted, with its times, when the run ends.
+    /// Not yet in `spoolite_flight`: inserted, with its times, when the run ends.
     new: bool,
     /// The times of the run's live events, in `KINDS` order.
     times: [Option<String>; 4],
