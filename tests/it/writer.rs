@@ -133,16 +133,21 @@ fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
         "{schema:?}"
     );
 
-    // 40,000 events into 6 rows: the secondary indexes are dropped for the
-    // apply. Killed at moments across the ingest, each time the transaction,
-    // the drop included, is rolled back: the indexes are there, whole.
-    let file = write(dir.path(), "large.ndjson", large_file(6..40_006));
+    // 150,000 events into 6 rows: the secondary indexes are dropped for the
+    // apply. Killed at moments across the ingest (it takes seconds: 40,000 events
+    // took 1.4 s on a quiet machine, within the last kill), each time the
+    // transaction, the drop included, is rolled back: the indexes are there, whole.
+    let file = write(dir.path(), "large.ndjson", large_file(6..150_006));
     for kill_after_ms in [150, 400, 900, 1600] {
         let mut child = start_ingest(&db, &file);
         let deadline = Instant::now() + Duration::from_millis(kill_after_ms);
         while Instant::now() < deadline && child.try_wait().expect("try_wait").is_none() {
             std::thread::sleep(Duration::from_millis(5));
         }
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the ingest ended before the kill at {kill_after_ms} ms"
+        );
         child.kill().expect("kill -9");
         child.wait().expect("wait");
         assert_eq!(
@@ -160,7 +165,7 @@ fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
     assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
     assert_eq!(
         query(&db, "SELECT count(*) FROM spoolite_event"),
-        [["40006"]]
+        [["150006"]]
     );
     let plan = query(
         &db,
@@ -175,7 +180,7 @@ fn a_batch_large_against_the_table_builds_its_indexes_again_even_when_killed() {
     );
 
     // A file small against the table keeps the indexes and inserts into them.
-    let small = write(dir.path(), "small.ndjson", large_file(40_006..40_106));
+    let small = write(dir.path(), "small.ndjson", large_file(150_006..150_106));
     let log = ingest_logged(&db, &small);
     assert!(!log.contains(REBUILT), "{log}");
     assert_eq!(query(&db, "PRAGMA integrity_check"), [["ok"]]);
