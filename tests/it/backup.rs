@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{
     Daemon, Site, event, let_others_traverse, names, query, spoolite, spoolite_as, write,
 };
@@ -463,17 +463,9 @@ fn a_backup_killed_mid_copy_leaves_no_file_and_the_next_one_succeeds() {
     );
 }
 
-/// uid and gid of the analyst: nobody and nogroup.
-const ANALYST: u32 = 65534;
-
 #[test]
 fn an_analyst_who_may_only_read_the_database_backs_it_up() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plays the analyst with another uid, so it runs as root"
-    );
+    assert_root();
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state");
     fs::create_dir_all(&state).expect("mkdir");
@@ -488,15 +480,7 @@ fn an_analyst_who_may_only_read_the_database_backs_it_up() {
         .expect("ingest");
     assert!(output.status.success(), "{}", stderr(&output));
     let_others_traverse(dir.path());
-    for path in fs::read_dir(&state)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-    {
-        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
-    }
-    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown folder");
-    fs::set_permissions(&state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    share_read_only_with_analyst(&state);
     let before = fs::read(&db).expect("read the database");
     let copies = dir.path().join("copies");
     fs::create_dir_all(&copies).expect("mkdir");

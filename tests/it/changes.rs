@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::pg_contract::DbRef;
+use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{
     Daemon, Site, event, ingest_json, json_batch, let_others_traverse, off_blocks, query, spoolite,
     spoolite_as, wait_until,
@@ -842,31 +842,15 @@ fn a_follower_sees_each_change_once_while_the_daemon_is_killed_and_restarted() {
 // ---------------------------------------------------------------------------------
 // An analyst account
 
-/// uid and gid of the analyst: nobody and nogroup.
-const ANALYST: u32 = 65534;
-
 #[test]
 fn an_analyst_who_may_not_write_the_folder_follows_the_feed() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plays the analyst with another uid, so it runs as root"
-    );
+    assert_root();
     let (dir, db) = database_with_changes();
     let state = db.parent().expect("state folder");
     let_others_traverse(dir.path());
     // As on a packaged host: the folder and the files are the daemon's, the
     // analysts' group may read them and list the folder, and write neither.
-    for path in fs::read_dir(state)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-    {
-        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
-    }
-    std::os::unix::fs::chown(state, Some(0), Some(ANALYST)).expect("chown folder");
-    fs::set_permissions(state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    share_read_only_with_analyst(state);
     let files_before = crate::support::names(state);
     let mut command = spoolite_as(ANALYST, ANALYST);
     command.arg("changes").arg("--db").arg(&db).current_dir("/");

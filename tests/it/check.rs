@@ -4,13 +4,13 @@
 //! account that may only read.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::ingest::{broken_lines, edges_ndjson, key_vectors_batch};
 use crate::pg::outcome_table_files;
 use crate::pg_contract::Backend;
+use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{ingest_json, let_others_traverse, parse_lines, spoolite, spoolite_as, write};
 
 /// The checks, in the order they are printed.
@@ -425,32 +425,16 @@ fn a_database_that_cannot_be_read_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
 }
 
-/// uid and gid of the analyst: nobody and nogroup.
-const ANALYST: u32 = 65534;
-
 #[test]
 fn an_analyst_who_may_only_read_runs_every_check() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plays the analyst with another uid, so it runs as root"
-    );
+    assert_root();
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state");
     fs::create_dir(&state).expect("state folder");
     let db: PathBuf = state.join("spoolite.db");
     fill(dir.path(), &db);
     let_others_traverse(dir.path());
-    for path in fs::read_dir(&state)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-    {
-        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
-    }
-    std::os::unix::fs::chown(&state, Some(0), Some(ANALYST)).expect("chown folder");
-    fs::set_permissions(&state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    share_read_only_with_analyst(&state);
     let before = crate::support::names(&state);
     let output = spoolite_as(ANALYST, ANALYST)
         .arg("check")

@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::assert_root;
 use crate::support::*;
 
 /// The unprivileged account the daemon runs as in these tests.
@@ -18,15 +19,6 @@ fn metric(path: &Path, name: &str) -> Option<f64> {
     let text = fs::read_to_string(path).ok()?;
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-fn assert_root() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test runs the daemon as another uid, so it runs as root"
-    );
 }
 
 /// Hands the site's folders to nobody, so a daemon running as nobody can serve it.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::pg_contract::Backend;
 use crate::support::{
-    Site, event, ingest_command, json_batch, pg_schema_version, sha256_hex, spoolite,
-    sqlite_schema_version, write,
+    Site, event, ingest_command, json_batch, migrations_sql, pg_schema_version, sha256_hex,
+    spoolite, sqlite_schema_version, write,
 };
 use crate::support_pg::PgDb;
 
@@ -247,23 +247,6 @@ fn execute(backend: &Backend, sql: &str) {
     }
 }
 
-/// The first `version` migrations of `dir` (`schema/` or `schema/postgres/`), in
-/// order: what a spoolite of that schema version made.
-fn migrations(dir: &str, version: usize) -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("list the migrations")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
-        .collect();
-    files.sort();
-    files[..version]
-        .iter()
-        .map(|f| std::fs::read_to_string(f).expect("read a migration"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// `day.json` as an older schema stored it (SQLite schema 5, PostgreSQL schema
 /// 1): that schema made from its own migration files, and the file's inbox row and
 /// two events written in its layout.
@@ -294,7 +277,7 @@ fn day_in_an_older_schema(backend: &Backend) {
              INSERT INTO duty_event_data VALUES
                  (x'{ba}', 1, 'off_blocks', '2026-11-29T10:05:00Z', 1, '{{}}', 0, 1, '{at}', '{at}', 1),
                  (x'{ezy}', 2, 'off_blocks', '2026-11-29T11:00:00Z', 1, '{{}}', 0, 1, '{at}', '{at}', 2);",
-            schema = migrations("schema", 5),
+            schema = migrations_sql("schema", 5),
         ),
         Backend::Postgres(_) => format!(
             "{schema}
@@ -307,7 +290,7 @@ fn day_in_an_older_schema(backend: &Backend) {
                  ('{ezy}', 'EZY8421-20261129', 'off_blocks', '2026-11-29T11:00:00Z', 1, '{{}}',
                   false, '{digest}', '{at}', '{at}', 2);
              UPDATE change_seq_counter SET next_seq = 3;",
-            schema = migrations("schema/postgres", 1),
+            schema = migrations_sql("schema/postgres", 1),
         ),
     };
     execute(backend, &sql);

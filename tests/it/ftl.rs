@@ -7,18 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use jiff::{Timestamp, ToSpan};
 use serde_json::Value;
 
+use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{event, json_batch, let_others_traverse, query, spoolite, spoolite_as, write};
 use crate::support_pg::PgDb;
-
-/// `nobody`: an account that may read the database but not write its folder.
-const ANALYST: u32 = 65534;
 
 /// The instants each rule set is judged at: one before the data, a year's and a month's first instant,
 /// a time inside the data, one with a fraction, and one after the last event (the
@@ -823,24 +820,11 @@ fn the_site_defaults_file_names_the_database_and_the_rules() {
 
 #[test]
 fn an_analyst_who_may_not_write_the_folder_runs_ftl() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plays the analyst with another uid, so it runs as root"
-    );
+    assert_root();
     let (dir, db) = sqlite_database();
     let state = db.parent().expect("state folder");
     let_others_traverse(dir.path());
-    for path in fs::read_dir(state)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-    {
-        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
-    }
-    std::os::unix::fs::chown(state, Some(0), Some(ANALYST)).expect("chown folder");
-    fs::set_permissions(state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+    share_read_only_with_analyst(state);
     let files_before = crate::support::names(state);
     let as_root = ftl(
         &db.to_string_lossy(),

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use crate::support::{ANALYST, assert_root};
 use crate::support::{
     COUNT_FIELDS, Daemon, Site, assert_unit_verifies, dump, event, ingest_command, json_batch,
     let_others_traverse, off_blocks, parse_lines, query, sha256_hex, spoolite, spoolite_as,
@@ -27,9 +28,6 @@ use crate::support::{
 
 /// The longest any single wait of these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// uid and gid of the analyst: nobody and nogroup.
-const ANALYST: u32 = 65534;
 
 /// The repository root, where packaging/ lives.
 fn repo() -> PathBuf {
@@ -534,16 +532,9 @@ fn the_daemon_tells_systemd_it_is_ready_alive_and_stopping() {
             .env("WATCHDOG_USEC", "300000"),
     ));
     assert_eq!(notify.next(&daemon), "READY=1");
-    let migrations = fs::read_dir(repo().join("schema"))
-        .expect("list schema/")
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sql"))
-        })
-        .count();
     assert_eq!(
         query(&site.db, "PRAGMA user_version"),
-        [[migrations.to_string()]],
+        [[crate::support::sqlite_schema_version().to_string()]],
         "at READY=1 the schema is migrated"
     );
     // Half of WATCHDOG_USEC: a ping every 150 ms. Five pings take 750 ms at that
@@ -1584,16 +1575,6 @@ impl Drop for Analyst {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Fails unless the test runs as root, which the tests that play another uid need.
-fn assert_root() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test plays the analyst with another uid, so it runs as root"
-    );
 }
 
 /// A site in the packaged layout, where a daemon has taken day 1 and stopped: the

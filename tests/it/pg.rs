@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::pg_contract::Backend;
 use crate::support::{
-    event, ingest_command, ingest_json, json_batch, pg_schema_version, sha256_hex, write,
+    event, ingest_command, ingest_json, json_batch, migrations_sql, pg_schema_version, sha256_hex,
+    write,
 };
 use crate::support_pg::PgDb;
 
@@ -320,27 +321,15 @@ fn the_same_bytes_from_two_writers_at_once_commit_once() {
 }
 
 /// The PostgreSQL schema as `schema/postgres/` holds it.
-/// The schema as this spoolite makes it: every migration of `schema/postgres/`.
-fn current_schema() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/postgres");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("list the migrations")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|f| std::fs::read_to_string(f).expect("read a migration"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 #[test]
 fn the_postgres_schema_has_the_contract_tables_and_column_types() {
     let db = PgDb::new();
     db.client()
-        .batch_execute(&current_schema())
+        .batch_execute(&migrations_sql(
+            "schema/postgres",
+            pg_schema_version() as usize,
+        ))
         .expect("apply the schema");
     let columns = |table: &str| {
         db.query(&format!(

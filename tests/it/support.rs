@@ -347,6 +347,35 @@ fn migrations_in(dir: &Path) -> i64 {
     sql as i64
 }
 
+/// uid and gid of the analyst the tests play: nobody and nogroup.
+pub const ANALYST: u32 = 65534;
+
+/// Fails unless the tests run as root: a test that plays the analyst, or runs the
+/// daemon as another account, runs spoolite under another uid.
+pub fn assert_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs spoolite as another uid, so it runs as root"
+    );
+}
+
+/// As on a packaged host: the folder `state` and the files in it are root's, and
+/// the analysts' group (`ANALYST`) may read them and list the folder, and write
+/// neither.
+pub fn share_read_only_with_analyst(state: &Path) {
+    for path in fs::read_dir(state)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+    {
+        std::os::unix::fs::chown(&path, Some(0), Some(ANALYST)).expect("chown file");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod file");
+    }
+    std::os::unix::fs::chown(state, Some(0), Some(ANALYST)).expect("chown folder");
+    fs::set_permissions(state, fs::Permissions::from_mode(0o750)).expect("chmod folder");
+}
+
 /// The first `count` migrations of `dir` (`schema/` or `schema/postgres/`), in
 /// order: the schema a spoolite of that version made.
 pub fn migrations_sql(dir: &str, count: usize) -> String {
