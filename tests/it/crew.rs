@@ -314,6 +314,64 @@ fn the_crew_views_follow_corrections_and_retractions_on_postgres() {
     check_crew_story(&Backend::postgres());
 }
 
+/// A first file in which a flight comes back after another flight's events (an
+/// earlier off-blocks with another crew), a duty's events repeated, and a flight
+/// whose events are all read once: the first run of each is a new flight's, the
+/// second is not, and the rows end as the live events give them.
+fn check_a_flight_back_later_in_its_first_file(db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = "BA0200-20261129";
+    let duty = "D-C7-20261129";
+    let early = "2026-11-29T09:55:00Z";
+    let events = [
+        timed(FL, "off_blocks", OFF, 1, r#"{"crew":["C1","C2"]}"#),
+        timed(FL, "on_blocks", ON, 1, "{}"),
+        timed(
+            duty,
+            "duty_start",
+            "2026-11-29T08:00:00Z",
+            1,
+            r#"{"crew":["C7"]}"#,
+        ),
+        timed(duty, "duty_end", "2026-11-29T16:00:00Z", 1, "{}"),
+        timed(
+            other,
+            "off_blocks",
+            "2026-11-29T11:00:00Z",
+            1,
+            r#"{"crew":["C3"]}"#,
+        ),
+        timed(other, "on_blocks", "2026-11-29T12:00:00Z", 1, "{}"),
+        timed(FL, "off_blocks", early, 1, r#"{"crew":["C5"]}"#),
+        timed(duty, "duty_end", "2026-11-29T17:00:00Z", 1, "{}"),
+    ];
+    ingest(db, dir.path(), "first.json", &events);
+    assert_eq!(
+        crew_flight(db),
+        [
+            format!("C3|operating|{other}|2026-11-29T11:00:00Z|2026-11-29T12:00:00Z|6000"),
+            format!("C5|operating|{FL}|{early}|{ON}|16000"),
+        ]
+    );
+    assert_eq!(
+        crew_duty(db),
+        [format!(
+            "C7|operating|{duty}|2026-11-29T08:00:00Z|2026-11-29T17:00:00Z|54000"
+        )]
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+}
+
+#[test]
+fn a_flight_back_later_in_its_first_file_takes_its_earliest_off_blocks_crew() {
+    check_a_flight_back_later_in_its_first_file(&Backend::sqlite());
+}
+
+#[test]
+fn a_flight_back_later_in_its_first_file_takes_its_earliest_off_blocks_crew_on_postgres() {
+    check_a_flight_back_later_in_its_first_file(&Backend::postgres());
+}
+
 /// Batches of several flights and duties, with corrections and retractions: what
 /// the migration test builds the crew rows of.
 fn migration_batches() -> Vec<String> {

@@ -266,6 +266,7 @@ impl Effects for Writer {
             tx,
             (event.flight_id(), event.event_kind(), event.instant_utc()),
             event.retracted(),
+            event.payload(),
         )
     }
 

@@ -3,11 +3,20 @@
 //! computed again from their live rows in the batch's own transaction, after the
 //! flights' times are (`flights`), so that they depend only on the live events.
 //!
-//! A flight or duty is noted (in a temporary table, so memory stays bounded) when
-//! the batch holds an event of a kind its crew rows are made of, live or not,
-//! whatever its outcome: noting one too many costs a recomputation that changes
-//! nothing. Its rows are then deleted and written again: the crew of its first live
-//! `off_blocks` (or `duty_start`) event by `crate::crew`'s rules, with its times.
+//! A new flight whose run of events holds each kind its crew rows are made of at
+//! most once, none retracted (the common case, and every flight of a first
+//! ingest), has its rows written as the run ends, from the events as read: each
+//! of them is inserted as read, so they are its live events. The rows go in
+//! chunks (`CHUNK_ROWS`), and into empty crew tables with their secondary indexes
+//! dropped and built again at the end. Reading the rows back would cost a random
+//! read of a payload per flight (BENCHMARKS.md, "Crew rows as they are read").
+//!
+//! Any other flight or duty is noted (in a temporary table, so memory stays
+//! bounded) when the batch holds an event of a kind its crew rows are made of,
+//! live or not, whatever its outcome: noting one too many costs a recomputation
+//! that changes nothing. Its rows are then deleted and written again, after the
+//! new flights' rows: the crew of its first live `off_blocks` (or `duty_start`)
+//! event by `crate::crew`'s rules, with its times.
 //! The migration to schema 7 runs the same computation over every flight
 //! (`Scope::All`), so a database upgraded holds the rows its batches would have
 //! written.
@@ -18,6 +27,7 @@
 
 use rusqlite::Connection;
 
+use super::flights::before;
 use super::rebuild;
 use crate::crew;
 use crate::store::StoreError;
@@ -51,11 +61,21 @@ impl Scope {
 const CREATE_NOTED: &str =
     "CREATE TEMP TABLE IF NOT EXISTS crew_recompute (ref INTEGER PRIMARY KEY)";
 
-/// A batch's flights noted for their crew rows.
+/// A batch's flights noted for their crew rows, the rows of its new flights
+/// waiting to be written, and the crew tables' indexes dropped meanwhile.
 #[derive(Default)]
 pub(super) struct Noted {
     /// Whether a flight was noted (the temporary table then exists and is in use).
     any: bool,
+    /// New flights' rows, written `CHUNK_ROWS` at a time.
+    flights: Pending,
+    duties: Pending,
+    /// The crew tables' secondary indexes, dropped before the first rows of a
+    /// new flight went into empty crew tables (a first ingest), built again by
+    /// `finish` with one sort each.
+    dropped: Option<[rebuild::Dropped; 2]>,
+    /// Whether the crew tables were looked at for being empty.
+    looked: bool,
 }
 
 impl Noted {
@@ -71,14 +91,283 @@ impl Noted {
         Ok(())
     }
 
-    /// Computes the noted flights' crew rows again; call once their times are.
+    /// The crew rows of a run's flight: the rows of what the run read when that
+    /// is all there is to them (a new flight, `Read::Plain`), else the flight
+    /// noted for `finish`.
+    pub(super) fn end_run(
+        &mut self,
+        tx: &Connection,
+        flight_ref: i64,
+        run: RunCrew,
+    ) -> Result<(), StoreError> {
+        let plain = match run.read {
+            Read::None => return Ok(()),
+            Read::Noted => return self.note(tx, flight_ref),
+            Read::Plain(plain) => plain,
+        };
+        if !self.looked {
+            self.looked = true;
+            if empty(tx)? {
+                self.dropped = Some([
+                    rebuild::drop_indexes_of(tx, "spoolite_crew_flight")?,
+                    rebuild::drop_indexes_of(tx, "spoolite_crew_duty")?,
+                ]);
+            }
+        }
+        let Plain {
+            off_blocks,
+            on_blocks,
+            duty_start,
+            duty_end,
+        } = *plain;
+        if let (Some((start, crew)), Some(end)) = (off_blocks, on_blocks)
+            && !before(&end, &start)
+        {
+            self.flights.add(
+                tx,
+                Table::Flight,
+                Times::new(flight_ref, start, Some(end)),
+                crew,
+            )?;
+        }
+        if let Some((start, crew)) = duty_start {
+            let end = duty_end.filter(|end| !before(end, &start));
+            self.duties
+                .add(tx, Table::Duty, Times::new(flight_ref, start, end), crew)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the new flights' rows still waiting, computes the noted flights'
+    /// crew rows again (call once their times are) and builds the dropped indexes.
     /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
     /// the crew tables' indexes are dropped and built again by sorting too.
-    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
+    pub(super) fn finish(mut self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
+        self.flights.flush(tx, Table::Flight)?;
+        self.duties.flush(tx, Table::Duty)?;
         if self.any {
-            recompute(tx, Scope::Noted, sorted)?;
+            recompute(tx, Scope::Noted, sorted && self.dropped.is_none())?;
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
         }
+        for indexes in self.dropped.into_iter().flatten() {
+            indexes.rebuild(tx)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether both crew tables are empty: a first ingest, whose crew rows are best
+/// indexed by one sort each after they are written.
+fn empty(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(tx.query_row(
+        "SELECT NOT EXISTS (SELECT 1 FROM spoolite_crew_flight)
+             AND NOT EXISTS (SELECT 1 FROM spoolite_crew_duty)",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// What a run of one flight's events read of its crew rows.
+#[derive(Default)]
+pub(super) struct RunCrew {
+    read: Read,
+}
+
+#[derive(Default)]
+enum Read {
+    /// No event a crew row is made of.
+    #[default]
+    None,
+    /// A new flight's events, each kind at most once and none retracted: each
+    /// is inserted as read (a new flight has no stored rows, and one version of
+    /// a key is its only one), so its crew rows are what the run read.
+    Plain(Box<Plain>),
+    /// Anything else: the crew rows are computed from the live rows at the end.
+    Noted,
+}
+
+/// The crew-row events of a new flight's run, each kind at most once.
+#[derive(Default)]
+struct Plain {
+    off_blocks: Option<(String, Vec<crew::Member>)>,
+    on_blocks: Option<String>,
+    duty_start: Option<(String, Vec<crew::Member>)>,
+    duty_end: Option<String>,
+}
+
+impl RunCrew {
+    /// Reads one event of the run. `new`: the flight is not yet stored, so the
+    /// run's events are all its events (if it comes back later in the file, that
+    /// run is not new and notes it for `finish`, which writes its rows again).
+    pub(super) fn read(
+        &mut self,
+        new: bool,
+        (event_kind, instant_utc): (&str, &str),
+        retracted: bool,
+        payload: &str,
+    ) {
+        if !is_crewed(event_kind) {
+            return;
+        }
+        if matches!(self.read, Read::None) {
+            self.read = match new {
+                true => Read::Plain(Box::default()),
+                false => Read::Noted,
+            };
+        }
+        let Read::Plain(plain) = &mut self.read else {
+            return;
+        };
+        if retracted || !plain.take(event_kind, instant_utc, payload) {
+            self.read = Read::Noted;
+        }
+    }
+}
+
+impl Plain {
+    /// Takes an event of a kind not read before in the run; `false` if one was.
+    fn take(&mut self, event_kind: &str, instant_utc: &str, payload: &str) -> bool {
+        let with_crew = || (instant_utc.to_owned(), crew::of_payload(payload));
+        match event_kind {
+            "off_blocks" if self.off_blocks.is_none() => self.off_blocks = Some(with_crew()),
+            "duty_start" if self.duty_start.is_none() => self.duty_start = Some(with_crew()),
+            "on_blocks" if self.on_blocks.is_none() => {
+                self.on_blocks = Some(instant_utc.to_owned())
+            }
+            "duty_end" if self.duty_end.is_none() => self.duty_end = Some(instant_utc.to_owned()),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The two crew tables, as the rows waiting for them are written.
+#[derive(Clone, Copy)]
+enum Table {
+    Flight,
+    Duty,
+}
+
+impl Table {
+    /// The start of an insert into the table; each row's values follow.
+    fn insert(self) -> &'static str {
+        match self {
+            Table::Flight => {
+                "INSERT INTO spoolite_crew_flight
+                     (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes) VALUES "
+            }
+            Table::Duty => {
+                "INSERT INTO spoolite_crew_duty
+                     (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes) VALUES "
+            }
+        }
+    }
+
+    /// `INSERT … VALUES` of `rows` rows, their minutes computed from the two
+    /// times as `spoolite_flight.block_minutes` and `duties_sql` compute them.
+    fn insert_sql(self, rows: usize) -> String {
+        let mut sql = self.insert().to_owned();
+        for row in 0..rows {
+            let at = row * 5;
+            let (start, end) = (at + 4, at + 5);
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!(
+                "(?{}, ?{}, ?{}, ?{start}, ?{end}, \
+                 round((julianday(rtrim(?{end}, 'Z')) - julianday(rtrim(?{start}, 'Z'))) * 1440, 2))",
+                at + 1,
+                at + 2,
+                at + 3
+            ));
+        }
+        sql
+    }
+}
+
+/// How many crew rows one insert writes: SQLite's statements cost more than
+/// the b-tree work of a row, so a first ingest's million rows go in chunks.
+const CHUNK_ROWS: usize = 128;
+
+/// A flight's or duty's number and times, as its crew rows hold them.
+struct Times {
+    flight_ref: i64,
+    start: String,
+    end: Option<String>,
+}
+
+impl Times {
+    fn new(flight_ref: i64, start: String, end: Option<String>) -> Times {
+        Times {
+            flight_ref,
+            start,
+            end,
+        }
+    }
+}
+
+/// One crew row: the flight's or duty's number, the member's id and role, the times.
+struct Row {
+    flight_ref: i64,
+    crew_id: String,
+    role: &'static str,
+    start: String,
+    end: Option<String>,
+}
+
+/// Crew rows waiting to be written, at most `CHUNK_ROWS` of them.
+#[derive(Default)]
+struct Pending {
+    rows: Vec<Row>,
+}
+
+impl Pending {
+    fn add(
+        &mut self,
+        tx: &Connection,
+        table: Table,
+        times: Times,
+        crew: Vec<crew::Member>,
+    ) -> Result<(), StoreError> {
+        for member in crew {
+            let (crew_id, role) = member.into_parts();
+            self.rows.push(Row {
+                flight_ref: times.flight_ref,
+                crew_id,
+                role: role.as_str(),
+                start: times.start.clone(),
+                end: times.end.clone(),
+            });
+            if self.rows.len() == CHUNK_ROWS {
+                self.flush(tx, table)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the rows waiting: a full chunk with one statement, fewer one by one.
+    fn flush(&mut self, tx: &Connection, table: Table) -> Result<(), StoreError> {
+        let rows = std::mem::take(&mut self.rows);
+        let chunks: Vec<&[_]> = match rows.len() {
+            CHUNK_ROWS => vec![&rows[..]],
+            _ => rows.chunks(1).collect(),
+        };
+        for chunk in chunks {
+            let mut insert = tx.prepare_cached(&table.insert_sql(chunk.len()))?;
+            let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(chunk.len() * 5);
+            for row in chunk {
+                values.extend([
+                    &row.flight_ref as &dyn rusqlite::ToSql,
+                    &row.crew_id,
+                    &row.role,
+                    &row.start,
+                    &row.end,
+                ]);
+            }
+            insert.execute(values.as_slice())?;
+        }
+        self.rows = rows;
+        self.rows.clear();
         Ok(())
     }
 }

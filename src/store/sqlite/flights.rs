@@ -76,8 +76,8 @@ struct Run {
     new: bool,
     /// The times of the run's live events, in `KINDS` order.
     times: [Option<String>; 4],
-    /// Whether the run holds an event its flight's crew rows are made of.
-    crewed: bool,
+    /// What the run read of its flight's crew rows.
+    crew: crew::RunCrew,
 }
 
 /// A batch's flights as its events are read, and those whose times must be
@@ -115,7 +115,7 @@ fn spellings(tx: &Connection, flight_id: &str) -> Result<(Option<i64>, Vec<Strin
 
 /// Whether `instant` comes before `other` in time (canonical instants: the text
 /// without its `Z` sorts in time order).
-fn before(instant: &str, other: &str) -> bool {
+pub(super) fn before(instant: &str, other: &str) -> bool {
     instant.trim_end_matches('Z') < other.trim_end_matches('Z')
 }
 
@@ -128,6 +128,7 @@ impl Flights {
         tx: &Connection,
         (flight_id, event_kind, instant_utc): (&str, &str, &str),
         retracted: bool,
+        payload: &str,
     ) -> Result<i64, StoreError> {
         if self
             .run
@@ -138,7 +139,8 @@ impl Flights {
             self.run = Some(self.start_run(tx, flight_id)?);
         }
         let run = self.run.as_mut().expect("a run was started");
-        run.crewed |= crew::is_crewed(event_kind);
+        run.crew
+            .read(run.new, (event_kind, instant_utc), retracted, payload);
         if let Some(column) = KINDS.iter().position(|kind| *kind == event_kind)
             && !retracted
         {
@@ -182,7 +184,7 @@ impl Flights {
             flight_ref,
             new,
             times: Default::default(),
-            crewed: false,
+            crew: crew::RunCrew::default(),
         })
     }
 
@@ -192,9 +194,6 @@ impl Flights {
         let Some(run) = self.run.take() else {
             return Ok(());
         };
-        if run.crewed {
-            self.crew.note(tx, run.flight_ref)?;
-        }
         let [off_blocks, takeoff, landing, on_blocks] = &run.times;
         if run.new {
             tx.prepare_cached(
@@ -218,7 +217,8 @@ impl Flights {
                 on_blocks
             ])?;
         }
-        Ok(())
+        // After the flight's row: a new flight's crew rows read its minutes there.
+        self.crew.end_run(tx, run.flight_ref, run.crew)
     }
 
     /// Notes that a key of `flight_ref` may have taken an instant out of its times.
