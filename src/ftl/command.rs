@@ -46,17 +46,17 @@ enum FtlError {
 pub fn run(args: &FtlArgs) -> ExitCode {
     let at = args.at.unwrap_or_else(now);
     let crew = named_crew(&args.crew);
-    let lines = match judge(&args.db, args.rules, at, &crew) {
+    let mut lines = match judge(&args.db, args.rules, at, &crew) {
         Ok(lines) => lines,
         Err(error) => {
             eprintln!("spoolite: {error}");
             return ExitCode::from(EXIT_ERROR);
         }
     };
+    let exceeded = lines.iter().any(Line::exceeded);
     let text = if args.json {
         render::json_lines(&lines, args.rules, at)
     } else {
-        let mut lines = lines.clone();
         super::by_headroom(&mut lines);
         render::table(&lines, args.rules, at)
     };
@@ -69,7 +69,7 @@ pub fn run(args: &FtlArgs) -> ExitCode {
         }
         _ => {}
     }
-    match lines.iter().any(Line::exceeded) {
+    match exceeded {
         true => ExitCode::from(EXIT_EXCEEDED),
         false => ExitCode::SUCCESS,
     }
@@ -105,7 +105,9 @@ fn judge(db: &Db, rules: super::Rules, at: Micros, crew: &[String]) -> Result<Ve
             _ => FtlError::NoViews { name, found },
         });
     }
+    // One judge per view, each fed on its own thread, merged at the end.
     let mut judge = Judge::new(rules, at);
+    let mut duties = Judge::new(rules, at);
     // Bounds a second wider than the span, in whole seconds (what lies between
     // counts nothing: `Judge` cuts every row at the window's start and at T).
     let bound = |at: Micros| time::format_seconds(at).trim_end_matches('Z').to_owned();
@@ -113,12 +115,15 @@ fn judge(db: &Db, rules: super::Rules, at: Micros, crew: &[String]) -> Result<Ve
         after: bound(judge.reads_from() - MICROS_PER_SECOND),
         before: bound(at + MICROS_PER_SECOND),
     };
-    let mut unreadable = 0u64;
-    hours.read(&span, crew, |row| {
-        if add_row(&mut judge, row).is_none() {
-            unreadable += 1;
-        }
-    })?;
+    let (mut unreadable, mut unreadable_duties) = (0u64, 0u64);
+    hours.read(
+        &span,
+        crew,
+        |row| unreadable += u64::from(add_row(&mut judge, row).is_none()),
+        |row| unreadable_duties += u64::from(add_row(&mut duties, row).is_none()),
+    )?;
+    judge.merge(duties);
+    unreadable += unreadable_duties;
     if unreadable > 0 {
         log::warn!(
             "{unreadable} rows of crew_flight or crew_duty hold a time that is not an instant; left out"

@@ -108,6 +108,22 @@ impl Judge {
         }
     }
 
+    /// Adds what `other`, a judge of the same rules and T, summed.
+    pub fn merge(&mut self, other: Judge) {
+        debug_assert!(self.rules == other.rules && self.at == other.at);
+        for (crew_id, used) in other.used {
+            match self.used.get_mut(&crew_id) {
+                Some(held) => held
+                    .iter_mut()
+                    .zip(used)
+                    .for_each(|(held, more)| *held += more),
+                None => {
+                    self.used.insert(crew_id, used);
+                }
+            }
+        }
+    }
+
     /// One line per crew member and window: of every crew member with minutes in
     /// any window, or, when `named` is not empty, of exactly the crew named (each
     /// once, zeros for one without rows). In crew id then rule order.

@@ -1,6 +1,9 @@
 //! `ftl`'s output: the text table a person reads at a glance, and the JSON lines
 //! with the contract's fields. No I/O: both return text.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use super::time::{MICROS_PER_MINUTE, Micros, format_millis};
@@ -95,23 +98,25 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
         out.push_str("no crew member has flight time or duty in any window\n");
         return out;
     }
-    let rows: Vec<[String; 7]> = lines
+    // Borrowed where the text is already held: the table of every crew member
+    // has hundreds of thousands of rows.
+    let rows: Vec<[Cow<'_, str>; 7]> = lines
         .iter()
         .map(|line| {
             let used = (line.used + MICROS_PER_MINUTE - 1) / MICROS_PER_MINUTE;
             let limit = line.limit.limit_hours * 60;
             [
-                line.crew_id.clone(),
-                measure_text(line.limit.measure).to_owned(),
-                line.limit.window.to_owned(),
-                hours_minutes(used),
-                format!("{}:00", line.limit.limit_hours),
-                hours_minutes(limit - used),
-                if line.exceeded() { EXCEEDED } else { "" }.to_owned(),
+                Cow::Borrowed(line.crew_id.as_str()),
+                Cow::Borrowed(measure_text(line.limit.measure)),
+                Cow::Borrowed(line.limit.window),
+                Cow::Owned(hours_minutes(used)),
+                Cow::Owned(format!("{}:00", line.limit.limit_hours)),
+                Cow::Owned(hours_minutes(limit - used)),
+                Cow::Borrowed(if line.exceeded() { EXCEEDED } else { "" }),
             ]
         })
         .collect();
-    let heading = ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM", ""].map(str::to_owned);
+    let heading = ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM", ""].map(Cow::Borrowed);
     let mut widths = [0; 7];
     for row in std::iter::once(&heading).chain(&rows) {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -119,7 +124,9 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
         }
     }
     for row in std::iter::once(&heading).chain(&rows) {
-        let text = format!(
+        let start = out.len();
+        write!(
+            out,
             "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {}",
             row[0],
             row[1],
@@ -134,8 +141,10 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
             w3 = widths[3],
             w4 = widths[4],
             w5 = widths[5],
-        );
-        out.push_str(text.trim_end());
+        )
+        .expect("writing to a String");
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
         out.push('\n');
     }
     out

@@ -26,9 +26,10 @@ pub enum CrewRow<'a> {
 }
 
 /// The span to read: rows that end after `after` and begin before `before`, each
-/// an instant as `rtrim(…, 'Z')` writes it (`YYYY-MM-DDTHH:MM:SS[.fraction]`),
-/// which orders instants by time: the views' indexes are on that expression, so
-/// a crew member's rows, and everyone's, up to `before` are an index range.
+/// in whole seconds and without its `Z` (`YYYY-MM-DDTHH:MM:SS`), a second wider
+/// than what counts: compared with the views' canonical text, a plain `<` or `>`
+/// then keeps every row that counts (the text orders instants by time but for
+/// the fractions within one second), and reads the crew index as a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrewSpan {
     pub after: String,
@@ -68,19 +69,21 @@ impl CrewHours {
         }
     }
 
-    /// Hands `each` every row of `crew_flight` (operating crew) and `crew_duty`
-    /// (an open duty whatever its start) that may overlap `span`, of the crew
-    /// named in `crew` (every crew member when it is empty), all read in one
-    /// snapshot.
+    /// Hands `flights` every row of `crew_flight` (operating crew) and `duties`
+    /// every row of `crew_duty` (an open duty whatever its start) that may
+    /// overlap `span`, of the crew named in `crew` (every crew member when it is
+    /// empty), all read in one snapshot. The two may be called at once, from two
+    /// threads (SQLite reads the views side by side).
     pub fn read(
         &mut self,
         span: &CrewSpan,
         crew: &[String],
-        each: impl FnMut(CrewRow<'_>),
+        flights: impl FnMut(CrewRow<'_>) + Send,
+        duties: impl FnMut(CrewRow<'_>) + Send,
     ) -> Result<(), StoreError> {
         match self {
-            CrewHours::Sqlite(hours) => hours.read(span, crew, each),
-            CrewHours::Postgres(hours) => hours.read(span, crew, each),
+            CrewHours::Sqlite(hours) => hours.read(span, crew, flights, duties),
+            CrewHours::Postgres(hours) => hours.read(span, crew, flights, duties),
         }
     }
 }

@@ -52,7 +52,8 @@ impl PgCrewHours {
         &mut self,
         span: &CrewSpan,
         crew: &[String],
-        mut each: impl FnMut(CrewRow<'_>),
+        mut flights: impl FnMut(CrewRow<'_>),
+        mut duties: impl FnMut(CrewRow<'_>),
     ) -> Result<(), StoreError> {
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&span.after, &span.before];
         let sql = |base: &str| match crew.is_empty() {
@@ -72,7 +73,7 @@ impl PgCrewHours {
             .start()?;
         let mut rows = tx.query_raw(&sql(FLIGHTS_SQL), params.iter().copied())?;
         while let Some(row) = rows.next()? {
-            each(CrewRow::Flight {
+            flights(CrewRow::Flight {
                 crew_id: row.try_get(0)?,
                 role: row.try_get(1)?,
                 off_blocks_utc: row.try_get(2)?,
@@ -82,7 +83,7 @@ impl PgCrewHours {
         drop(rows);
         let mut rows = tx.query_raw(&sql(DUTIES_SQL), params.iter().copied())?;
         while let Some(row) = rows.next()? {
-            each(CrewRow::Duty {
+            duties(CrewRow::Duty {
                 crew_id: row.try_get(0)?,
                 duty_start_utc: row.try_get(1)?,
                 duty_end_utc: row.try_get(2)?,

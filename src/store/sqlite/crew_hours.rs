@@ -1,7 +1,7 @@
 //! SQLite's side of `ftl`: the rows of `crew_flight` and `crew_duty` that can
-//! overlap a span, on a read-only connection, in one read transaction.
+//! overlap a span, on read-only connections, as one snapshot.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
@@ -10,29 +10,44 @@ use crate::store::StoreError;
 use crate::store::crew_hours::{CrewRow, CrewSpan};
 
 /// Operating crew's flights whose block time may overlap the span (`?1` the
-/// span's start, `?2` its end).
+/// span's start, `?2` its end). The bounds are a second wider than the span and
+/// written without their `Z`, so a plain comparison of the canonical text (which
+/// orders instants by time but for fractions within one second) keeps every row
+/// that counts; `ftl` cuts each row at the window's start and at T. The unary `+`
+/// keeps the planner off the time index: the span is most of the table, which a
+/// scan reads in a fraction of the time a look-up per row takes (BENCHMARKS.md,
+/// "ftl at 10M"); the crew index still serves `--crew`.
 const FLIGHTS_SQL: &str = "SELECT crew_id, role, off_blocks_utc, on_blocks_utc FROM crew_flight \
-     WHERE role = 'operating' AND rtrim(off_blocks_utc, 'Z') < ?2 \
-     AND rtrim(on_blocks_utc, 'Z') > ?1";
+     WHERE role = 'operating' AND +off_blocks_utc < ?2 AND +on_blocks_utc > ?1";
 
 /// Duties that may overlap the span: begun before its end, and not ended before
 /// its start (an open one, whenever it began).
 const DUTIES_SQL: &str = "SELECT crew_id, duty_start_utc, duty_end_utc FROM crew_duty \
-     WHERE rtrim(duty_start_utc, 'Z') < ?2 \
-     AND (duty_end_utc IS NULL OR rtrim(duty_end_utc, 'Z') > ?1)";
+     WHERE +duty_start_utc < ?2 AND (duty_end_utc IS NULL OR +duty_end_utc > ?1)";
 
 /// Only the crew named in `?3`, a JSON array of ids.
 const NAMED: &str = " AND crew_id IN (SELECT value FROM json_each(?3))";
 
+/// What tells two read transactions apart: the last batch committed and the
+/// schema version. Every transaction that writes crew rows is a batch (which
+/// writes its inbox row) or a migration (which changes the version).
+const MARK_SQL: &str = "SELECT (SELECT coalesce(max(batch_ref), 0) FROM ingest_inbox), user_version FROM pragma_user_version";
+
+/// How many times `read` opens its two transactions again when a commit landed
+/// between them, before it reads both views on one connection.
+const SNAPSHOT_TRIES: usize = 3;
+
 /// A read-only connection to a spoolite SQLite database, for `ftl`.
 pub struct SqliteCrewHours {
     conn: Connection,
+    path: PathBuf,
 }
 
 impl SqliteCrewHours {
     pub fn open(path: &Path) -> Result<SqliteCrewHours, StoreError> {
         Ok(SqliteCrewHours {
             conn: connect::read_only(path)?,
+            path: path.to_owned(),
         })
     }
 
@@ -50,47 +65,120 @@ impl SqliteCrewHours {
         Ok(found == 2)
     }
 
+    /// Reads the two views at once, each on its own connection and thread (a
+    /// scan of each is most of `ftl`'s time), in two read transactions that see
+    /// the same commits: each is opened and its mark read (`MARK_SQL`), and if a
+    /// commit landed between the two, both are opened again. After
+    /// `SNAPSHOT_TRIES` such commits the views are read one after the other in
+    /// one transaction.
     pub fn read(
         &mut self,
         span: &CrewSpan,
         crew: &[String],
+        flights: impl FnMut(CrewRow<'_>) + Send,
+        duties: impl FnMut(CrewRow<'_>) + Send,
+    ) -> Result<(), StoreError> {
+        let query = Query::new(span, crew);
+        let mut second = Some(connect::read_only(&self.path)?);
+        for _ in 0..SNAPSHOT_TRIES {
+            let other = second.as_ref().expect("kept until both are read");
+            self.conn.execute_batch("BEGIN")?;
+            other.execute_batch("BEGIN")?;
+            let marks = (mark(&self.conn)?, mark(other)?);
+            if marks.0 == marks.1 {
+                let other = second.take().expect("kept until both are read");
+                let (conn, query) = (&self.conn, &query);
+                return std::thread::scope(|scope| {
+                    let duties_read = scope.spawn(move || {
+                        let read = query.duties(&other, duties);
+                        other.execute_batch("COMMIT")?;
+                        read
+                    });
+                    let flights_read = query.flights(conn, flights);
+                    conn.execute_batch("COMMIT")?;
+                    let duties_read = duties_read.join().expect("the duties' thread panicked");
+                    flights_read.and(duties_read)
+                });
+            }
+            self.conn.execute_batch("COMMIT")?;
+            other.execute_batch("COMMIT")?;
+        }
+        let tx = self.conn.unchecked_transaction()?;
+        query.flights(&tx, flights)?;
+        query.duties(&tx, duties)?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// The mark of the read transaction open on `conn` (its first read starts it).
+fn mark(conn: &Connection) -> Result<(i64, i64), StoreError> {
+    Ok(conn.query_row(MARK_SQL, [], |row| Ok((row.get(0)?, row.get(1)?)))?)
+}
+
+/// The span and the crew named, as the two statements take them.
+struct Query<'a> {
+    span: &'a CrewSpan,
+    /// The crew named, as a JSON array; None for everyone.
+    named: Option<String>,
+}
+
+impl<'a> Query<'a> {
+    fn new(span: &'a CrewSpan, crew: &[String]) -> Query<'a> {
+        let named = (!crew.is_empty())
+            .then(|| serde_json::to_string(crew).expect("a list of strings serialises"));
+        Query { span, named }
+    }
+
+    fn rows<'s>(
+        &self,
+        statement: &'s mut rusqlite::Statement<'_>,
+    ) -> rusqlite::Result<rusqlite::Rows<'s>> {
+        match &self.named {
+            None => statement.query((&self.span.after, &self.span.before)),
+            Some(named) => statement.query((&self.span.after, &self.span.before, named)),
+        }
+    }
+
+    fn sql(&self, base: &str) -> String {
+        match self.named {
+            None => base.to_owned(),
+            Some(_) => format!("{base}{NAMED}"),
+        }
+    }
+
+    fn flights(
+        &self,
+        conn: &Connection,
         mut each: impl FnMut(CrewRow<'_>),
     ) -> Result<(), StoreError> {
-        let named = serde_json::to_string(crew).expect("a list of strings serialises");
-        let sql = |base: &str| match crew.is_empty() {
-            true => base.to_owned(),
-            false => format!("{base}{NAMED}"),
-        };
-        // One read transaction: both views are read from the same snapshot.
-        let tx = self.conn.unchecked_transaction()?;
-        {
-            let mut flights = tx.prepare(&sql(FLIGHTS_SQL))?;
-            let mut rows = match crew.is_empty() {
-                true => flights.query((&span.after, &span.before))?,
-                false => flights.query((&span.after, &span.before, &named))?,
-            };
-            while let Some(row) = rows.next()? {
-                each(CrewRow::Flight {
-                    crew_id: text(row, 0)?,
-                    role: text(row, 1)?,
-                    off_blocks_utc: text(row, 2)?,
-                    on_blocks_utc: text(row, 3)?,
-                });
-            }
-            let mut duties = tx.prepare(&sql(DUTIES_SQL))?;
-            let mut rows = match crew.is_empty() {
-                true => duties.query((&span.after, &span.before))?,
-                false => duties.query((&span.after, &span.before, &named))?,
-            };
-            while let Some(row) = rows.next()? {
-                each(CrewRow::Duty {
-                    crew_id: text(row, 0)?,
-                    duty_start_utc: text(row, 1)?,
-                    duty_end_utc: text_or_null(row, 2)?,
-                });
-            }
+        let mut statement = conn.prepare(&self.sql(FLIGHTS_SQL))?;
+        let mut rows = self.rows(&mut statement)?;
+        while let Some(row) = rows.next()? {
+            each(CrewRow::Flight {
+                crew_id: text(row, 0)?,
+                role: text(row, 1)?,
+                off_blocks_utc: text(row, 2)?,
+                on_blocks_utc: text(row, 3)?,
+            });
         }
-        tx.commit()?;
+        Ok(())
+    }
+
+    fn duties(
+        &self,
+        conn: &Connection,
+        mut each: impl FnMut(CrewRow<'_>),
+    ) -> Result<(), StoreError> {
+        let mut statement = conn.prepare(&self.sql(DUTIES_SQL))?;
+        let mut rows = self.rows(&mut statement)?;
+        while let Some(row) = rows.next()? {
+            each(CrewRow::Duty {
+                crew_id: text(row, 0)?,
+                duty_start_utc: text(row, 1)?,
+                duty_end_utc: text_or_null(row, 2)?,
+            });
+        }
         Ok(())
     }
 }
