@@ -158,6 +158,17 @@ pub(crate) fn keep(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreEr
         scope.flight_ids(TIMED),
         scope.flight_ids(CREWED),
     ))?;
+    // The cursors below are read to their end: planned for their whole result,
+    // not for their first tenth (PostgreSQL's default for a cursor took a
+    // nested loop over every flight, and a copy of 1M events sat for minutes in
+    // its first FETCH). A bulk scope also gathers statistics first: its
+    // temporary tables have none, nor has a table filled in this transaction.
+    tx.batch_execute("SET LOCAL cursor_tuple_fraction = 1.0")?;
+    if scope != Scope::Written {
+        tx.batch_execute(
+            "ANALYZE spoolite_times_noted, spoolite_crew_noted, spoolite_event, spoolite_flight",
+        )?;
+    }
     tx.batch_execute(TIMES)?;
     tx.batch_execute(CREW_DELETE)?;
     write_crew(tx, FLIGHTS_CURSOR, COPY_CREW_FLIGHT)?;
