@@ -308,6 +308,20 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
             "2 rows of crew_duty unlike what the live events give (or that one side lacks): \
              DUTY-C1-20261201 (crew C1), DUTY-C1-20261201 (crew C2)",
         ),
+        (
+            "a crew row of no flight",
+            "INSERT INTO spoolite_crew_flight VALUES
+                 (999999, 'C9', 'operating', '2026-12-01T08:00:00Z', '2026-12-01T09:00:00Z', 60.0)",
+            &["crew_flight"],
+            // The row names no flight: its id is empty.
+            "lacks):  (crew C9)",
+        ),
+        (
+            "a flight's row deleted under its crew rows",
+            "DELETE FROM spoolite_flight WHERE flight_id = 'LH0400-20261201'",
+            &["flight_times", "crew_flight"],
+            "LH0400-20261201",
+        ),
     ];
     tamper_and_check(Backend::sqlite, tampers, |backend, sql| {
         let conn = rusqlite::Connection::open(backend.db()).expect("open as an analyst");

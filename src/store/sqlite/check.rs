@@ -1,6 +1,8 @@
 //! `spoolite check` on SQLite: one statement per check, on the read-only
 //! connection (see `store::check`).
 
+use std::cmp::Ordering;
+
 use rusqlite::Connection;
 
 use super::SqliteStore;
@@ -138,47 +140,88 @@ pub(crate) fn change_seq_distinct(store: &SqliteStore) -> Result<Finding, StoreE
     Ok(change_seq_finding(events, &first, total))
 }
 
-/// `flight_times` against the same figures computed here from the live rows
-/// (`duty_event`'s: `spoolite_event` not retracted, read in one pass over the
-/// table, not through an index: at 10M rows the plan through the kind index,
-/// a look-up of each row, had not ended after 150 s where this one takes 78–88 s
-/// on a busy machine), both ways: a flight the view lacks, one it has too many, and one
-/// whose times or minutes differ are each one differing flight.
+/// Each flight's times and minutes as its live rows give them (`duty_event`'s:
+/// `spoolite_event` not retracted), in flight id order: one scan of the covering
+/// `(flight_id, retracted, event_kind, instant_utc)` index, grouped as it goes.
+/// The unary `+` keeps the planner off the live rows' kind index, through which
+/// each row would be looked up (at 10M rows that plan had not ended after 150 s).
+const FLIGHT_TIMES_LIVE: &str = "SELECT flight_id, ob || 'Z', tk || 'Z', ld || 'Z', onb || 'Z',
+        round((julianday(onb) - julianday(ob)) * 1440, 2),
+        round((julianday(ld) - julianday(tk)) * 1440, 2)
+    FROM (SELECT flight_id,
+                 min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
+                 min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS tk,
+                 max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS ld,
+                 max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb
+          FROM spoolite_event
+          WHERE +retracted = 0
+            AND +event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
+          GROUP BY flight_id)
+    ORDER BY flight_id";
+
+/// `flight_times` in flight id order (its flight id index).
+const FLIGHT_TIMES_VIEWED: &str = "SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc,
+        on_blocks_utc, block_minutes, airborne_minutes
+    FROM flight_times ORDER BY flight_id";
+
+/// A flight's row on one side of the `flight_times` check: its id, then its times
+/// and minutes as SQLite values.
+type TimesRow = (String, Vec<rusqlite::types::Value>);
+
+fn times_row(rows: &mut rusqlite::Rows<'_>) -> Result<Option<TimesRow>, StoreError> {
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    let values = (1..7)
+        .map(|at| row.get::<_, rusqlite::types::Value>(at))
+        .collect::<Result<_, _>>()?;
+    Ok(Some((row.get(0)?, values)))
+}
+
+/// `flight_times` against the same figures computed from the live rows, the two
+/// sides read in flight id order and merged, both ways: a flight the view lacks,
+/// one it has too many, and one whose times or minutes differ are each one
+/// differing flight. (Two `EXCEPT`s of the two sides took 30 s of temporary
+/// b-trees at 10M rows; BENCHMARKS.md, "check".)
 pub(crate) fn flight_times(store: &SqliteStore) -> Result<Finding, StoreError> {
-    let flights = count(&store.conn, "SELECT count(*) FROM flight_times")?;
-    let (first, total) = offenders(
-        &store.conn,
-        "WITH live AS (
-             SELECT flight_id,
-                    min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
-                    min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS tk,
-                    max(CASE WHEN event_kind = 'landing' THEN rtrim(instant_utc, 'Z') END) AS ld,
-                    max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb
-             FROM spoolite_event NOT INDEXED
-             WHERE retracted = 0
-               AND event_kind IN ('off_blocks', 'takeoff', 'landing', 'on_blocks')
-             GROUP BY flight_id),
-         expected AS (
-             SELECT flight_id, ob || 'Z' AS off_blocks_utc, tk || 'Z' AS takeoff_utc,
-                    ld || 'Z' AS landing_utc, onb || 'Z' AS on_blocks_utc,
-                    round((julianday(onb) - julianday(ob)) * 1440, 2) AS block_minutes,
-                    round((julianday(ld) - julianday(tk)) * 1440, 2) AS airborne_minutes
-             FROM live),
-         viewed AS (
-             SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
-                    block_minutes, airborne_minutes
-             FROM flight_times),
-         differing AS (
-             SELECT flight_id FROM (SELECT * FROM expected EXCEPT SELECT * FROM viewed)
-             UNION
-             SELECT flight_id FROM (SELECT * FROM viewed EXCEPT SELECT * FROM expected))
-         SELECT flight_id, count(*) OVER () FROM differing ORDER BY flight_id LIMIT ?1",
-    )?;
+    let tx = store.conn.unchecked_transaction()?;
+    let mut live = tx.prepare(FLIGHT_TIMES_LIVE)?;
+    let mut viewed = tx.prepare(FLIGHT_TIMES_VIEWED)?;
+    let (mut live, mut viewed) = (live.query([])?, viewed.query([])?);
+    let (mut flights, mut total, mut first) = (0_i64, 0_i64, Vec::new());
+    let (mut l, mut v) = (times_row(&mut live)?, times_row(&mut viewed)?);
+    loop {
+        let order = match (&l, &v) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(l), Some(v)) => l.0.cmp(&v.0),
+        };
+        let differing = match (order, &l, &v) {
+            (Ordering::Less, Some(l), _) => Some(l.0.clone()),
+            (Ordering::Greater, _, Some(v)) => Some(v.0.clone()),
+            (Ordering::Equal, Some(l), Some(v)) => (l.1 != v.1).then(|| v.0.clone()),
+            _ => unreachable!("an order of rows that exist"),
+        };
+        if let Some(flight_id) = differing {
+            total += 1;
+            if first.len() < OFFENDERS_SHOWN as usize {
+                first.push(flight_id);
+            }
+        }
+        if order != Ordering::Greater {
+            l = times_row(&mut live)?;
+        }
+        if order != Ordering::Less {
+            flights += 1;
+            v = times_row(&mut viewed)?;
+        }
+    }
     Ok(flight_times_finding(flights, &first, total))
 }
 
 /// Each flight with block time by its live rows (its first off-blocks and last
-/// on-blocks, read in one pass over the table as `flight_times` does; on-blocks
+/// on-blocks, read in one pass over the flight index as `flight_times` is; on-blocks
 /// not before off-blocks) and the payload of that first off-blocks, in flight id
 /// order. The loops run in the order written (CROSS JOIN): each flight's times,
 /// then its off-blocks row found by key columns, not every live off-blocks by the
@@ -187,8 +230,8 @@ const CREW_FLIGHT_LIVE: &str = "WITH times AS (
         SELECT flight_id,
                min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
                max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb
-        FROM spoolite_event NOT INDEXED
-        WHERE retracted = 0 AND event_kind IN ('off_blocks', 'on_blocks')
+        FROM spoolite_event
+        WHERE +retracted = 0 AND +event_kind IN ('off_blocks', 'on_blocks')
         GROUP BY flight_id)
     SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
            round((julianday(t.onb) - julianday(t.ob)) * 1440, 2), d.payload
@@ -199,9 +242,22 @@ const CREW_FLIGHT_LIVE: &str = "WITH times AS (
     WHERE t.onb >= t.ob
     ORDER BY t.flight_id";
 
-const CREW_FLIGHT_VIEWED: &str = "SELECT coalesce(flight_id, '') AS id, crew_id, role,
-        off_blocks_utc, on_blocks_utc, block_minutes
-    FROM crew_flight ORDER BY id, crew_id";
+/// `crew_flight`'s rows in (flight id, crew id) order without a sort: each flight
+/// by its id's index (which holds its number), then its crew rows by their key.
+/// A crew row whose flight is gone is not among them: `Sides` reads those after.
+const CREW_FLIGHT_VIEWED: &str = "SELECT f.flight_id, c.crew_id, c.role,
+        c.off_blocks_utc, c.on_blocks_utc, c.block_minutes
+    FROM spoolite_flight AS f
+    CROSS JOIN spoolite_crew_flight AS c ON c.flight_ref = f.ref
+    ORDER BY f.flight_id, c.crew_id";
+
+const CREW_FLIGHT_ORPHANS: Orphans = Orphans {
+    count: "SELECT count(*) FROM spoolite_crew_flight",
+    rows: "SELECT '', crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes
+        FROM spoolite_crew_flight AS c
+        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f WHERE f.ref = c.flight_ref)
+        ORDER BY crew_id",
+};
 
 /// Each duty with a live duty_start: its first start, its last live end unless
 /// that is before the start (open: NULL), the payload of that start.
@@ -209,8 +265,8 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
         SELECT flight_id,
                min(CASE WHEN event_kind = 'duty_start' THEN rtrim(instant_utc, 'Z') END) AS st,
                max(CASE WHEN event_kind = 'duty_end' THEN rtrim(instant_utc, 'Z') END) AS en
-        FROM spoolite_event NOT INDEXED
-        WHERE retracted = 0 AND event_kind IN ('duty_start', 'duty_end')
+        FROM spoolite_event
+        WHERE +retracted = 0 AND +event_kind IN ('duty_start', 'duty_end')
         GROUP BY flight_id),
     closed AS (
         SELECT flight_id, st, CASE WHEN en >= st THEN en END AS en
@@ -223,17 +279,55 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
         AND d.instant_utc = c.st || 'Z'
     ORDER BY c.flight_id";
 
-const CREW_DUTY_VIEWED: &str = "SELECT coalesce(duty_id, '') AS id, crew_id, role,
-        duty_start_utc, duty_end_utc, duty_minutes
-    FROM crew_duty ORDER BY id, crew_id";
+/// `crew_duty`'s rows in (duty id, crew id) order, as `CREW_FLIGHT_VIEWED`.
+const CREW_DUTY_VIEWED: &str = "SELECT f.flight_id, c.crew_id, c.role,
+        c.duty_start_utc, c.duty_end_utc, c.duty_minutes
+    FROM spoolite_flight AS f
+    CROSS JOIN spoolite_crew_duty AS c ON c.duty_ref = f.ref
+    ORDER BY f.flight_id, c.crew_id";
 
-/// Both sides of a crew check, two statements stepped side by side.
-struct Sides<'s> {
-    live: rusqlite::Rows<'s>,
-    viewed: rusqlite::Rows<'s>,
+const CREW_DUTY_ORPHANS: Orphans = Orphans {
+    count: "SELECT count(*) FROM spoolite_crew_duty",
+    rows: "SELECT '', crew_id, role, duty_start_utc, duty_end_utc, duty_minutes
+        FROM spoolite_crew_duty AS c
+        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f WHERE f.ref = c.duty_ref)
+        ORDER BY crew_id",
+};
+
+/// A crew table's rows whose flight or duty is gone (as the view shows them: no
+/// id), read only when the table holds more rows than the view's join gave.
+#[derive(Clone, Copy)]
+struct Orphans {
+    count: &'static str,
+    rows: &'static str,
 }
 
-impl CrewSides for Sides<'_> {
+/// Both sides of a crew check, two statements stepped side by side; after the
+/// view's rows, those of its table that name no flight (`Orphans`), which never
+/// match a live row, so that reading them last still counts each once.
+struct Sides<'c, 's> {
+    tx: &'c Connection,
+    live: rusqlite::Rows<'s>,
+    viewed: rusqlite::Rows<'s>,
+    /// The view's rows read so far.
+    seen: i64,
+    orphans: Orphans,
+    orphan_rows: Option<rusqlite::Rows<'s>>,
+    orphan_statement: Option<&'s mut rusqlite::Statement<'c>>,
+}
+
+fn crew_line(row: &rusqlite::Row<'_>) -> Result<CrewLine, StoreError> {
+    Ok(CrewLine {
+        id: row.get(0)?,
+        crew_id: row.get(1)?,
+        role: row.get(2)?,
+        from: row.get(3)?,
+        to: row.get(4)?,
+        minutes: row.get(5)?,
+    })
+}
+
+impl CrewSides for Sides<'_, '_> {
     fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
         let Some(row) = self.live.next()? else {
             return Ok(None);
@@ -248,17 +342,24 @@ impl CrewSides for Sides<'_> {
     }
 
     fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
-        let Some(row) = self.viewed.next()? else {
-            return Ok(None);
-        };
-        Ok(Some(CrewLine {
-            id: row.get(0)?,
-            crew_id: row.get(1)?,
-            role: row.get(2)?,
-            from: row.get(3)?,
-            to: row.get(4)?,
-            minutes: row.get(5)?,
-        }))
+        if self.orphan_rows.is_none() {
+            if let Some(row) = self.viewed.next()? {
+                self.seen += 1;
+                return crew_line(row).map(Some);
+            }
+            let Some(statement) = self.orphan_statement.take() else {
+                return Ok(None);
+            };
+            if count(self.tx, self.orphans.count)? == self.seen {
+                return Ok(None);
+            }
+            self.orphan_rows = Some(statement.query([])?);
+        }
+        let orphans = self.orphan_rows.as_mut().expect("opened above");
+        match orphans.next()? {
+            Some(row) => crew_line(row).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
@@ -267,15 +368,21 @@ fn crew_view(
     store: &SqliteStore,
     view: &str,
     live_sql: &str,
-    viewed_sql: &str,
+    (viewed_sql, orphans): (&str, Orphans),
     unit: (&str, &str),
 ) -> Result<Finding, StoreError> {
     let tx = store.conn.unchecked_transaction()?;
     let mut live = tx.prepare(live_sql)?;
     let mut viewed = tx.prepare(viewed_sql)?;
+    let mut orphan_statement = tx.prepare(orphans.rows)?;
     let mut sides = Sides {
+        tx: &tx,
         live: live.query([])?,
         viewed: viewed.query([])?,
+        seen: 0,
+        orphans,
+        orphan_rows: None,
+        orphan_statement: Some(&mut orphan_statement),
     };
     compare_crew(&mut sides, view, unit)
 }
@@ -286,7 +393,7 @@ pub(crate) fn crew_flight(store: &SqliteStore) -> Result<Finding, StoreError> {
         store,
         "crew_flight",
         CREW_FLIGHT_LIVE,
-        CREW_FLIGHT_VIEWED,
+        (CREW_FLIGHT_VIEWED, CREW_FLIGHT_ORPHANS),
         ("flight with block time", "flights with block time"),
     )
 }
@@ -297,7 +404,57 @@ pub(crate) fn crew_duty(store: &SqliteStore) -> Result<Finding, StoreError> {
         store,
         "crew_duty",
         CREW_DUTY_LIVE,
-        CREW_DUTY_VIEWED,
+        (CREW_DUTY_VIEWED, CREW_DUTY_ORPHANS),
         ("duty", "duties"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan of `sql` on an empty database of the current schema.
+    fn plan(sql: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        drop(crate::store::SqliteStore::open(&path).expect("create"));
+        let conn = Connection::open(&path).expect("open");
+        let mut explain = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        explain
+            .query_map([], |row| row.get::<_, String>(3))
+            .expect("plan")
+            .collect::<Result<_, _>>()
+            .expect("plan rows")
+    }
+
+    #[test]
+    fn the_live_sides_scan_the_covering_flight_index_in_flight_id_order() {
+        for sql in [FLIGHT_TIMES_LIVE, CREW_FLIGHT_LIVE, CREW_DUTY_LIVE] {
+            let plan = plan(sql);
+            assert!(
+                plan.iter()
+                    .any(|step| step.contains("COVERING INDEX spoolite_event_flight")),
+                "{plan:?}"
+            );
+            assert!(
+                !plan
+                    .iter()
+                    .any(|step| step.contains("spoolite_event_kind_instant")),
+                "{plan:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_viewed_sides_come_in_order_without_a_sort() {
+        for sql in [FLIGHT_TIMES_VIEWED, CREW_FLIGHT_VIEWED, CREW_DUTY_VIEWED] {
+            let plan = plan(sql);
+            assert!(
+                !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{plan:?}"
+            );
+        }
+    }
 }
