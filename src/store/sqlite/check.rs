@@ -413,20 +413,8 @@ pub(crate) fn crew_duty(store: &SqliteStore) -> Result<Finding, StoreError> {
 mod tests {
     use super::*;
 
-    /// The plan of `sql` on an empty database of the current schema.
     fn plan(sql: &str) -> Vec<String> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("spoolite.db");
-        drop(crate::store::SqliteStore::open(&path).expect("create"));
-        let conn = Connection::open(&path).expect("open");
-        let mut explain = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("explain");
-        explain
-            .query_map([], |row| row.get::<_, String>(3))
-            .expect("plan")
-            .collect::<Result<_, _>>()
-            .expect("plan rows")
+        super::super::query_plan("", sql)
     }
 
     #[test]

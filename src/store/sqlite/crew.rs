@@ -523,21 +523,8 @@ fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
 mod tests {
     use super::*;
 
-    /// The plan of `sql` on a database of the current schema.
     fn plan(sql: &str) -> Vec<String> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("spoolite.db");
-        drop(crate::store::SqliteStore::open(&path).expect("create"));
-        let conn = Connection::open(&path).expect("open");
-        conn.execute_batch(CREATE_NOTED).expect("the noted flights");
-        let mut explain = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("explain");
-        explain
-            .query_map([], |row| row.get::<_, String>(3))
-            .expect("plan")
-            .collect::<Result<_, _>>()
-            .expect("plan rows")
+        super::super::query_plan(CREATE_NOTED, sql)
     }
 
     #[test]

@@ -285,6 +285,25 @@ fn inbox_has(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
     Ok(found.is_some())
 }
 
+/// The plan (`EXPLAIN QUERY PLAN`'s steps) of `sql` on an empty database of the
+/// current schema, once `setup` has run on it: for the tests that pin a plan.
+#[cfg(test)]
+pub(super) fn query_plan(setup: &str, sql: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("spoolite.db");
+    drop(SqliteStore::open(&path).expect("create"));
+    let conn = Connection::open(&path).expect("open");
+    conn.execute_batch(setup).expect("setup");
+    let mut explain = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("explain");
+    explain
+        .query_map([], |row| row.get::<_, String>(3))
+        .expect("plan")
+        .collect::<Result<_, _>>()
+        .expect("plan rows")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
