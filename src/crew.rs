@@ -68,11 +68,6 @@ impl Member {
     pub fn role(&self) -> Role {
         self.role
     }
-
-    /// The id and role, taken.
-    pub fn into_parts(self) -> (String, Role) {
-        (self.id, self.role)
-    }
 }
 
 /// The crew of an event given its canonical payload text, ordered by id. A payload

@@ -6,16 +6,16 @@
 //! A new flight whose run of events holds each kind its crew rows are made of at
 //! most once, none retracted (the common case, and every flight of a first
 //! ingest), has its rows written as the run ends, from the events as read: each
-//! of them is inserted as read, so they are its live events. The rows go in
-//! chunks (`CHUNK_ROWS`), and into empty crew tables with their secondary indexes
-//! dropped and built again at the end. Reading the rows back would cost a random
-//! read of a payload per flight (BENCHMARKS.md, "Crew rows as they are read").
+//! of them is inserted as read, so they are its live events. Into empty crew
+//! tables the rows go with their secondary indexes dropped, built again at the
+//! end. Reading the rows back would cost a random read of a payload per flight
+//! (BENCHMARKS.md, "Crew rows as they are read").
 //!
 //! Any other flight or duty is noted (in a temporary table, so memory stays
 //! bounded) when the batch holds an event of a kind its crew rows are made of,
 //! live or not, whatever its outcome: noting one too many costs a recomputation
-//! that changes nothing. Its rows are then deleted and written again, after the
-//! new flights' rows: the crew of its first live `off_blocks` (or `duty_start`)
+//! that changes nothing. Its rows are then deleted and written again once every
+//! row is written: the crew of its first live `off_blocks` (or `duty_start`)
 //! event by `crate::crew`'s rules, with its times.
 //! The migration to schema 7 runs the same computation over every flight
 //! (`Scope::All`), so a database upgraded holds the rows its batches would have
@@ -61,15 +61,12 @@ impl Scope {
 const CREATE_NOTED: &str =
     "CREATE TEMP TABLE IF NOT EXISTS crew_recompute (ref INTEGER PRIMARY KEY)";
 
-/// A batch's flights noted for their crew rows, the rows of its new flights
-/// waiting to be written, and the crew tables' indexes dropped meanwhile.
+/// A batch's flights noted for their crew rows, and the crew tables' indexes
+/// dropped while its new flights' rows are written.
 #[derive(Default)]
 pub(super) struct Noted {
     /// Whether a flight was noted (the temporary table then exists and is in use).
     any: bool,
-    /// New flights' rows, written `CHUNK_ROWS` at a time.
-    flights: Pending,
-    duties: Pending,
     /// The crew tables' secondary indexes, dropped before the first rows of a
     /// new flight went into empty crew tables (a first ingest), built again by
     /// `finish` with one sort each.
@@ -120,31 +117,23 @@ impl Noted {
             duty_start,
             duty_end,
         } = *plain;
-        if let (Some((start, crew)), Some(end)) = (off_blocks, on_blocks)
-            && !before(&end, &start)
+        if let (Some((start, crew)), Some(end)) = (&off_blocks, &on_blocks)
+            && !before(end, start)
         {
-            self.flights.add(
-                tx,
-                Table::Flight,
-                Times::new(flight_ref, start, Some(end)),
-                crew,
-            )?;
+            write_members(tx, FLIGHT_ROW, flight_ref, (start, Some(end)), crew)?;
         }
-        if let Some((start, crew)) = duty_start {
-            let end = duty_end.filter(|end| !before(end, &start));
-            self.duties
-                .add(tx, Table::Duty, Times::new(flight_ref, start, end), crew)?;
+        if let Some((start, crew)) = &duty_start {
+            let end = duty_end.as_deref().filter(|end| !before(end, start));
+            write_members(tx, DUTY_ROW, flight_ref, (start, end), crew)?;
         }
         Ok(())
     }
 
-    /// Writes the new flights' rows still waiting, computes the noted flights'
-    /// crew rows again (call once their times are) and builds the dropped indexes.
+    /// Computes the noted flights' crew rows again (call once their times are)
+    /// and builds the dropped indexes.
     /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
     /// the crew tables' indexes are dropped and built again by sorting too.
-    pub(super) fn finish(mut self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
-        self.flights.flush(tx, Table::Flight)?;
-        self.duties.flush(tx, Table::Duty)?;
+    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
             recompute(tx, Scope::Noted, sorted && self.dropped.is_none())?;
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
@@ -241,135 +230,37 @@ impl Plain {
     }
 }
 
-/// The two crew tables, as the rows waiting for them are written.
-#[derive(Clone, Copy)]
-enum Table {
-    Flight,
-    Duty,
-}
+/// A crew row of a new flight: its number, the member's id and role, the two
+/// times, the minutes between them computed as `spoolite_flight.block_minutes`
+/// and `duties_sql` compute them.
+const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
+        (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, round((julianday(rtrim(?5, 'Z')) - julianday(rtrim(?4, 'Z'))) * 1440, 2))";
 
-impl Table {
-    /// The start of an insert into the table; each row's values follow.
-    fn insert(self) -> &'static str {
-        match self {
-            Table::Flight => {
-                "INSERT INTO spoolite_crew_flight
-                     (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes) VALUES "
-            }
-            Table::Duty => {
-                "INSERT INTO spoolite_crew_duty
-                     (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes) VALUES "
-            }
-        }
-    }
+/// A crew row of a new duty, as `FLIGHT_ROW` (no end: open, no minutes).
+const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
+        (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, round((julianday(rtrim(?5, 'Z')) - julianday(rtrim(?4, 'Z'))) * 1440, 2))";
 
-    /// `INSERT … VALUES` of `rows` rows, their minutes computed from the two
-    /// times as `spoolite_flight.block_minutes` and `duties_sql` compute them.
-    fn insert_sql(self, rows: usize) -> String {
-        let mut sql = self.insert().to_owned();
-        for row in 0..rows {
-            let at = row * 5;
-            let (start, end) = (at + 4, at + 5);
-            if row > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!(
-                "(?{}, ?{}, ?{}, ?{start}, ?{end}, \
-                 round((julianday(rtrim(?{end}, 'Z')) - julianday(rtrim(?{start}, 'Z'))) * 1440, 2))",
-                at + 1,
-                at + 2,
-                at + 3
-            ));
-        }
-        sql
-    }
-}
-
-/// How many crew rows one insert writes: SQLite's statements cost more than
-/// the b-tree work of a row, so a first ingest's million rows go in chunks.
-const CHUNK_ROWS: usize = 128;
-
-/// A flight's or duty's number and times, as its crew rows hold them.
-struct Times {
+/// Writes one row per crew member with `insert` (`FLIGHT_ROW` or `DUTY_ROW`).
+fn write_members(
+    tx: &Connection,
+    insert: &str,
     flight_ref: i64,
-    start: String,
-    end: Option<String>,
-}
-
-impl Times {
-    fn new(flight_ref: i64, start: String, end: Option<String>) -> Times {
-        Times {
+    (start, end): (&str, Option<&str>),
+    crew: &[crew::Member],
+) -> Result<(), StoreError> {
+    let mut insert = tx.prepare_cached(insert)?;
+    for member in crew {
+        insert.execute(rusqlite::params![
             flight_ref,
+            member.id(),
+            member.role().as_str(),
             start,
-            end,
-        }
+            end
+        ])?;
     }
-}
-
-/// One crew row: the flight's or duty's number, the member's id and role, the times.
-struct Row {
-    flight_ref: i64,
-    crew_id: String,
-    role: &'static str,
-    start: String,
-    end: Option<String>,
-}
-
-/// Crew rows waiting to be written, at most `CHUNK_ROWS` of them.
-#[derive(Default)]
-struct Pending {
-    rows: Vec<Row>,
-}
-
-impl Pending {
-    fn add(
-        &mut self,
-        tx: &Connection,
-        table: Table,
-        times: Times,
-        crew: Vec<crew::Member>,
-    ) -> Result<(), StoreError> {
-        for member in crew {
-            let (crew_id, role) = member.into_parts();
-            self.rows.push(Row {
-                flight_ref: times.flight_ref,
-                crew_id,
-                role: role.as_str(),
-                start: times.start.clone(),
-                end: times.end.clone(),
-            });
-            if self.rows.len() == CHUNK_ROWS {
-                self.flush(tx, table)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the rows waiting: a full chunk with one statement, fewer one by one.
-    fn flush(&mut self, tx: &Connection, table: Table) -> Result<(), StoreError> {
-        let rows = std::mem::take(&mut self.rows);
-        let chunks: Vec<&[_]> = match rows.len() {
-            CHUNK_ROWS => vec![&rows[..]],
-            _ => rows.chunks(1).collect(),
-        };
-        for chunk in chunks {
-            let mut insert = tx.prepare_cached(&table.insert_sql(chunk.len()))?;
-            let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(chunk.len() * 5);
-            for row in chunk {
-                values.extend([
-                    &row.flight_ref as &dyn rusqlite::ToSql,
-                    &row.crew_id,
-                    &row.role,
-                    &row.start,
-                    &row.end,
-                ]);
-            }
-            insert.execute(values.as_slice())?;
-        }
-        self.rows = rows;
-        self.rows.clear();
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The crew rows of the flights in `scope`, deleted and written again from their
