@@ -16,7 +16,8 @@ use crate::store::crew_hours::{CrewRow, CrewSpan};
 /// that counts; `ftl` cuts each row at the window's start and at T. The unary `+`
 /// keeps the planner off the time index: the span is most of the table, which a
 /// scan reads in a fraction of the time a look-up per row takes (BENCHMARKS.md,
-/// "ftl at 10M"); the crew index still serves `--crew`.
+/// "Crew rows as they are read, `ftl` side by side"); the crew index still serves
+/// `--crew`.
 const FLIGHTS_SQL: &str = "SELECT crew_id, role, off_blocks_utc, on_blocks_utc FROM crew_flight \
      WHERE role = 'operating' AND +off_blocks_utc < ?2 AND +on_blocks_utc > ?1";
 
