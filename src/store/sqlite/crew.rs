@@ -17,9 +17,9 @@
 //! that changes nothing. Its rows are then deleted and written again once every
 //! row is written: the crew of its first live `off_blocks` (or `duty_start`)
 //! event by `crate::crew`'s rules, with its times.
-//! The migration to schema 7 runs the same computation over every flight
-//! (`Scope::All`), so a database upgraded holds the rows its batches would have
-//! written.
+//! The upgrade to schema 8 (whose storage this code reads: `CREW_VERSION` in
+//! `connect`) runs the read-back computation over every flight (`Scope::All`), so
+//! a database upgraded holds the rows its batches would have written.
 //!
 //! The first live `off_blocks` of a flight is the one event of the flight whose
 //! instant is `flight.off_blocks_utc`: canonical instants are unique per instant
