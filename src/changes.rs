@@ -18,7 +18,7 @@ use notify::{RecursiveMode, Watcher};
 use crate::cli::ChangesArgs;
 use crate::store::ChangeFeed;
 use crate::store::changes::{Change, PAGE_ROWS, PageError};
-use crate::store::{Db, FaultClass, StoreError};
+use crate::store::{Db, FaultClass, MissingFile, StoreError, require_file};
 
 /// Exit code for an operating error (a missing, unreadable or older database).
 const EXIT_ERROR: u8 = 2;
@@ -60,12 +60,8 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 enum ChangesError {
-    #[error(
-        "database {0}: does not exist; start `spoolite run` once, or point --db at the site's database"
-    )]
-    Missing(PathBuf),
-    #[error("database {path}: {source}")]
-    Unreadable { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] MissingFile),
     #[error(
         "database {0} holds no spoolite tables yet; start `spoolite run` (or run \
          `spoolite ingest`) once, or point --db at the site's database"
@@ -187,7 +183,7 @@ fn print_changes(
 ) -> Result<(), Halt> {
     // A PostgreSQL database is not a file: the connection says whether it exists.
     if let Some(path) = db.file() {
-        require_file(path)?;
+        require_file(path).map_err(ChangesError::from)?;
     }
     let mut feed = Some(open_feed(db)?);
     // The watch is in place before the first read, so no commit falls between them.
@@ -237,19 +233,6 @@ fn print_changes(
         }
         waits.wait(wake, last_look);
     }
-}
-
-/// A missing or unreadable SQLite file, as the feed's own error.
-fn require_file(path: &Path) -> Result<(), Halt> {
-    std::fs::metadata(path).map(drop).map_err(|error| {
-        Halt::Error(match error.kind() {
-            io::ErrorKind::NotFound => ChangesError::Missing(path.to_owned()),
-            _ => ChangesError::Unreadable {
-                path: path.to_owned(),
-                source: error,
-            },
-        })
-    })
 }
 
 /// How long a follower waits before its next look.

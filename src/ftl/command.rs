@@ -3,7 +3,6 @@
 //! one pass, sums them in a `Judge` and prints the table or the JSON lines.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -11,7 +10,7 @@ use super::time::{self, MICROS_PER_SECOND, Micros};
 use super::{Judge, Line, Role, render};
 use crate::cli::FtlArgs;
 use crate::store::crew_hours::{CrewHours, CrewRow, CrewSpan};
-use crate::store::{Db, StoreError};
+use crate::store::{Db, MissingFile, StoreError, require_file};
 
 /// Exit code when any limit is exceeded.
 const EXIT_EXCEEDED: u8 = 1;
@@ -20,12 +19,8 @@ const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 enum FtlError {
-    #[error(
-        "database {0}: does not exist; start `spoolite run` once, or point --db at the site's database"
-    )]
-    Missing(PathBuf),
-    #[error("database {path}: {source}")]
-    Unreadable { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] MissingFile),
     #[error(
         "database {0} holds no spoolite tables yet; start `spoolite run` (or run \
          `spoolite ingest`) once, or point --db at the site's database"
@@ -159,17 +154,4 @@ fn add_row(judge: &mut Judge, row: CrewRow<'_>) -> Option<()> {
         }
     }
     Some(())
-}
-
-/// A missing or unreadable SQLite file, as `ftl`'s own error.
-fn require_file(path: &std::path::Path) -> Result<(), FtlError> {
-    std::fs::metadata(path)
-        .map(drop)
-        .map_err(|error| match error.kind() {
-            io::ErrorKind::NotFound => FtlError::Missing(path.to_owned()),
-            _ => FtlError::Unreadable {
-                path: path.to_owned(),
-                source: error,
-            },
-        })
 }

@@ -7,6 +7,34 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// A SQLite file a read-only command (`changes`, `ftl`) needs and cannot find or
+/// look at: its own error, since SQLite would only say "unable to open".
+#[derive(Debug, thiserror::Error)]
+pub enum MissingFile {
+    #[error(
+        "database {0}: does not exist; start `spoolite run` once, or point --db at the site's database"
+    )]
+    Missing(PathBuf),
+    #[error("database {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The SQLite file at `path` exists and can be looked at.
+pub fn require_file(path: &Path) -> Result<(), MissingFile> {
+    std::fs::metadata(path)
+        .map(drop)
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => MissingFile::Missing(path.to_owned()),
+            _ => MissingFile::Unreadable {
+                path: path.to_owned(),
+                source: error,
+            },
+        })
+}
+
 /// The database a command reads or writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Db {

@@ -20,7 +20,7 @@ pub mod sqlite;
 
 use std::sync::atomic::AtomicBool;
 
-pub use db::{Db, PgTarget};
+pub use db::{Db, MissingFile, PgTarget, require_file};
 pub use error::{CommitStatus, FaultClass, InDoubt, StoreError};
 pub use fold::Counts;
 pub(crate) use sqlite::DatabaseFile;

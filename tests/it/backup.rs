@@ -18,6 +18,18 @@ use crate::support::{
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// `spoolite ingest` of `files` into `db`, expected to succeed.
+fn ingest<P: AsRef<std::ffi::OsStr>>(db: &Path, files: impl IntoIterator<Item = P>) {
+    let output = spoolite()
+        .arg("ingest")
+        .arg("--db")
+        .arg(db)
+        .args(files)
+        .output()
+        .expect("run spoolite ingest");
+    assert!(output.status.success(), "ingest: {}", stderr(&output));
+}
+
 /// Files in the stream the daemon ingests while the copies are taken.
 const STREAM_FILES: usize = 90;
 
@@ -154,14 +166,7 @@ fn assert_holds_one_moment(copy: &Path, files: &Path, scratch: &Path) -> Vec<Str
         copy.file_name().expect("name").to_string_lossy()
     ));
     if !order.is_empty() {
-        let output = spoolite()
-            .arg("ingest")
-            .arg("--db")
-            .arg(&fresh)
-            .args(order.iter().map(|name| files.join(name)))
-            .output()
-            .expect("run spoolite ingest");
-        assert!(output.status.success(), "replay: {}", stderr(&output));
+        ingest(&fresh, order.iter().map(|name| files.join(name)));
     }
     assert_eq!(
         tables(copy),
@@ -303,14 +308,7 @@ fn an_existing_file_is_refused_and_left_as_it_was() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("spoolite.db");
     let batch = write(dir.path(), "one.ndjson", stream_file(1));
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&db)
-        .arg(&batch)
-        .output()
-        .expect("ingest");
-    assert!(output.status.success(), "{}", stderr(&output));
+    ingest(&db, [&batch]);
     let existing = write(dir.path(), "yesterday.db", b"last night's copy\x00\x01");
     let before = fs::read(&existing).expect("read");
     let output = backup(&db, &existing);
@@ -349,14 +347,7 @@ fn a_missing_database_is_an_error_and_writes_nothing() {
     let db = write(dir.path(), "one.ndjson", stream_file(2));
     let db = {
         let path = dir.path().join("spoolite.db");
-        let output = spoolite()
-            .arg("ingest")
-            .arg("--db")
-            .arg(&path)
-            .arg(&db)
-            .output()
-            .expect("ingest");
-        assert!(output.status.success(), "{}", stderr(&output));
+        ingest(&path, [&db]);
         path
     };
     let output = backup(&db, &dir.path().join("no-such-folder").join("copy.db"));
@@ -398,14 +389,7 @@ fn postgresql_is_refused_with_the_servers_own_tools() {
 fn large_database(dir: &Path, mib: usize) -> PathBuf {
     let db = dir.join("large.db");
     let batch = write(dir, "one.ndjson", stream_file(7));
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&db)
-        .arg(&batch)
-        .output()
-        .expect("ingest");
-    assert!(output.status.success(), "{}", stderr(&output));
+    ingest(&db, [&batch]);
     let conn = rusqlite::Connection::open(&db).expect("open");
     conn.execute_batch(&format!(
         "CREATE TABLE test_padding (bytes BLOB);
@@ -471,14 +455,7 @@ fn an_analyst_who_may_only_read_the_database_backs_it_up() {
     fs::create_dir_all(&state).expect("mkdir");
     let db = state.join("spoolite.db");
     let batch = write(dir.path(), "one.ndjson", stream_file(3));
-    let output = spoolite()
-        .arg("ingest")
-        .arg("--db")
-        .arg(&db)
-        .arg(&batch)
-        .output()
-        .expect("ingest");
-    assert!(output.status.success(), "{}", stderr(&output));
+    ingest(&db, [&batch]);
     let_others_traverse(dir.path());
     share_read_only_with_analyst(&state);
     let before = fs::read(&db).expect("read the database");

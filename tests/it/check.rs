@@ -237,6 +237,31 @@ fn tamper_and_check(backend_of: fn() -> Backend, tampers: &[Tamper], run: fn(&Ba
     }
 }
 
+/// Tamperings of the crew tables written the same on both backends.
+const CREW_TAMPERS: &[Tamper] = &[
+    (
+        "a crew member's role",
+        "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
+        &["crew_flight"],
+        "1 row of crew_flight unlike what the live events give (or that one side lacks): \
+             LH0400-20261201 (crew C1)",
+    ),
+    (
+        "a crew member's minutes",
+        "UPDATE spoolite_crew_flight SET block_minutes = block_minutes + 0.01
+             WHERE crew_id = 'C2'",
+        &["crew_flight"],
+        "LH0400-20261201 (crew C2)",
+    ),
+    (
+        "a crew duty row deleted",
+        "DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2'",
+        &["crew_duty"],
+        "1 row of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C2)",
+    ),
+];
+
 #[test]
 fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
     let tampers: &[Tamper] = &[
@@ -280,27 +305,6 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
             "{flight}",
         ),
         (
-            "a crew member's role",
-            "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
-            &["crew_flight"],
-            "1 row of crew_flight unlike what the live events give (or that one side lacks): \
-             LH0400-20261201 (crew C1)",
-        ),
-        (
-            "a crew member's minutes",
-            "UPDATE spoolite_crew_flight SET block_minutes = block_minutes + 0.01
-             WHERE crew_id = 'C2'",
-            &["crew_flight"],
-            "LH0400-20261201 (crew C2)",
-        ),
-        (
-            "a crew duty row deleted",
-            "DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2'",
-            &["crew_duty"],
-            "1 row of crew_duty unlike what the live events give (or that one side lacks): \
-             DUTY-C1-20261201 (crew C2)",
-        ),
-        (
             "a duty's end retracted behind the crew rows' back",
             "UPDATE spoolite_event SET retracted = 1
              WHERE event_kind = 'duty_end' AND flight_id = 'DUTY-C1-20261201'",
@@ -323,7 +327,8 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
             "LH0400-20261201",
         ),
     ];
-    tamper_and_check(Backend::sqlite, tampers, |backend, sql| {
+    let tampers = [tampers, CREW_TAMPERS].concat();
+    tamper_and_check(Backend::sqlite, &tampers, |backend, sql| {
         let conn = rusqlite::Connection::open(backend.db()).expect("open as an analyst");
         conn.execute_batch(sql)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -384,27 +389,6 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
             "",
         ),
         (
-            "a crew member's role",
-            "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
-            &["crew_flight"],
-            "1 row of crew_flight unlike what the live events give (or that one side lacks): \
-             LH0400-20261201 (crew C1)",
-        ),
-        (
-            "a crew member's minutes",
-            "UPDATE spoolite_crew_flight SET block_minutes = block_minutes + 0.01
-             WHERE crew_id = 'C2'",
-            &["crew_flight"],
-            "LH0400-20261201 (crew C2)",
-        ),
-        (
-            "a crew duty row deleted",
-            "DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2'",
-            &["crew_duty"],
-            "1 row of crew_duty unlike what the live events give (or that one side lacks): \
-             DUTY-C1-20261201 (crew C2)",
-        ),
-        (
             "a duty's end retracted behind the crew rows' back",
             "UPDATE spoolite_event SET retracted = true
              WHERE event_kind = 'duty_end' AND flight_id = 'DUTY-C1-20261201'",
@@ -413,7 +397,8 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
              DUTY-C1-20261201 (crew C1), DUTY-C1-20261201 (crew C2)",
         ),
     ];
-    tamper_and_check(Backend::postgres, tampers, |backend, sql| {
+    let tampers = [tampers, CREW_TAMPERS].concat();
+    tamper_and_check(Backend::postgres, &tampers, |backend, sql| {
         let Backend::Postgres(db) = backend else {
             unreachable!("a PostgreSQL backend")
         };
