@@ -403,6 +403,12 @@ pub struct CheckArgs {
     /// PostgreSQL: no difference.
     #[arg(long, env = "SPOOLITE_QUICK", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) quick: bool,
+    /// How many checks run at once, each on its own read-only connection (the
+    /// longest first; the lines still come in their order). 2 takes both cores of
+    /// a 2-core workstation for the length of the check; 1 leaves a running
+    /// daemon all but one.
+    #[arg(long, env = "SPOOLITE_JOBS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    pub(crate) jobs: u16,
 }
 
 #[derive(Debug, Args)]

@@ -424,6 +424,49 @@ fn a_database_that_cannot_be_read_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
 }
 
+/// `--jobs N` runs N checks at once, each on its own connection: whatever N, the
+/// lines are the same, in the same order, with the same exit code.
+#[test]
+fn checks_run_at_once_print_what_one_at_a_time_prints() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let backend = Backend::sqlite();
+    let (first, _) = outcome_database(dir.path(), &backend);
+    let conn = rusqlite::Connection::open(backend.db()).expect("open as an analyst");
+    conn.execute_batch(&format!(
+        "DELETE FROM quarantine WHERE batch_digest = '{first}';
+         DELETE FROM spoolite_crew_duty WHERE crew_id = 'C2';"
+    ))
+    .expect("tamper");
+    let run = |jobs: &str| {
+        let output = spoolite()
+            .args(["check", "--json", "--jobs", jobs, "--db"])
+            .arg(backend.db())
+            .output()
+            .expect("run spoolite check");
+        (output.status.code(), json_lines(&output))
+    };
+    let one = run("1");
+    assert_eq!(one.0, Some(1), "{one:?}");
+    let names: Vec<&str> = one.1.iter().map(|(name, ..)| name.as_str()).collect();
+    assert_eq!(names, CHECKS);
+    let failed: Vec<&str> = one
+        .1
+        .iter()
+        .filter(|l| !l.1)
+        .map(|l| l.0.as_str())
+        .collect();
+    assert_eq!(failed, ["quarantine_counts", "crew_duty"]);
+    for jobs in ["2", "3", "8", "64"] {
+        assert_eq!(run(jobs), one, "--jobs {jobs}");
+    }
+    let refused = spoolite()
+        .args(["check", "--jobs", "0", "--db"])
+        .arg(backend.db())
+        .output()
+        .expect("run spoolite check");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
+
 #[test]
 fn an_analyst_who_may_only_read_runs_every_check() {
     assert_root();
