@@ -314,16 +314,23 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
         ),
         (
             "a crew row of no flight",
-            "INSERT INTO spoolite_crew_flight VALUES
-                 (999999, 'C9', 'operating', '2026-12-01T08:00:00Z', '2026-12-01T09:00:00Z', 60.0)",
+            "INSERT INTO spoolite_crew_flight VALUES (999999, 'C9', 'operating',
+                 'GONE-20261201', '2026-12-01T08:00:00Z', '2026-12-01T09:00:00Z', 60.0)",
             &["crew_flight"],
-            // The row names no flight: its id is empty.
-            "lacks):  (crew C9)",
+            "lacks): GONE-20261201 (crew C9)",
+        ),
+        (
+            "a crew row's flight id",
+            "UPDATE spoolite_crew_flight SET flight_id = 'LH0402-20261201' WHERE crew_id = 'C1'",
+            &["crew_flight"],
+            "2 rows of crew_flight unlike what the live events give (or that one side lacks): \
+             LH0400-20261201 (crew C1), LH0402-20261201 (crew C1)",
         ),
         (
             "a flight's row deleted under its crew rows",
             "DELETE FROM spoolite_flight WHERE flight_id = 'LH0400-20261201'",
-            &["flight_times", "crew_flight"],
+            // The crew rows hold the flight's id: crew_flight still shows them.
+            &["flight_times"],
             "LH0400-20261201",
         ),
     ];

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use crate::pg_contract::Backend;
-use crate::support::{downgrade_to_schema_6, event, ingest_json, json_batch, write};
+use crate::support::{downgrade_to_schema_6, downgrade_to_schema_8};
+use crate::support::{event, ingest_json, json_batch, write};
 
 /// Both crew views, as `crew_flight` and `crew_duty` read them.
 pub(crate) fn crew_views(db: &Backend) -> (Vec<String>, Vec<String>) {
@@ -459,6 +460,18 @@ fn the_migrations_from_schema_6_build_the_crew_rows_batches_keep() {
             unreachable!("a SQLite database")
         };
         downgrade_to_schema_6(path);
+    });
+}
+
+/// Schema 8 kept the crew rows without their flight's id: migration 9 copies
+/// them with it (and builds none again).
+#[test]
+fn the_migration_from_schema_8_keeps_the_crew_rows_batches_keep() {
+    check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
+        let Backend::Sqlite { path, .. } = db else {
+            unreachable!("a SQLite database")
+        };
+        downgrade_to_schema_8(path);
     });
 }
 

@@ -386,7 +386,8 @@ def now_plus_ms(ms):
     return instant(millis // 1000)[:-1] + f".{millis % 1000:03}Z"
 
 conn = sqlite3.connect(db, isolation_level=None)
-# The crew tables stay empty (this test reads no crew view).
+# Each flight's crew rows are what its batch would keep: the crew of its off-blocks
+# (and duty_start) payload, both operating, with the flight's (and duty's) times.
 assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'spoolite_event'"
                     ).fetchone()[0] == 1, "not a schema with spoolite_event"
 conn.execute("PRAGMA synchronous = OFF")
@@ -403,12 +404,18 @@ rows = 0
 for b, first in enumerate(range(0, flights, per_batch)):
     ingested_at = now_plus_ms(b)
     file = hashlib.sha256()
-    flight_rows, event_rows = [], []
+    flight_rows, event_rows, crew_flight_rows, crew_duty_rows = [], [], [], []
     for n in range(first, min(first + per_batch, flights)):
         flight_id, evs = events(n)
         times = {kind: at for kind, at, _, _, ret in evs if not ret}
         flight_rows.append((flight_ref, flight_id, times["off_blocks"], times["takeoff"],
                             times["landing"], times["on_blocks"]))
+        _, off_blocks, _, _, on_blocks, _ = flight(n)
+        for crew_id in sorted({f"C{n % 20000:05}", f"C{(n + 7) % 20000:05}"}):
+            crew_flight_rows.append((flight_ref, crew_id, flight_id, times["off_blocks"],
+                                     times["on_blocks"], round((on_blocks - off_blocks) / 60, 2)))
+            crew_duty_rows.append((flight_ref, crew_id, flight_id, times["duty_start"],
+                                   times["duty_end"], round((on_blocks - off_blocks + 5400) / 60, 2)))
         for kind, at, rev, payload, retracted in evs:
             retracted_field = ',"retracted":true' if retracted else ""
             file.update(f'{{"flight_id":"{flight_id}","event_kind":"{kind}","instant_utc":"{at}",'
@@ -423,6 +430,12 @@ for b, first in enumerate(range(0, flights, per_batch)):
     conn.executemany("INSERT INTO spoolite_event (key, flight_id, event_kind, instant_utc, "
                      "source_revision, payload, retracted, batch_ref, first_seen_at, updated_at, "
                      "change_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", event_rows)
+    conn.executemany("INSERT INTO spoolite_crew_flight (flight_ref, crew_id, role, flight_id, "
+                     "off_blocks_utc, on_blocks_utc, block_minutes) "
+                     "VALUES (?, ?, 'operating', ?, ?, ?, ?)", crew_flight_rows)
+    conn.executemany("INSERT INTO spoolite_crew_duty (duty_ref, crew_id, role, duty_id, "
+                     "duty_start_utc, duty_end_utc, duty_minutes) "
+                     "VALUES (?, ?, 'operating', ?, ?, ?, ?)", crew_duty_rows)
     conn.execute("INSERT INTO ingest_inbox (batch_ref, batch_digest, batch_id, file_name, "
                  "ingested_at, events_total, inserted, updated, unchanged, stale, conflicts, "
                  "invalid) VALUES (?, ?, NULL, ?, ?, ?, ?, 0, 0, 0, 0, 0)",

@@ -436,6 +436,36 @@ pub fn downgrade_to_schema_6(db: &Path) {
     fs::rename(&old, db).expect("put the schema 6 database in place");
 }
 
+/// Turns the SQLite database `db`, of the current schema, into the database
+/// schema 8 made of the same batches: crew rows without their flight's id, the
+/// views through the flight's number.
+pub fn downgrade_to_schema_8(db: &Path) {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.execute_batch(
+        "BEGIN;
+         DROP VIEW crew_flight;
+         DROP VIEW crew_duty;
+         ALTER TABLE spoolite_crew_flight DROP COLUMN flight_id;
+         ALTER TABLE spoolite_crew_duty DROP COLUMN duty_id;
+         CREATE VIEW crew_flight AS
+         SELECT c.crew_id, c.role, f.flight_id, c.off_blocks_utc, c.on_blocks_utc,
+                c.block_minutes
+         FROM spoolite_crew_flight AS c LEFT JOIN spoolite_flight AS f ON f.ref = c.flight_ref;
+         CREATE VIEW crew_duty AS
+         SELECT c.crew_id, c.role, f.flight_id AS duty_id, c.duty_start_utc, c.duty_end_utc,
+                c.duty_minutes
+         FROM spoolite_crew_duty AS c LEFT JOIN spoolite_flight AS f ON f.ref = c.duty_ref;
+         PRAGMA user_version = 8;
+         COMMIT;",
+    )
+    .expect("back to schema 8");
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('spoolite_crew_flight')")
+        .and_then(|mut s| s.query_map([], |row| row.get(0))?.collect())
+        .expect("columns");
+    assert!(!columns.contains(&"flight_id".to_owned()), "{columns:?}");
+}
+
 /// Lowercase hex SHA-256 of `bytes`: a batch digest or an idempotency key.
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     use sha2::Digest;

@@ -243,20 +243,22 @@ const CREW_FLIGHT_LIVE: &str = "WITH times AS (
     ORDER BY t.flight_id";
 
 /// `crew_flight`'s rows in (flight id, crew id) order without a sort: each flight
-/// by its id's index (which holds its number), then its crew rows by their key.
-/// A crew row whose flight is gone is not among them: `Sides` reads those after.
-const CREW_FLIGHT_VIEWED: &str = "SELECT f.flight_id, c.crew_id, c.role,
+/// by its id's index (which holds its number), then its crew rows by their key,
+/// those that hold that flight's id. A crew row whose flight is gone or whose id
+/// is another is not among them: `Sides` reads those after.
+const CREW_FLIGHT_VIEWED: &str = "SELECT c.flight_id, c.crew_id, c.role,
         c.off_blocks_utc, c.on_blocks_utc, c.block_minutes
     FROM spoolite_flight AS f
-    CROSS JOIN spoolite_crew_flight AS c ON c.flight_ref = f.ref
+    CROSS JOIN spoolite_crew_flight AS c ON c.flight_ref = f.ref AND c.flight_id = f.flight_id
     ORDER BY f.flight_id, c.crew_id";
 
 const CREW_FLIGHT_ORPHANS: Orphans = Orphans {
     count: "SELECT count(*) FROM spoolite_crew_flight",
-    rows: "SELECT '', crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes
+    rows: "SELECT flight_id, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes
         FROM spoolite_crew_flight AS c
-        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f WHERE f.ref = c.flight_ref)
-        ORDER BY crew_id",
+        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f
+                          WHERE f.ref = c.flight_ref AND f.flight_id = c.flight_id)
+        ORDER BY flight_id, crew_id",
 };
 
 /// Each duty with a live duty_start: its first start, its last live end unless
@@ -280,22 +282,23 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
     ORDER BY c.flight_id";
 
 /// `crew_duty`'s rows in (duty id, crew id) order, as `CREW_FLIGHT_VIEWED`.
-const CREW_DUTY_VIEWED: &str = "SELECT f.flight_id, c.crew_id, c.role,
+const CREW_DUTY_VIEWED: &str = "SELECT c.duty_id, c.crew_id, c.role,
         c.duty_start_utc, c.duty_end_utc, c.duty_minutes
     FROM spoolite_flight AS f
-    CROSS JOIN spoolite_crew_duty AS c ON c.duty_ref = f.ref
+    CROSS JOIN spoolite_crew_duty AS c ON c.duty_ref = f.ref AND c.duty_id = f.flight_id
     ORDER BY f.flight_id, c.crew_id";
 
 const CREW_DUTY_ORPHANS: Orphans = Orphans {
     count: "SELECT count(*) FROM spoolite_crew_duty",
-    rows: "SELECT '', crew_id, role, duty_start_utc, duty_end_utc, duty_minutes
+    rows: "SELECT duty_id, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes
         FROM spoolite_crew_duty AS c
-        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f WHERE f.ref = c.duty_ref)
-        ORDER BY crew_id",
+        WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f
+                          WHERE f.ref = c.duty_ref AND f.flight_id = c.duty_id)
+        ORDER BY duty_id, crew_id",
 };
 
-/// A crew table's rows whose flight or duty is gone (as the view shows them: no
-/// id), read only when the table holds more rows than the view's join gave.
+/// A crew table's rows that name no flight by both its number and its id,
+/// read only when the table holds more rows than the view's join gave.
 #[derive(Clone, Copy)]
 struct Orphans {
     count: &'static str,
@@ -303,8 +306,9 @@ struct Orphans {
 }
 
 /// Both sides of a crew check, two statements stepped side by side; after the
-/// view's rows, those of its table that name no flight (`Orphans`), which never
-/// match a live row, so that reading them last still counts each once.
+/// view's rows, those of its table that name no flight by its number and id
+/// (`Orphans`), out of order: each counts once as a row the live events lack,
+/// but when a live row not yet merged is the same.
 struct Sides<'c, 's> {
     tx: &'c Connection,
     live: rusqlite::Rows<'s>,

@@ -20,15 +20,22 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0006_flight_id_case.sql"),
     include_str!("../../../schema/0007_crew.sql"),
     include_str!("../../../schema/0008_analyst_speed.sql"),
+    include_str!("../../../schema/0009_crew_flight_id.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored
 /// are built by the code each batch runs (`store::sqlite::crew`), in that
-/// migration's transaction. Schema 7 creates the crew tables, but that code reads
-/// the events as schema 8 lays them out (`spoolite_event`), so the rows are built
-/// at 8 (no database stands at 7: the two came in one release). A later migration
-/// that changes what that code reads moves this to itself.
-const CREW_VERSION: i64 = 8;
+/// migration's transaction, for a database that had no crew tables (below
+/// `CREW_TABLES_VERSION`). Schema 7 creates the crew tables, but that code reads
+/// the events as schema 8 lays them out (`spoolite_event`) and writes the crew
+/// rows as schema 9 does (with their flight's id), so the rows are built at 9 (no
+/// database stands at 7: 7 and 8 came in one release). A database that had them
+/// keeps them: migration 9 copies them. A later migration that changes what that
+/// code reads or writes moves this to itself.
+const CREW_VERSION: i64 = 9;
+
+/// The schema version that created the crew tables.
+const CREW_TABLES_VERSION: i64 = 7;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -114,6 +121,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     // A new database gets one log line; an existing one a line before and after
     // each step, since a step may copy every row.
     let fresh = version == 0;
+    let first = version;
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let version = user_version(&tx)?;
@@ -136,7 +144,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             );
         }
         tx.execute_batch(MIGRATIONS[version as usize])?;
-        if next == CREW_VERSION {
+        if next == CREW_VERSION && first < CREW_TABLES_VERSION {
             super::crew::recompute(&tx, super::crew::Scope::All, true)?;
         }
         tx.pragma_update(None, "user_version", next)?;

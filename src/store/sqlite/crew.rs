@@ -17,9 +17,11 @@
 //! that changes nothing. Its rows are then deleted and written again once every
 //! row is written: the crew of its first live `off_blocks` (or `duty_start`)
 //! event by `crate::crew`'s rules, with its times.
-//! The upgrade to schema 8 (whose storage this code reads: `CREW_VERSION` in
-//! `connect`) runs the read-back computation over every flight (`Scope::All`), so
-//! a database upgraded holds the rows its batches would have written.
+//! The upgrade of a database without crew tables to schema 9 (whose storage this
+//! code reads and writes: `CREW_VERSION` in `connect`) runs the read-back
+//! computation over every flight (`Scope::All`), so a database upgraded holds
+//! the rows its batches would have written. Each row holds its flight's id as
+//! well as its number, so that the views read one table.
 //!
 //! The first live `off_blocks` of a flight is the one event of the flight whose
 //! instant is `flight.off_blocks_utc`: canonical instants are unique per instant
@@ -94,12 +96,12 @@ impl Noted {
     pub(super) fn end_run(
         &mut self,
         tx: &Connection,
-        flight_ref: i64,
+        flight: (i64, &str),
         run: RunCrew,
     ) -> Result<(), StoreError> {
         let plain = match run.read {
             Read::None => return Ok(()),
-            Read::Noted => return self.note(tx, flight_ref),
+            Read::Noted => return self.note(tx, flight.0),
             Read::Plain(plain) => plain,
         };
         if !self.looked {
@@ -120,11 +122,11 @@ impl Noted {
         if let (Some((start, crew)), Some(end)) = (&off_blocks, &on_blocks)
             && !before(end, start)
         {
-            write_members(tx, FLIGHT_ROW, flight_ref, (start, Some(end)), crew)?;
+            write_members(tx, FLIGHT_ROW, flight, (start, Some(end)), crew)?;
         }
         if let Some((start, crew)) = &duty_start {
             let end = duty_end.as_deref().filter(|end| !before(end, start));
-            write_members(tx, DUTY_ROW, flight_ref, (start, end), crew)?;
+            write_members(tx, DUTY_ROW, flight, (start, end), crew)?;
         }
         Ok(())
     }
@@ -230,23 +232,26 @@ impl Plain {
     }
 }
 
-/// A crew row of a new flight: its number, the member's id and role, the two
-/// times, the minutes between them computed as `spoolite_flight.block_minutes`
+/// A crew row of a new flight: its number, the member's id and role, its id, the
+/// two times, the minutes between them computed as `spoolite_flight.block_minutes`
 /// and `duties_sql` compute them.
 const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
-        (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, round((julianday(rtrim(?5, 'Z')) - julianday(rtrim(?4, 'Z'))) * 1440, 2))";
+        (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6,
+            round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
 
 /// A crew row of a new duty, as `FLIGHT_ROW` (no end: open, no minutes).
 const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
-        (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, round((julianday(rtrim(?5, 'Z')) - julianday(rtrim(?4, 'Z'))) * 1440, 2))";
+        (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6,
+            round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
 
-/// Writes one row per crew member with `insert` (`FLIGHT_ROW` or `DUTY_ROW`).
+/// Writes one row per crew member of the flight `(number, id)` with `insert`
+/// (`FLIGHT_ROW` or `DUTY_ROW`).
 fn write_members(
     tx: &Connection,
     insert: &str,
-    flight_ref: i64,
+    (flight_ref, flight_id): (i64, &str),
     (start, end): (&str, Option<&str>),
     crew: &[crew::Member],
 ) -> Result<(), StoreError> {
@@ -256,6 +261,7 @@ fn write_members(
             flight_ref,
             member.id(),
             member.role().as_str(),
+            flight_id,
             start,
             end
         ])?;
@@ -307,7 +313,7 @@ fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
 /// table.
 fn flights_sql(refs: &str) -> String {
     format!(
-        "SELECT f.ref, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
+        "SELECT f.ref, f.flight_id, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
          FROM ({refs}) AS t
          CROSS JOIN spoolite_flight AS f ON f.ref = t.ref
          CROSS JOIN spoolite_event AS d
@@ -339,7 +345,7 @@ fn duties_sql(refs: &str) -> String {
                         AS end_utc
              FROM times WHERE start_utc IS NOT NULL
          )
-         SELECT c.ref, c.start_utc, c.end_utc,
+         SELECT c.ref, c.flight_id, c.start_utc, c.end_utc,
                 round((julianday(rtrim(c.end_utc, 'Z')) - julianday(rtrim(c.start_utc, 'Z')))
                       * 1440, 2),
                 d.payload
@@ -354,22 +360,24 @@ fn duties_sql(refs: &str) -> String {
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut insert = tx.prepare_cached(
         "INSERT INTO spoolite_crew_flight
-             (flight_ref, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     let mut select = tx.prepare(&flights_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let flight_ref: i64 = row.get(0)?;
-        let off_blocks: String = row.get(1)?;
-        let on_blocks: String = row.get(2)?;
-        let minutes: f64 = row.get(3)?;
-        let payload: String = row.get(4)?;
+        let flight_id: String = row.get(1)?;
+        let off_blocks: String = row.get(2)?;
+        let on_blocks: String = row.get(3)?;
+        let minutes: f64 = row.get(4)?;
+        let payload: String = row.get(5)?;
         for member in crew::of_payload(&payload) {
             insert.execute(rusqlite::params![
                 flight_ref,
                 member.id(),
                 member.role().as_str(),
+                flight_id,
                 off_blocks,
                 on_blocks,
                 minutes
@@ -385,22 +393,24 @@ fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
 fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut insert = tx.prepare_cached(
         "INSERT INTO spoolite_crew_duty
-             (duty_ref, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     let mut select = tx.prepare(&duties_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let duty_ref: i64 = row.get(0)?;
-        let start: String = row.get(1)?;
-        let end: Option<String> = row.get(2)?;
-        let minutes: Option<f64> = row.get(3)?;
-        let payload: String = row.get(4)?;
+        let duty_id: String = row.get(1)?;
+        let start: String = row.get(2)?;
+        let end: Option<String> = row.get(3)?;
+        let minutes: Option<f64> = row.get(4)?;
+        let payload: String = row.get(5)?;
         for member in crew::of_payload(&payload) {
             insert.execute(rusqlite::params![
                 duty_ref,
                 member.id(),
                 member.role().as_str(),
+                duty_id,
                 start,
                 end,
                 minutes

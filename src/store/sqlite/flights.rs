@@ -218,7 +218,8 @@ impl Flights {
             ])?;
         }
         // After the flight's row: a new flight's crew rows read its minutes there.
-        self.crew.end_run(tx, run.flight_ref, run.crew)
+        self.crew
+            .end_run(tx, (run.flight_ref, &run.flight_id), run.crew)
     }
 
     /// Notes that a key of `flight_ref` may have taken an instant out of its times.
