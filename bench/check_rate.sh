@@ -4,10 +4,14 @@ set -euo pipefail
 B=$(realpath ${B:-target/release})
 W=${W:-target/checkbench}   # holds big.db, the 10M-row database
 N=${FILES:-40}; E=${EVENTS:-25000}
+# CHECK_ARGS: options of the check run meanwhile, e.g. "--quick --jobs 1".
+CHECK=${CHECK_ARGS:-}
+# BASE: the first offset of the generated events; another for each run on one database.
+BASE=${BASE:-20000000}
 mkdir -p $W; cd $W
 rm -rf sp stage; mkdir -p stage/plain stage/during
 for run in plain during; do
-  [ $run = plain ] && base=20000000 || base=30000000
+  [ $run = plain ] && base=$BASE || base=$((BASE + 10000000))
   for i in $(seq 0 $((N-1))); do
     $B/spoolite-bench __generate --offset $((base + i*E)) --count $E stage/$run/f$i.ndjson >/dev/null
   done
@@ -26,7 +30,7 @@ measure() {
   echo "$run: $N files x $E events in $(echo "$t1 - $t0" | bc) s = $(echo "$N * $E / ($t1 - $t0)" | bc) events/s"
 }
 measure plain
-( while :; do s=$(date +%s.%N); $B/spoolite check --db big.db >check-during.txt 2>&1 || true; echo "check took $(echo "$(date +%s.%N) - $s" | bc) s" >>checks.txt; done ) &
+( while :; do s=$(date +%s.%N); $B/spoolite check $CHECK --db big.db >check-during.txt 2>&1 || true; echo "check took $(echo "$(date +%s.%N) - $s" | bc) s" >>checks.txt; done ) &
 CPID=$!
 sleep 2
 measure during
