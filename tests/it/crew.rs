@@ -475,6 +475,25 @@ fn the_migration_from_schema_8_keeps_the_crew_rows_batches_keep() {
     });
 }
 
+/// An upgrade from schema 6 stopped once steps 7 and 8 had committed leaves a
+/// database at schema 8 with empty crew tables: step 9 builds the rows then.
+#[test]
+fn an_upgrade_stopped_at_schema_8_builds_the_crew_rows_at_9() {
+    check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
+        let Backend::Sqlite { path, .. } = db else {
+            unreachable!("a SQLite database")
+        };
+        downgrade_to_schema_8(path);
+        rusqlite::Connection::open(path)
+            .and_then(|conn| {
+                conn.execute_batch(
+                    "DELETE FROM spoolite_crew_flight; DELETE FROM spoolite_crew_duty;",
+                )
+            })
+            .expect("empty the crew tables");
+    });
+}
+
 #[test]
 fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
     let schema_1 = include_str!("../../schema/postgres/0001_initial.sql");

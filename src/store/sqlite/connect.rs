@@ -25,17 +25,16 @@ const MIGRATIONS: &[&str] = &[
 
 /// The schema version after whose SQL the crew rows of the events already stored
 /// are built by the code each batch runs (`store::sqlite::crew`), in that
-/// migration's transaction, for a database that had no crew tables (below
-/// `CREW_TABLES_VERSION`). Schema 7 creates the crew tables, but that code reads
-/// the events as schema 8 lays them out (`spoolite_event`) and writes the crew
-/// rows as schema 9 does (with their flight's id), so the rows are built at 9 (no
-/// database stands at 7: 7 and 8 came in one release). A database that had them
-/// keeps them: migration 9 copies them. A later migration that changes what that
-/// code reads or writes moves this to itself.
+/// migration's transaction, when the crew tables are then empty. Schema 7 creates
+/// the crew tables, but that code reads the events as schema 8 lays them out
+/// (`spoolite_event`) and writes the crew rows as schema 9 does (with their
+/// flight's id), so the rows are built at 9. A database that had them (schema 8)
+/// keeps them: migration 9 copies them. The decision is the database's state, not
+/// the version a process first saw: an upgrade from schema 6 stopped after step 7
+/// or 8 (each its own transaction) has empty crew tables, which step 9 fills
+/// whenever it runs. A later migration that changes what that code reads or
+/// writes moves this to itself.
 const CREW_VERSION: i64 = 9;
-
-/// The schema version that created the crew tables.
-const CREW_TABLES_VERSION: i64 = 7;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -121,7 +120,6 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     // A new database gets one log line; an existing one a line before and after
     // each step, since a step may copy every row.
     let fresh = version == 0;
-    let first = version;
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let version = user_version(&tx)?;
@@ -144,7 +142,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             );
         }
         tx.execute_batch(MIGRATIONS[version as usize])?;
-        if next == CREW_VERSION && first < CREW_TABLES_VERSION {
+        if next == CREW_VERSION && super::crew::empty(&tx)? {
             super::crew::recompute(&tx, super::crew::Scope::All, true)?;
         }
         tx.pragma_update(None, "user_version", next)?;

@@ -17,8 +17,8 @@
 //! that changes nothing. Its rows are then deleted and written again once every
 //! row is written: the crew of its first live `off_blocks` (or `duty_start`)
 //! event by `crate::crew`'s rules, with its times.
-//! The upgrade of a database without crew tables to schema 9 (whose storage this
-//! code reads and writes: `CREW_VERSION` in `connect`) runs the read-back
+//! The upgrade to schema 9 of a database whose crew tables are empty (whose
+//! storage this code reads and writes: `CREW_VERSION` in `connect`) runs the read-back
 //! computation over every flight (`Scope::All`), so a database upgraded holds
 //! the rows its batches would have written. Each row holds its flight's id as
 //! well as its number, so that the views read one table.
@@ -149,7 +149,7 @@ impl Noted {
 
 /// Whether both crew tables are empty: a first ingest, whose crew rows are best
 /// indexed by one sort each after they are written.
-fn empty(tx: &Connection) -> Result<bool, StoreError> {
+pub(super) fn empty(tx: &Connection) -> Result<bool, StoreError> {
     Ok(tx.query_row(
         "SELECT NOT EXISTS (SELECT 1 FROM spoolite_crew_flight)
              AND NOT EXISTS (SELECT 1 FROM spoolite_crew_duty)",
