@@ -453,12 +453,18 @@ fn check_migration_builds_the_rows_batches_keep(db: &Backend, downgrade: &dyn Fn
     );
 }
 
+/// The file of a SQLite backend.
+fn sqlite_path(db: &Backend) -> &std::path::Path {
+    let Backend::Sqlite { path, .. } = db else {
+        unreachable!("a SQLite database")
+    };
+    path
+}
+
 #[test]
 fn the_migrations_from_schema_6_build_the_crew_rows_batches_keep() {
     check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
-        let Backend::Sqlite { path, .. } = db else {
-            unreachable!("a SQLite database")
-        };
+        let path = sqlite_path(db);
         downgrade_to_schema_6(path);
     });
 }
@@ -468,9 +474,7 @@ fn the_migrations_from_schema_6_build_the_crew_rows_batches_keep() {
 #[test]
 fn the_migration_from_schema_8_keeps_the_crew_rows_batches_keep() {
     check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
-        let Backend::Sqlite { path, .. } = db else {
-            unreachable!("a SQLite database")
-        };
+        let path = sqlite_path(db);
         downgrade_to_schema_8(path);
     });
 }
@@ -480,9 +484,7 @@ fn the_migration_from_schema_8_keeps_the_crew_rows_batches_keep() {
 #[test]
 fn an_upgrade_stopped_at_schema_8_builds_the_crew_rows_at_9() {
     check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
-        let Backend::Sqlite { path, .. } = db else {
-            unreachable!("a SQLite database")
-        };
+        let path = sqlite_path(db);
         downgrade_to_schema_8(path);
         rusqlite::Connection::open(path)
             .and_then(|conn| {

@@ -232,15 +232,14 @@ impl Plain {
     }
 }
 
-/// A crew row of a new flight: its number, the member's id and role, its id, the
-/// two times, the minutes between them computed as `spoolite_flight.block_minutes`
-/// and `duties_sql` compute them.
+/// A crew row of a flight: its number, the member's id and role, its id, the two
+/// times, the minutes between them computed as `spoolite_flight.block_minutes` is.
 const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
         (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6,
             round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
 
-/// A crew row of a new duty, as `FLIGHT_ROW` (no end: open, no minutes).
+/// A crew row of a duty, as `FLIGHT_ROW` (no end: open, no minutes).
 const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
         (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6,
@@ -313,7 +312,7 @@ fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
 /// table.
 fn flights_sql(refs: &str) -> String {
     format!(
-        "SELECT f.ref, f.flight_id, f.off_blocks_utc, f.on_blocks_utc, f.block_minutes, d.payload
+        "SELECT f.ref, f.flight_id, f.off_blocks_utc, f.on_blocks_utc, d.payload
          FROM ({refs}) AS t
          CROSS JOIN spoolite_flight AS f ON f.ref = t.ref
          CROSS JOIN spoolite_event AS d
@@ -345,10 +344,7 @@ fn duties_sql(refs: &str) -> String {
                         AS end_utc
              FROM times WHERE start_utc IS NOT NULL
          )
-         SELECT c.ref, c.flight_id, c.start_utc, c.end_utc,
-                round((julianday(rtrim(c.end_utc, 'Z')) - julianday(rtrim(c.start_utc, 'Z')))
-                      * 1440, 2),
-                d.payload
+         SELECT c.ref, c.flight_id, c.start_utc, c.end_utc, d.payload
          FROM closed AS c
          CROSS JOIN spoolite_event AS d
              ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
@@ -358,31 +354,20 @@ fn duties_sql(refs: &str) -> String {
 
 /// Writes the crew rows of the flights numbered by `refs` that have block time.
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO spoolite_crew_flight
-             (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
     let mut select = tx.prepare(&flights_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
-        let flight_ref: i64 = row.get(0)?;
         let flight_id: String = row.get(1)?;
-        let off_blocks: String = row.get(2)?;
-        let on_blocks: String = row.get(3)?;
-        let minutes: f64 = row.get(4)?;
-        let payload: String = row.get(5)?;
-        for member in crew::of_payload(&payload) {
-            insert.execute(rusqlite::params![
-                flight_ref,
-                member.id(),
-                member.role().as_str(),
-                flight_id,
-                off_blocks,
-                on_blocks,
-                minutes
-            ])?;
-        }
+        let (off_blocks, on_blocks): (String, String) = (row.get(2)?, row.get(3)?);
+        let crew = crew::of_payload(&row.get::<_, String>(4)?);
+        let flight = (row.get(0)?, flight_id.as_str());
+        write_members(
+            tx,
+            FLIGHT_ROW,
+            flight,
+            (&off_blocks, Some(&on_blocks)),
+            &crew,
+        )?;
     }
     Ok(())
 }
@@ -391,31 +376,14 @@ fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
 /// `duty_start`: the first one's crew, and the last live `duty_end` unless it is
 /// before the start (open: no end, no minutes).
 fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO spoolite_crew_duty
-             (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
     let mut select = tx.prepare(&duties_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
-        let duty_ref: i64 = row.get(0)?;
         let duty_id: String = row.get(1)?;
-        let start: String = row.get(2)?;
-        let end: Option<String> = row.get(3)?;
-        let minutes: Option<f64> = row.get(4)?;
-        let payload: String = row.get(5)?;
-        for member in crew::of_payload(&payload) {
-            insert.execute(rusqlite::params![
-                duty_ref,
-                member.id(),
-                member.role().as_str(),
-                duty_id,
-                start,
-                end,
-                minutes
-            ])?;
-        }
+        let (start, end): (String, Option<String>) = (row.get(2)?, row.get(3)?);
+        let crew = crew::of_payload(&row.get::<_, String>(4)?);
+        let duty = (row.get(0)?, duty_id.as_str());
+        write_members(tx, DUTY_ROW, duty, (&start, end.as_deref()), &crew)?;
     }
     Ok(())
 }
