@@ -233,20 +233,25 @@ impl Plain {
 }
 
 /// A crew row of a flight: its number, the member's id and role, its id, the two
-/// times, the minutes between them computed as `spoolite_flight.block_minutes` is.
+/// times, the minutes between them (`MINUTES`).
 const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
         (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6,
-            round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// A crew row of a duty, as `FLIGHT_ROW` (no end: open, no minutes).
 const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
         (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6,
-            round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// The minutes from `?1` to `?2`, computed as `spoolite_flight.block_minutes` is;
+/// once per flight or duty, not once per crew member (two dates parsed and a
+/// number rounded through text cost as much as the row's insert).
+const MINUTES: &str =
+    "SELECT round((julianday(rtrim(?2, 'Z')) - julianday(rtrim(?1, 'Z'))) * 1440, 2)";
 
 /// Writes one row per crew member of the flight `(number, id)` with `insert`
-/// (`FLIGHT_ROW` or `DUTY_ROW`).
+/// (`FLIGHT_ROW` or `DUTY_ROW`), the minutes computed once for all of them (none
+/// for an open duty).
 fn write_members(
     tx: &Connection,
     insert: &str,
@@ -254,6 +259,15 @@ fn write_members(
     (start, end): (&str, Option<&str>),
     crew: &[crew::Member],
 ) -> Result<(), StoreError> {
+    if crew.is_empty() {
+        return Ok(());
+    }
+    let minutes: Option<f64> = match end {
+        Some(end) => tx
+            .prepare_cached(MINUTES)?
+            .query_row([start, end], |row| row.get(0))?,
+        None => None,
+    };
     let mut insert = tx.prepare_cached(insert)?;
     for member in crew {
         insert.execute(rusqlite::params![
@@ -262,7 +276,8 @@ fn write_members(
             member.role().as_str(),
             flight_id,
             start,
-            end
+            end,
+            minutes
         ])?;
     }
     Ok(())
