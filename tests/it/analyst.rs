@@ -194,6 +194,9 @@ fn a_plain_instant_range_of_one_kind_is_an_index_search_in_time_order() {
 fn block_hours_per_tail_written_plainly_read_the_month_only() {
     let b = build();
     // The README's form: the month's off-blocks events, each joined to its flight.
+    // Both are read from an index (schema 10): the events' payload and flight id
+    // from the live off-blocks' own, each flight's off-blocks and minutes from the
+    // one on its id (SQLite reads the flight's row only for a column beyond them).
     // (Written with the month on f.off_blocks_utc instead, SQLite 3.40 carries both
     // bounds over to the event's index, but the SQLite bundled here only the lower
     // one: a range from the month to the end of the data.)
@@ -207,9 +210,10 @@ fn block_hours_per_tail_written_plainly_read_the_month_only() {
     assert_eq!(
         steps[..2],
         [
-            "SEARCH e USING INDEX spoolite_event_kind_instant \
+            "SEARCH e USING COVERING INDEX spoolite_event_off_blocks \
              (event_kind=? AND instant_utc>? AND instant_utc<?)",
-            "SEARCH spoolite_flight USING INDEX sqlite_autoindex_spoolite_flight_1 (flight_id=?)",
+            "SEARCH spoolite_flight USING INDEX spoolite_flight_block \
+             (flight_id=? AND off_blocks_utc=?)",
         ],
         "{steps:?}"
     );

@@ -327,6 +327,7 @@ fn a_schema_5_sqlite_database_gains_the_index_of_lowered_flight_ids() {
         "SELECT name FROM sqlite_schema WHERE tbl_name = 'spoolite_flight' AND type = 'index'
          UNION ALL SELECT 'version ' || user_version FROM pragma_user_version",
         &[
+            "spoolite_flight_block".to_owned(),
             "spoolite_flight_id_lower".to_owned(),
             "spoolite_flight_off_blocks".to_owned(),
             "sqlite_autoindex_spoolite_flight_1".to_owned(),

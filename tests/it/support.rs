@@ -438,11 +438,13 @@ pub fn downgrade_to_schema_6(db: &Path) {
 
 /// Turns the SQLite database `db`, of the current schema, into the database
 /// schema 8 made of the same batches: crew rows without their flight's id, the
-/// views through the flight's number.
+/// views through the flight's number, none of schema 10's indexes.
 pub fn downgrade_to_schema_8(db: &Path) {
     let conn = rusqlite::Connection::open(db).expect("open");
     conn.execute_batch(
         "BEGIN;
+         DROP INDEX spoolite_event_off_blocks;
+         DROP INDEX spoolite_flight_block;
          DROP VIEW crew_flight;
          DROP VIEW crew_duty;
          ALTER TABLE spoolite_crew_flight DROP COLUMN flight_id;

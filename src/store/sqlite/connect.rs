@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0007_crew.sql"),
     include_str!("../../../schema/0008_analyst_speed.sql"),
     include_str!("../../../schema/0009_crew_flight_id.sql"),
+    include_str!("../../../schema/0010_block_hours.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored
