@@ -150,7 +150,7 @@ fn block_hours(s: &Samples, tail: &str) -> String {
 
 /// The same join written as the README writes it: the month's off-blocks events,
 /// each joined to its flight (every SQLite here plans the month as one range of the
-/// live rows' index; with the month on `f.off_blocks_utc` the bundled SQLite keeps
+/// live off-blocks events' index; with the month on `f.off_blocks_utc` the bundled SQLite keeps
 /// only its lower bound).
 fn block_hours_from_events(s: &Samples, tail: &str) -> String {
     format!(

@@ -22,8 +22,9 @@ use crate::{
     progress,
 };
 
-/// The targets against the floors of `../shared/perf-floor` are in
-/// `fairfloor::VARIANTS`. Issue 5's target against the bench's own floor, kept as a second line.
+// The targets against the floors of `../shared/perf-floor` are in
+// `fairfloor::VARIANTS`.
+/// Issue 5's target against the bench's own floor, kept as a second line.
 const FLOOR_RATIO_MAX: f64 = 1.5;
 const UNCHANGED_RATIO_MAX: f64 = 0.35;
 const UPDATED_RATIO_MAX: f64 = 0.8;
@@ -217,7 +218,7 @@ impl Bench {
 
     /// Sections 1 and 2: the .json file into an empty database once, beside the
     /// bench's floor, and its dry run; then `--repeat` rounds of the .ndjson file
-    /// into an empty database, the bench's floor, and the fair floor's two variants,
+    /// into an empty database, the bench's floor, and the fair floor's variants,
     /// interleaved, each on a fresh database with the file just read (page cache).
     fn first_ingest(&mut self) -> BenchResult<()> {
         let files = self.main_files()?;
