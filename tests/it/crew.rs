@@ -315,6 +315,73 @@ fn the_crew_views_follow_corrections_and_retractions_on_postgres() {
     check_crew_story(&Backend::postgres());
 }
 
+/// A file of events already stored (the same events re-sent under another batch
+/// id: every one `unchanged`) rewrites no crew row of the flights stored before
+/// it; a later file that writes one of a stored flight's crew-kind events (its
+/// on-blocks) brings that flight's rows, and only that flight's, up to date.
+#[test]
+fn a_resent_file_of_unchanged_events_rewrites_no_crew_row() {
+    let db = Backend::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = "BA0200-20261129";
+    let duty = "D-C7-20261129";
+    let first = [
+        timed(FL, "off_blocks", OFF, 1, r#"{"crew":["C1","C2"]}"#),
+        timed(FL, "on_blocks", ON, 1, "{}"),
+        timed(other, "off_blocks", OFF, 1, r#"{"crew":["C3"]}"#),
+        timed(duty, "duty_start", OFF, 1, r#"{"crew":["C7"]}"#),
+    ];
+    ingest(&db, dir.path(), "a.json", &first);
+    let before = crew_views(&db);
+    assert_eq!(before.0.len(), 2, "{before:?}");
+    assert_eq!(before.1.len(), 1, "{before:?}");
+    // Every write to the crew tables from here on leaves a line in crew_writes.
+    let conn = rusqlite::Connection::open(db.db()).expect("open");
+    let mut probe = String::from("CREATE TABLE crew_writes (what TEXT NOT NULL);");
+    for table in ["spoolite_crew_flight", "spoolite_crew_duty"] {
+        for (op, row) in [("INSERT", "new"), ("DELETE", "old"), ("UPDATE", "new")] {
+            probe.push_str(&format!(
+                "CREATE TRIGGER {table}_{op} AFTER {op} ON {table}
+                 BEGIN INSERT INTO crew_writes VALUES ('{op} {table} ' || {row}.crew_id); END;"
+            ));
+        }
+    }
+    conn.execute_batch(&probe).expect("triggers");
+    let writes = || crate::support::query(&db.db(), "SELECT what FROM crew_writes ORDER BY what");
+    let resent = format!(
+        "{{\"batch_id\":\"resent\",\"events\":[{}]}}",
+        first.join(",\n")
+    );
+    let path = write(dir.path(), "a-again.json", resent);
+    let (code, lines) = ingest_json(&db.db(), &[&path]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "processed", "{lines:?}");
+    assert_eq!(lines[0]["unchanged"], 4, "{lines:?}");
+    assert_eq!(writes(), Vec::<Vec<String>>::new());
+    assert_eq!(crew_views(&db), before);
+    // The other flight's on-blocks: its crew rows are written, nobody else's.
+    let on = "2026-11-29T11:05:00Z";
+    ingest(
+        &db,
+        dir.path(),
+        "b.json",
+        &[timed(other, "on_blocks", on, 1, "{}")],
+    );
+    assert_eq!(
+        writes(),
+        [vec!["INSERT spoolite_crew_flight C3".to_owned()]]
+    );
+    assert_eq!(
+        crew_flight(&db),
+        [
+            format!("C1|operating|{FL}|{OFF}|{ON}|15000"),
+            format!("C2|operating|{FL}|{OFF}|{ON}|15000"),
+            format!("C3|operating|{other}|{OFF}|{on}|6000"),
+        ]
+    );
+    assert_eq!(crew_views(&db), crew_from_live_rows(&db));
+}
+
 /// A first file in which a flight comes back after another flight's events (an
 /// earlier off-blocks with another crew), a duty's events repeated, and a flight
 /// whose events are all read once: the first run of each is a new flight's, the

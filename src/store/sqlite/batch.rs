@@ -558,6 +558,9 @@ impl Writer {
         let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
         let mut lookup = tx.prepare(LOOKUP)?;
         let mut expect_new = true;
+        // Both `start` and `end` write rows, and a row written notes its flight's
+        // crew rows (`Flights::written`).
+        let flights = RefCell::new(flights);
         // The batch that wrote the table's row of the key being folded (`None`:
         // no row), whose `rows_last_written` a write over it takes one from.
         let table_batch = Cell::new(None);
@@ -565,6 +568,9 @@ impl Writer {
             if expect_new && self.insert_new(&mut insert_new, row, first)? {
                 fold.start_key_inserted(row.key, first);
                 table_batch.set(Some(self.batch_ref));
+                flights
+                    .borrow_mut()
+                    .written(tx, row.flight_ref, row.event_kind)?;
                 return Ok(());
             }
             let stored_by = start_from_stored(&mut lookup, row.key, fold)?;
@@ -593,9 +599,12 @@ impl Writer {
                 if let Some(batch_ref) = table_batch.get() {
                     *self.replaced.borrow_mut().entry(batch_ref).or_default() += 1;
                 }
+                flights
+                    .borrow_mut()
+                    .written(tx, columns.flight_ref, &columns.event_kind)?;
             }
             if ended.left_live && flights::is_timed(&columns.event_kind) {
-                flights.recompute(tx, columns.flight_ref)?;
+                flights.borrow_mut().recompute(tx, columns.flight_ref)?;
             }
             Ok(())
         };

@@ -12,11 +12,13 @@
 //! (BENCHMARKS.md, "Crew rows as they are read").
 //!
 //! Any other flight or duty is noted (in a temporary table, so memory stays
-//! bounded) when the batch holds an event of a kind its crew rows are made of,
-//! live or not, whatever its outcome: noting one too many costs a recomputation
-//! that changes nothing. Its rows are then deleted and written again once every
-//! row is written: the crew of its first live `off_blocks` (or `duty_start`)
-//! event by `crate::crew`'s rules, with its times.
+//! bounded): one the batch made, when its runs hold an event of a kind its crew
+//! rows are made of, live or not, whatever its outcome (noting one too many
+//! costs a recomputation that changes nothing); one stored before the batch,
+//! when the batch writes a row of such a kind (`Flights::written`: a batch of
+//! `unchanged` events rewrites no crew row). Its rows are then deleted and
+//! written again once every row is written: the crew of its first live
+//! `off_blocks` (or `duty_start`) event by `crate::crew`'s rules, with its times.
 //! The upgrade to schema 9 of a database whose crew tables are empty (whose
 //! storage this code reads and writes: `CREW_VERSION` in `connect`) runs the read-back
 //! computation over every flight (`Scope::All`), so a database upgraded holds

@@ -74,6 +74,9 @@ struct Run {
     flight_ref: i64,
     /// Not yet in `spoolite_flight`: inserted, with its times, when the run ends.
     new: bool,
+    /// In `spoolite_flight` before the batch: its crew rows are noted by the
+    /// batch's writes (`Flights::written`), not by what its runs read.
+    stored_before: bool,
     /// The times of the run's live events, in `KINDS` order.
     times: [Option<String>; 4],
     /// What the run read of its flight's crew rows.
@@ -87,6 +90,9 @@ pub(super) struct Flights {
     run: Option<Run>,
     /// The number the next new flight gets (looked up at the batch's first).
     next_ref: Option<i64>,
+    /// The number of the batch's first new flight: every flight numbered below
+    /// it was stored before the batch (numbers are given in order).
+    first_new_ref: Option<i64>,
     /// Whether a flight was noted for `finish` to compute again.
     any_recompute: bool,
     /// New flight ids that differ only in letter case from a stored one.
@@ -139,8 +145,10 @@ impl Flights {
             self.run = Some(self.start_run(tx, flight_id)?);
         }
         let run = self.run.as_mut().expect("a run was started");
-        run.crew
-            .read(run.new, (event_kind, instant_utc), retracted, payload);
+        if !run.stored_before {
+            run.crew
+                .read(run.new, (event_kind, instant_utc), retracted, payload);
+        }
         if let Some(column) = KINDS.iter().position(|kind| *kind == event_kind)
             && !retracted
         {
@@ -176,6 +184,7 @@ impl Flights {
                     )?,
                 };
                 self.next_ref = Some(next + 1);
+                self.first_new_ref.get_or_insert(next);
                 (next, true)
             }
         };
@@ -183,6 +192,7 @@ impl Flights {
             flight_id: flight_id.to_owned(),
             flight_ref,
             new,
+            stored_before: self.stored_before(flight_ref),
             times: Default::default(),
             crew: crew::RunCrew::default(),
         })
@@ -220,6 +230,26 @@ impl Flights {
         // After the flight's row: a new flight's crew rows read its minutes there.
         self.crew
             .end_run(tx, (run.flight_ref, &run.flight_id), run.crew)
+    }
+
+    /// Whether the flight `flight_ref` was stored before the batch.
+    fn stored_before(&self, flight_ref: i64) -> bool {
+        self.first_new_ref.is_none_or(|first| flight_ref < first)
+    }
+
+    /// Notes, for `finish`, the crew rows of a flight stored before the batch
+    /// when the batch writes (inserts or changes) a row of it of `event_kind`, a
+    /// kind its crew rows are made of; call for every row written.
+    pub(super) fn written(
+        &mut self,
+        tx: &Connection,
+        flight_ref: i64,
+        event_kind: &str,
+    ) -> Result<(), StoreError> {
+        if crew::is_crewed(event_kind) && self.stored_before(flight_ref) {
+            self.crew.note(tx, flight_ref)?;
+        }
+        Ok(())
     }
 
     /// Notes that a key of `flight_ref` may have taken an instant out of its times.
