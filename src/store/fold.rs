@@ -214,6 +214,8 @@ pub(crate) struct FileFold {
     counts: Counts,
     /// The key being folded (its bytes as the backend names it), if one is.
     key: Vec<u8>,
+    /// The payload of the key's stored row, when the fold started from one.
+    table_payload: String,
     open: Option<KeyState>,
 }
 
@@ -232,6 +234,8 @@ struct KeyState {
     table_live: Option<bool>,
     /// No version has been offered yet.
     fresh: bool,
+    /// `FileFold::table_payload` holds the payload of the table's row.
+    table_payload: bool,
 }
 
 /// What a key's end leaves for the backend to write.
@@ -249,6 +253,25 @@ pub(crate) struct KeyEnd<'a> {
     /// taken from its live versions (a flight's times, merged as the file is
     /// staged) must be computed again.
     pub(crate) left_live: bool,
+    /// The payload of the table's row before that write, when the fold started
+    /// from a stored row (`None` otherwise: not known here).
+    pub(crate) table_payload: Option<&'a str>,
+}
+
+impl KeyEnd<'_> {
+    /// Whether the write changes the table's row beyond its revision: its payload,
+    /// or whether it is live. `true` when nothing is known of the row (no stored
+    /// row, or one the backend inserted from the file); `false` when nothing is
+    /// written.
+    pub(crate) fn changes_content(&self) -> bool {
+        match (self.write, self.table_live, self.table_payload) {
+            (None, ..) => false,
+            (Some(version), Some(live), Some(payload)) => {
+                live == version.content.retracted || payload != version.content.payload
+            }
+            (Some(_), ..) => true,
+        }
+    }
 }
 
 impl FileFold {
@@ -266,6 +289,10 @@ impl FileFold {
     pub(crate) fn start_key(&mut self, key: &[u8], stored: Option<Version<'_>>) {
         self.begin(key);
         let live = stored.map(|version| !version.content.retracted);
+        self.table_payload.clear();
+        if let Some(stored) = stored {
+            self.table_payload.push_str(stored.content.payload);
+        }
         self.fold.start(stored);
         self.open = Some(KeyState {
             written: false,
@@ -273,6 +300,7 @@ impl FileFold {
             offered_live: false,
             table_live: live,
             fresh: true,
+            table_payload: stored.is_some(),
         });
     }
 
@@ -288,6 +316,7 @@ impl FileFold {
             offered_live: false,
             table_live: Some(!first.content.retracted),
             fresh: true,
+            table_payload: false,
         });
     }
 
@@ -323,6 +352,7 @@ impl FileFold {
             write: self.fold.winner().filter(|_| !state.written),
             table_live: state.table_live,
             left_live: !live_after && (state.live_before || state.offered_live),
+            table_payload: state.table_payload.then_some(self.table_payload.as_str()),
         })
     }
 
@@ -643,6 +673,45 @@ mod tests {
         let ended = (outcomes, write, end.table_live, end.left_live);
         assert_eq!(fold.end_key(), None, "ended once");
         ended
+    }
+
+    /// Whether the end of one key folded onto `stored` changes the row's content.
+    fn changes(
+        stored: Option<Version<'static>>,
+        inserted: bool,
+        file: &[Version<'static>],
+    ) -> bool {
+        let mut fold = FileFold::new();
+        if inserted {
+            fold.start_key_inserted(b"k", file[0]);
+        } else {
+            fold.start_key(b"k", stored);
+        }
+        for v in file {
+            fold.offer(*v);
+        }
+        fold.end_key().expect("a key is open").changes_content()
+    }
+
+    #[test]
+    fn a_key_end_changes_content_only_beyond_a_new_revision_of_the_same_payload() {
+        let live = version((1, "{\"crew\":[\"C1\"]}"));
+        let same = version((2, "{\"crew\":[\"C1\"]}"));
+        let other = version((2, "{\"crew\":[\"C2\"]}"));
+        let gone = retracted((2, "{\"crew\":[\"C1\"]}"));
+        let back = version((3, "{\"crew\":[\"C1\"]}"));
+        // Nothing written: nothing changes.
+        assert!(!changes(Some(live), false, &[live]));
+        // The same payload, live as before, at a higher revision.
+        assert!(!changes(Some(live), false, &[same]));
+        // Another payload; a retraction; a retracted row live again.
+        assert!(changes(Some(live), false, &[other]));
+        assert!(changes(Some(live), false, &[gone]));
+        assert!(changes(Some(gone), false, &[back]));
+        // A new key, and a later version over one inserted outright: nothing is
+        // known of the row, so it counts as changed.
+        assert!(changes(None, false, &[live]));
+        assert!(changes(None, true, &[live, same]));
     }
 
     #[test]

@@ -359,6 +359,36 @@ fn a_resent_file_of_unchanged_events_rewrites_no_crew_row() {
     assert_eq!(lines[0]["unchanged"], 4, "{lines:?}");
     assert_eq!(writes(), Vec::<Vec<String>>::new());
     assert_eq!(crew_views(&db), before);
+    // A new revision of every event with the same payloads: every row is
+    // `updated`, no crew row changes, none is written.
+    let revised: Vec<String> = first
+        .iter()
+        .map(|e| e.replace("\"source_revision\":1", "\"source_revision\":2"))
+        .collect();
+    assert_ne!(revised, first);
+    let (code, lines) = ingest_json(
+        &db.db(),
+        &[&write(dir.path(), "a-2.json", json_batch(&revised))],
+    );
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["updated"], 4, "{lines:?}");
+    assert_eq!(writes(), Vec::<Vec<String>>::new());
+    assert_eq!(crew_views(&db), before);
+    // A new revision of the duty's start with another crew rewrites that duty's rows.
+    ingest(
+        &db,
+        dir.path(),
+        "a-3.json",
+        &[timed(duty, "duty_start", OFF, 3, r#"{"crew":["C8"]}"#)],
+    );
+    assert_eq!(
+        writes(),
+        [
+            vec!["DELETE spoolite_crew_duty C7".to_owned()],
+            vec!["INSERT spoolite_crew_duty C8".to_owned()],
+        ]
+    );
+    conn.execute("DELETE FROM crew_writes", []).expect("clear");
     // The other flight's on-blocks: its crew rows are written, nobody else's.
     let on = "2026-11-29T11:05:00Z";
     ingest(

@@ -599,9 +599,13 @@ impl Writer {
                 if let Some(batch_ref) = table_batch.get() {
                     *self.replaced.borrow_mut().entry(batch_ref).or_default() += 1;
                 }
-                flights
-                    .borrow_mut()
-                    .written(tx, columns.flight_ref, &columns.event_kind)?;
+                // A new revision of the same payload, live as before, leaves the
+                // crew rows as they are.
+                if ended.changes_content() {
+                    flights
+                        .borrow_mut()
+                        .written(tx, columns.flight_ref, &columns.event_kind)?;
+                }
             }
             if ended.left_live && flights::is_timed(&columns.event_kind) {
                 flights.borrow_mut().recompute(tx, columns.flight_ref)?;

@@ -15,8 +15,9 @@
 //! bounded): one the batch made, when its runs hold an event of a kind its crew
 //! rows are made of, live or not, whatever its outcome (noting one too many
 //! costs a recomputation that changes nothing); one stored before the batch,
-//! when the batch writes a row of such a kind (`Flights::written`: a batch of
-//! `unchanged` events rewrites no crew row). Its rows are then deleted and
+//! when the batch inserts a row of such a kind or changes one's payload or
+//! liveness (`Flights::written`: a batch of `unchanged` events, or of new
+//! revisions of the same payloads, rewrites no crew row). Its rows are then deleted and
 //! written again once every row is written: the crew of its first live
 //! `off_blocks` (or `duty_start`) event by `crate::crew`'s rules, with its times.
 //! The upgrade to schema 9 of a database whose crew tables are empty (whose

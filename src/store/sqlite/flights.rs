@@ -238,8 +238,9 @@ impl Flights {
     }
 
     /// Notes, for `finish`, the crew rows of a flight stored before the batch
-    /// when the batch writes (inserts or changes) a row of it of `event_kind`, a
-    /// kind its crew rows are made of; call for every row written.
+    /// when the batch writes a row of it of `event_kind`, a kind its crew rows are
+    /// made of; call for every row inserted, and every row changed beyond its
+    /// revision (`KeyEnd::changes_content`).
     pub(super) fn written(
         &mut self,
         tx: &Connection,
