@@ -734,11 +734,21 @@ fn the_server_stopped_for_20_s_while_files_arrive_holds_them_back_and_they_go_in
                         since_text.ends_with('Z') && since_text.len() == 24,
                         "{value}"
                     );
-                    let since = metric(
-                        &metrics,
-                        "spoolite_database_failing_since_timestamp_seconds",
-                    )
-                    .expect("the metric");
+                    // The metrics file is written at most once a second: it may
+                    // name the fault a moment after the state file status reads.
+                    let failing_since = || {
+                        metric(
+                            &metrics,
+                            "spoolite_database_failing_since_timestamp_seconds",
+                        )
+                        .filter(|since| *since > 0.0)
+                    };
+                    wait_until(
+                        Duration::from_secs(10),
+                        "the metrics file names the fault",
+                        || failing_since().is_some(),
+                    );
+                    let since = failing_since().expect("the metric");
                     assert!(
                         since >= stopped_at - 0.01 && since <= unix_now(),
                         "failing since {since}, stopped at {stopped_at}"
