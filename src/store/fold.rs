@@ -214,8 +214,6 @@ pub(crate) struct FileFold {
     counts: Counts,
     /// The key being folded (its bytes as the backend names it), if one is.
     key: Vec<u8>,
-    /// The payload of the key's stored row, when the fold started from one.
-    table_payload: String,
     open: Option<KeyState>,
 }
 
@@ -234,8 +232,8 @@ struct KeyState {
     table_live: Option<bool>,
     /// No version has been offered yet.
     fresh: bool,
-    /// `FileFold::table_payload` holds the payload of the table's row.
-    table_payload: bool,
+    /// A version won over one of other content (payload or `retracted`).
+    content_changed: bool,
 }
 
 /// What a key's end leaves for the backend to write.
@@ -253,25 +251,10 @@ pub(crate) struct KeyEnd<'a> {
     /// taken from its live versions (a flight's times, merged as the file is
     /// staged) must be computed again.
     pub(crate) left_live: bool,
-    /// The payload of the table's row before that write, when the fold started
-    /// from a stored row (`None` otherwise: not known here).
-    pub(crate) table_payload: Option<&'a str>,
-}
-
-impl KeyEnd<'_> {
-    /// Whether the write changes the table's row beyond its revision: its payload,
-    /// or whether it is live. `true` when nothing is known of the row (no stored
-    /// row, or one the backend inserted from the file); `false` when nothing is
-    /// written.
-    pub(crate) fn changes_content(&self) -> bool {
-        match (self.write, self.table_live, self.table_payload) {
-            (None, ..) => false,
-            (Some(version), Some(live), Some(payload)) => {
-                live == version.content.retracted || payload != version.content.payload
-            }
-            (Some(_), ..) => true,
-        }
-    }
+    /// Whether that write changes the row beyond its revision: some version that
+    /// won on the way met other content (payload or `retracted`), or no row
+    /// (every insert counts); `false` when nothing is written.
+    pub(crate) changes_content: bool,
 }
 
 impl FileFold {
@@ -289,10 +272,6 @@ impl FileFold {
     pub(crate) fn start_key(&mut self, key: &[u8], stored: Option<Version<'_>>) {
         self.begin(key);
         let live = stored.map(|version| !version.content.retracted);
-        self.table_payload.clear();
-        if let Some(stored) = stored {
-            self.table_payload.push_str(stored.content.payload);
-        }
         self.fold.start(stored);
         self.open = Some(KeyState {
             written: false,
@@ -300,7 +279,7 @@ impl FileFold {
             offered_live: false,
             table_live: live,
             fresh: true,
-            table_payload: stored.is_some(),
+            content_changed: false,
         });
     }
 
@@ -316,7 +295,7 @@ impl FileFold {
             offered_live: false,
             table_live: Some(!first.content.retracted),
             fresh: true,
-            table_payload: false,
+            content_changed: false,
         });
     }
 
@@ -332,7 +311,12 @@ impl FileFold {
             .open
             .as_mut()
             .expect("a key is started before its versions");
+        let same_content = self
+            .fold
+            .latest()
+            .is_some_and(|latest| latest.content == incoming.content);
         let outcome = self.fold.offer(incoming);
+        state.content_changed |= outcome.wins() && !same_content;
         if state.fresh && state.written {
             assert_eq!(outcome, Outcome::Inserted, "an insert proves no stored row");
         } else if outcome.wins() {
@@ -348,11 +332,12 @@ impl FileFold {
     pub(crate) fn end_key(&mut self) -> Option<KeyEnd<'_>> {
         let state = self.open.take()?;
         let live_after = self.fold.latest().is_some_and(|v| !v.content.retracted);
+        let write = self.fold.winner().filter(|_| !state.written);
         Some(KeyEnd {
-            write: self.fold.winner().filter(|_| !state.written),
+            write,
             table_live: state.table_live,
             left_live: !live_after && (state.live_before || state.offered_live),
-            table_payload: state.table_payload.then_some(self.table_payload.as_str()),
+            changes_content: write.is_some() && state.content_changed,
         })
     }
 
@@ -690,7 +675,7 @@ mod tests {
         for v in file {
             fold.offer(*v);
         }
-        fold.end_key().expect("a key is open").changes_content()
+        fold.end_key().expect("a key is open").changes_content
     }
 
     #[test]

@@ -601,7 +601,7 @@ impl Writer {
                 }
                 // A new revision of the same payload, live as before, leaves the
                 // crew rows as they are.
-                if ended.changes_content() {
+                if ended.changes_content {
                     flights
                         .borrow_mut()
                         .written(tx, columns.flight_ref, &columns.event_kind)?;

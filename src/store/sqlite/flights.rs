@@ -74,9 +74,6 @@ struct Run {
     flight_ref: i64,
     /// Not yet in `spoolite_flight`: inserted, with its times, when the run ends.
     new: bool,
-    /// In `spoolite_flight` before the batch: its crew rows are noted by the
-    /// batch's writes (`Flights::written`), not by what its runs read.
-    stored_before: bool,
     /// The times of the run's live events, in `KINDS` order.
     times: [Option<String>; 4],
     /// What the run read of its flight's crew rows.
@@ -144,8 +141,14 @@ impl Flights {
             self.end_run(tx)?;
             self.run = Some(self.start_run(tx, flight_id)?);
         }
+        // A flight stored before the batch has its crew rows noted by the batch's
+        // writes (`written`), not by what its runs read.
+        let stored_before = self
+            .run
+            .as_ref()
+            .is_some_and(|run| self.stored_before(run.flight_ref));
         let run = self.run.as_mut().expect("a run was started");
-        if !run.stored_before {
+        if !stored_before {
             run.crew
                 .read(run.new, (event_kind, instant_utc), retracted, payload);
         }
@@ -192,7 +195,6 @@ impl Flights {
             flight_id: flight_id.to_owned(),
             flight_ref,
             new,
-            stored_before: self.stored_before(flight_ref),
             times: Default::default(),
             crew: crew::RunCrew::default(),
         })
