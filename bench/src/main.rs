@@ -71,6 +71,9 @@ struct GenerateArgs {
     count: u64,
     #[arg(long, default_value_t = 1)]
     revision: i64,
+    /// Another crew on every event, as section 4's updates have.
+    #[arg(long)]
+    crew_changed: bool,
     #[arg(long, default_value_t = 0x5EED_0117)]
     seed: u64,
     /// The file to write; `.json` or `.ndjson` picks the layout.
@@ -87,7 +90,7 @@ fn generate(args: &GenerateArgs) -> BenchResult<()> {
         offset: args.offset,
         count: args.count,
         revision: args.revision,
-        crew_changed: false,
+        crew_changed: args.crew_changed,
         batch_id: format!("generated-{}-{}", args.offset, args.count),
     };
     generate::write_batch_file(&args.file, args.seed, &spec, layout)?;
