@@ -412,6 +412,89 @@ fn a_resent_file_of_unchanged_events_rewrites_no_crew_row() {
     assert_eq!(crew_views(&db), crew_from_live_rows(&db));
 }
 
+/// The crew tables' indexes, as the schema defines them.
+fn crew_indexes(db: &Backend) -> Vec<Vec<String>> {
+    crate::support::query(
+        &db.db(),
+        "SELECT name, sql FROM sqlite_master
+         WHERE type = 'index' AND tbl_name LIKE 'spoolite_crew%' ORDER BY name",
+    )
+}
+
+/// Ingests `events` as `name` with the debug log on; returns the log.
+fn ingest_logged(db: &Backend, dir: &std::path::Path, name: &str, events: &[String]) -> String {
+    let path = write(dir, name, json_batch(events));
+    let output = crate::support::ingest_command(&db.db())
+        .env("RUST_LOG", "debug")
+        .arg(&path)
+        .output()
+        .expect("run spoolite");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A correction of a few flights' crew rewrites their rows through the crew
+/// tables' indexes; one of most flights' crew (at least a third of the flights)
+/// drops those indexes, writes the rows and builds the indexes again. Either way
+/// the views end as the live events give them, and the indexes as the schema has
+/// them.
+#[test]
+fn a_correction_of_most_flights_crew_writes_it_with_the_indexes_built_again() {
+    let db = Backend::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let day = |flight: usize| format!("BA{:04}-20261129", 100 + flight);
+    let duty = |flight: usize| format!("D-{flight}-20261129");
+    let events = |revision: i64, crew: &str| -> Vec<String> {
+        (0..9)
+            .flat_map(|flight| {
+                let payload = format!(r#"{{"crew":["{crew}{flight}","{crew}9{flight}"]}}"#);
+                [
+                    timed(&day(flight), "off_blocks", OFF, revision, &payload),
+                    timed(&day(flight), "on_blocks", ON, revision, "{}"),
+                    timed(&duty(flight), "duty_start", OFF, revision, &payload),
+                    timed(&duty(flight), "duty_end", ON, revision, "{}"),
+                ]
+            })
+            .collect()
+    };
+    ingest(&db, dir.path(), "a.json", &events(1, "A"));
+    let indexes = crew_indexes(&db);
+    assert_eq!(indexes.len(), 4, "{indexes:?}");
+    assert_eq!(crew_flight(&db).len(), 18);
+    // Two flights and a duty of 18 flights and duties: through the indexes.
+    let few: Vec<String> = events(2, "B")
+        .into_iter()
+        .filter(|event| {
+            event.contains("BA0100") || event.contains("BA0101") || event.contains("D-5-")
+        })
+        .collect();
+    let log = ingest_logged(&db, dir.path(), "b.json", &few);
+    assert!(
+        log.contains("computed the crew rows of the noted flights again"),
+        "{log}"
+    );
+    assert!(!log.contains("indexes dropped"), "{log}");
+    assert_eq!(crew_views(&db), crew_from_live_rows(&db));
+    assert!(crew_flight(&db).contains(&format!("B0|operating|{}|{OFF}|{ON}|15000", day(0))));
+    assert_eq!(crew_indexes(&db), indexes);
+    // Every flight and duty: the indexes dropped and built again.
+    let log = ingest_logged(&db, dir.path(), "c.json", &events(3, "C"));
+    assert!(
+        log.contains("their indexes dropped and built again"),
+        "{log}"
+    );
+    let (flights, duties) = crew_views(&db);
+    assert_eq!((flights.len(), duties.len()), (18, 18));
+    assert!(
+        flights.iter().all(|row| row.starts_with('C')),
+        "{flights:?}"
+    );
+    assert_eq!((flights, duties), crew_from_live_rows(&db));
+    assert_eq!(crew_indexes(&db), indexes);
+    let integrity = crate::support::query(&db.db(), "PRAGMA integrity_check");
+    assert_eq!(integrity, [vec!["ok".to_owned()]]);
+}
+
 /// A first file in which a flight comes back after another flight's events (an
 /// earlier off-blocks with another crew), a duty's events repeated, and a flight
 /// whose events are all read once: the first run of each is a new flight's, the

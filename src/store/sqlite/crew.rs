@@ -140,7 +140,17 @@ impl Noted {
     /// the crew tables' indexes are dropped and built again by sorting too.
     pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
-            recompute(tx, Scope::Noted, sorted && self.dropped.is_none())?;
+            let started = std::time::Instant::now();
+            let many = many_noted(tx)?;
+            recompute(tx, Scope::Noted, (sorted || many) && self.dropped.is_none())?;
+            log::debug!(
+                "computed the crew rows of the noted flights again in {:?}{}",
+                started.elapsed(),
+                match many {
+                    true => ", their indexes dropped and built again",
+                    false => "",
+                }
+            );
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
         }
         for indexes in self.dropped.into_iter().flatten() {
@@ -148,6 +158,20 @@ impl Noted {
         }
         Ok(())
     }
+}
+
+/// Whether the batch noted at least a third of the stored flights: their crew rows
+/// are then deleted and written again with the crew tables' secondary indexes
+/// dropped, and those built again by one sort each. A random insert and delete
+/// per row in each index cost more (a new crew for every flight of 1M events:
+/// BENCHMARKS.md, "A correction of every flight's crew").
+fn many_noted(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(tx.query_row(
+        "SELECT 3 * (SELECT count(*) FROM temp.crew_recompute)
+             >= (SELECT coalesce(max(ref), 0) FROM spoolite_flight)",
+        [],
+        |row| row.get(0),
+    )?)
 }
 
 /// Whether both crew tables are empty: a first ingest, whose crew rows are best
