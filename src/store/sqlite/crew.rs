@@ -137,16 +137,17 @@ impl Noted {
     /// Computes the noted flights' crew rows again (call once their times are)
     /// and builds the dropped indexes.
     /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
-    /// the crew tables' indexes are dropped and built again by sorting too.
+    /// the crew tables' indexes are dropped and built again by sorting too, as
+    /// they are when the batch noted many flights (`many_noted`).
     pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
             let started = std::time::Instant::now();
-            let many = many_noted(tx)?;
-            recompute(tx, Scope::Noted, (sorted || many) && self.dropped.is_none())?;
+            let drop = (sorted || many_noted(tx)?) && self.dropped.is_none();
+            recompute(tx, Scope::Noted, drop)?;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
                 started.elapsed(),
-                match many {
+                match drop {
                     true => ", their indexes dropped and built again",
                     false => "",
                 }
@@ -162,9 +163,10 @@ impl Noted {
 
 /// Whether the batch noted at least a third of the stored flights: their crew rows
 /// are then deleted and written again with the crew tables' secondary indexes
-/// dropped, and those built again by one sort each. A random insert and delete
-/// per row in each index cost more (a new crew for every flight of 1M events:
-/// BENCHMARKS.md, "A correction of every flight's crew").
+/// dropped, and those built again by one sort each, which then costs less than a
+/// random delete and insert per row in each index (measured on 1M events with 12 %
+/// and 34 % of the flights noted: BENCHMARKS.md, "A correction of every flight's
+/// crew").
 fn many_noted(tx: &Connection) -> Result<bool, StoreError> {
     Ok(tx.query_row(
         "SELECT 3 * (SELECT count(*) FROM temp.crew_recompute)
