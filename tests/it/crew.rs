@@ -424,13 +424,7 @@ fn crew_indexes(db: &Backend) -> Vec<Vec<String>> {
 /// Ingests `events` as `name` with the debug log on; returns the log.
 fn ingest_logged(db: &Backend, dir: &std::path::Path, name: &str, events: &[String]) -> String {
     let path = write(dir, name, json_batch(events));
-    let output = crate::support::ingest_command(&db.db())
-        .env("RUST_LOG", "debug")
-        .arg(&path)
-        .output()
-        .expect("run spoolite");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    crate::support::ingest_logged(&db.db(), &path)
 }
 
 /// A correction of a few flights' crew (under a third of the flights) rewrites

@@ -474,6 +474,17 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(sha2::Sha256::digest(bytes.as_ref()))
 }
 
+/// `spoolite ingest` of `file` with the store's debug lines on stderr.
+pub fn ingest_logged(db: &Path, file: &Path) -> String {
+    let output = ingest_command(db)
+        .arg(file)
+        .env("RUST_LOG", "spoolite=debug")
+        .output()
+        .expect("run spoolite ingest");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// `spoolite ingest --db DB`, for a test to add its options and files to.
 pub fn ingest_command(db: &Path) -> Command {
     let mut command = spoolite();

@@ -106,17 +106,6 @@ fn index_definitions(db: &Path) -> Vec<Vec<String>> {
     )
 }
 
-/// `spoolite ingest` of `file` with the store's debug lines on stderr.
-fn ingest_logged(db: &Path, file: &Path) -> String {
-    let output = ingest_command(db)
-        .arg(file)
-        .env("RUST_LOG", "spoolite=debug")
-        .output()
-        .expect("run spoolite ingest");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 const REBUILT: &str = "built the secondary indexes again";
 
 #[test]

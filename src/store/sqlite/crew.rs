@@ -142,7 +142,7 @@ impl Noted {
     pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
         if self.any {
             let started = std::time::Instant::now();
-            let drop = (sorted || many_noted(tx)?) && self.dropped.is_none();
+            let drop = self.dropped.is_none() && (sorted || many_noted(tx)?);
             recompute(tx, Scope::Noted, drop)?;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
