@@ -110,7 +110,9 @@ pub fn resolve(given: Option<&Path>) -> Result<PathBuf, String> {
         }
     }
     Err(format!(
-        "no shared/perf-floor beside {} or a folder above it; pass --perf-floor DIR",
+        "no shared/perf-floor beside {} or a folder above it; pass --perf-floor DIR, \
+         a copy of the floor's source (the `perf-floor` folder of the project's shared \
+         folder, laid beside the repository as `../shared/perf-floor`)",
         starts[0].display()
     ))
 }

@@ -179,7 +179,8 @@ pub struct Options {
     /// A run for CI that only proves the bench still works: 10k events (3k for
     /// PostgreSQL), growth base 20k, 20 latency files, no peer, one repeat, a 3 s idle
     /// window, backlogs of 300 and 100 files (windows of 100). Overrides those
-    /// options. The fair floor is built and run as in a full run.
+    /// options. The fair floor is run when a build of it is there already, and is
+    /// noted as not run when it is not, or when its source cannot be found.
     #[arg(long)]
     pub smoke: bool,
 }

@@ -1,6 +1,7 @@
 //! The benchmark harness still runs: a smoke run (10k events, a 3 s idle window,
-//! backlogs of 300 and 100 files, the fair floor built under target/perf-floor and
-//! run, the analyst queries on a 30k-row database (on SQLite, PostgreSQL and
+//! backlogs of 300 and 100 files, the fair floor run when a build of it is under
+//! target/perf-floor (a clone alone has no floor source: its rows then say why), the
+//! analyst queries on a 30k-row database (on SQLite, PostgreSQL and
 //! Datasette), section P on a PostgreSQL server
 //! of its own with 3k events) on the debug binaries, so that
 //! `spoolite-bench` cannot rot. Its figures are not checked: benchmarks are not
@@ -81,10 +82,13 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         .arg(&spoolite)
         .output()
         .expect("run spoolite-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "spoolite-bench --smoke failed: {stderr}"
+        "spoolite-bench --smoke failed ({}):\n{}\n--- its progress (stderr) ---\n{stderr}",
+        output.status,
+        problem_lines(&stdout)
     );
     let results = std::fs::read_to_string(dir.path().join("results.md")).expect("results.md");
     for figure in [
@@ -114,5 +118,15 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
             results.contains(figure),
             "results.md has no {figure:?} row:\n{results}"
         );
+    }
+}
+
+/// The "Problems" section of the bench's results (its stdout), the lines that say
+/// why it exited 1; or the whole stdout when it has none (it failed before writing
+/// the table).
+fn problem_lines(stdout: &str) -> String {
+    match stdout.find("\nProblems") {
+        Some(at) => stdout[at + 1..].trim_end().to_owned(),
+        None => format!("--- its stdout (no Problems section) ---\n{stdout}"),
     }
 }
