@@ -347,9 +347,12 @@ pub struct FtlArgs {
     #[arg(long, env = "SPOOLITE_AT", value_name = "INSTANT", value_parser = parse_at)]
     pub(crate) at: Option<crate::ftl::Micros>,
     /// The rule set: easa (ORO.FTL.210: flight time 28 days 100 h, calendar year
-    /// 900 h, 12 calendar months 1,000 h; duty 7/14/28 days 60/110/190 h) or faa
-    /// (14 CFR 117.23: flight time 672 hours 100 h, 365 days 1,000 h; duty
-    /// 168/672 hours 60/190 h).
+    /// 900 h, 12 calendar months 1,000 h; duty 7/14/28 days 60/110/190 h, home
+    /// standby at 25 % and reserve not at all; ORO.FTL.235(d): at most 168 h
+    /// between recurrent extended recovery rests of 36 h with two local nights)
+    /// or faa (14 CFR 117.23: flight time 672 hours 100 h, 365 calendar days
+    /// 1,000 h; flight duty period 168/672 hours 60/190 h; 117.25(b): 30
+    /// consecutive hours free at most 138 h ago).
     #[arg(
         long,
         env = "SPOOLITE_RULES",
@@ -358,6 +361,18 @@ pub struct FtlArgs {
         value_name = "RULES"
     )]
     pub(crate) rules: crate::ftl::Rules,
+    /// Where calendar days, months and years begin and what a local night is:
+    /// an IANA time zone name (Europe/Madrid, America/Chicago) or UTC, read from
+    /// the time zone database built into spoolite (the workstation's own is not
+    /// used). Windows of consecutive hours or days do not depend on it.
+    #[arg(
+        long,
+        env = "SPOOLITE_TIME_ZONE",
+        default_value = "UTC",
+        value_name = "ZONE",
+        value_parser = parse_time_zone
+    )]
+    pub(crate) time_zone: crate::ftl::TimeBase,
     /// Judge only this crew member (repeat the option for more): every window is
     /// printed, with zeros for a crew id without rows. The variable names one.
     #[arg(long, env = "SPOOLITE_CREW", value_name = "ID")]
@@ -365,6 +380,11 @@ pub struct FtlArgs {
     /// Print one JSON line per crew member and window instead of the table.
     #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
+}
+
+/// `--time-zone`: an IANA name the built-in time zone database holds.
+fn parse_time_zone(text: &str) -> Result<crate::ftl::TimeBase, String> {
+    crate::ftl::TimeBase::named(text).map_err(|error| error.to_string())
 }
 
 /// `--at`: an RFC 3339 instant with an offset, to the millisecond.

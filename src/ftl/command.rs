@@ -6,11 +6,15 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::time::{self, MICROS_PER_SECOND, Micros};
-use super::{Judge, Line, Role, render};
+use super::time::{self, MICROS_PER_DAY, MICROS_PER_SECOND, Micros, TimeBase};
+use super::{DutyType, Judge, Line, Role, render};
 use crate::cli::FtlArgs;
 use crate::store::crew_hours::{CrewHours, CrewRow, CrewSpan};
 use crate::store::{Db, MissingFile, StoreError, require_file};
+
+/// How far past T the rows of a duty running at T are read: the flights that may
+/// end its flight duty period (a duty runs a day at most, but for one left open).
+const FDP_LOOKAHEAD: Micros = MICROS_PER_DAY;
 
 /// Exit code when any limit is exceeded.
 const EXIT_EXCEEDED: u8 = 1;
@@ -41,7 +45,8 @@ enum FtlError {
 pub fn run(args: &FtlArgs) -> ExitCode {
     let at = args.at.unwrap_or_else(now);
     let crew = named_crew(&args.crew);
-    let mut lines = match judge(&args.db, args.rules, at, &crew) {
+    let base = args.time_zone.clone();
+    let mut lines = match judge(&args.db, args.rules, at, &base, &crew) {
         Ok(lines) => lines,
         Err(error) => {
             eprintln!("spoolite: {error}");
@@ -53,7 +58,7 @@ pub fn run(args: &FtlArgs) -> ExitCode {
         render::json_lines(&lines, args.rules, at)
     } else {
         super::by_headroom(&mut lines);
-        render::table(&lines, args.rules, at)
+        render::table(&lines, args.rules, at, &base)
     };
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -87,7 +92,13 @@ fn named_crew(crew: &[String]) -> Vec<String> {
 }
 
 /// Reads the rows that can count at `at` and judges them.
-fn judge(db: &Db, rules: super::Rules, at: Micros, crew: &[String]) -> Result<Vec<Line>, FtlError> {
+fn judge(
+    db: &Db,
+    rules: super::Rules,
+    at: Micros,
+    base: &TimeBase,
+    crew: &[String],
+) -> Result<Vec<Line>, FtlError> {
     if let Some(path) = db.file() {
         require_file(path)?;
     }
@@ -101,14 +112,16 @@ fn judge(db: &Db, rules: super::Rules, at: Micros, crew: &[String]) -> Result<Ve
         });
     }
     // One judge per view, each fed on its own thread, merged at the end.
-    let mut judge = Judge::new(rules, at);
-    let mut duties = Judge::new(rules, at);
+    let mut judge = Judge::new(rules, at, base.clone());
+    let mut duties = Judge::new(rules, at, base.clone());
     // Bounds a second wider than the span, in whole seconds (what lies between
     // counts nothing: `Judge` cuts every row at the window's start and at T).
+    // Rows up to a day past T are read too: a duty running at T has its flight
+    // duty period end at its last flight's on-blocks, which may come after T.
     let bound = |at: Micros| time::format_seconds(at).trim_end_matches('Z').to_owned();
     let span = CrewSpan {
         after: bound(judge.reads_from() - MICROS_PER_SECOND),
-        before: bound(at + MICROS_PER_SECOND),
+        before: bound(at + FDP_LOOKAHEAD + MICROS_PER_SECOND),
     };
     let (mut unreadable, mut unreadable_duties) = (0u64, 0u64);
     hours.read(
@@ -150,7 +163,7 @@ fn add_row(judge: &mut Judge, row: CrewRow<'_>) -> Option<()> {
                 Some(end) => Some(time::parse_instant(end)?),
                 None => None,
             };
-            judge.add_duty(crew_id, start, end);
+            judge.add_duty(crew_id, start, end, DutyType::FlightDuty);
         }
     }
     Some(())

@@ -1,21 +1,25 @@
-//! `spoolite ftl`: each crew member's flight time and duty against the cumulative
-//! limits of a rule set (EASA ORO.FTL.210, FAA 14 CFR 117.23) at an instant T.
+//! `spoolite ftl`: each crew member's flight time, duty, flight duty period and
+//! rest against the cumulative limits of a rule set (EASA ORO.FTL.210 and 235,
+//! FAA 14 CFR 117.23 and 117.25) at an instant T.
 //!
-//! The core is sans-I/O: `rules` holds the limits as data, `Judge` sums the
-//! minutes of each crew member's flights and duties inside every window, and
-//! `render` turns the `Line`s into the text table or JSON lines. `command` reads
-//! the rows of `crew_flight` and `crew_duty` through `store::CrewHours` and hands
-//! them to a `Judge`.
+//! The core is sans-I/O: `rules` holds the limits as data, `span` the arithmetic
+//! of one crew member's time (unions, weights, free spans), `Judge` gathers each
+//! crew member's flights and duties and measures every window, and `render`
+//! turns the `Line`s into the text table or JSON lines. `command` reads the rows
+//! of `crew_flight` and `crew_duty` through `store::CrewHours` and hands them to
+//! a `Judge`.
 
 pub mod command;
 pub mod render;
 pub mod rules;
+pub mod span;
 pub mod time;
 
 use std::collections::HashMap;
 
-pub use rules::{Limit, Measure, Rules, Span};
-pub use time::Micros;
+pub use rules::{Limit, Measure, Rest, Rules, Span};
+use span::{FULL, Weight, Weighted};
+pub use time::{Micros, TimeBase};
 
 /// A crew member's role on a flight or duty, as the views give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,36 +38,123 @@ impl Role {
     }
 }
 
-/// The minutes (in microseconds) of the span `start` to `end` that lie inside the
-/// window `window_start` to `at`: nothing before the window or after T counts.
-pub fn inside(start: Micros, end: Micros, window_start: Micros, at: Micros) -> Micros {
-    (end.min(at) - start.max(window_start)).max(0)
+/// What a duty was (the `duty_type` of its `duty_start` payload), which says how
+/// it counts as duty and whether it holds a flight duty period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DutyType {
+    FlightDuty,
+    AirportStandby,
+    HomeStandby,
+    Reserve,
+    GroundDuty,
 }
 
-/// Sums, per crew member, the time inside each window of one rule set at T.
+impl DutyType {
+    /// The type a `duty_type` text names; anything else is a flight duty.
+    pub fn from_text(text: &str) -> DutyType {
+        match text {
+            "airport_standby" => DutyType::AirportStandby,
+            "home_standby" => DutyType::HomeStandby,
+            "reserve" => DutyType::Reserve,
+            "ground_duty" => DutyType::GroundDuty,
+            _ => DutyType::FlightDuty,
+        }
+    }
+
+    /// How EASA's duty limits count it: home standby at 25 % (CS FTL.1.225(b)(3)),
+    /// reserve not at all, every other type in full.
+    pub fn duty_weight(self) -> Weight {
+        match self {
+            DutyType::HomeStandby => 250,
+            DutyType::Reserve => 0,
+            DutyType::FlightDuty | DutyType::AirportStandby | DutyType::GroundDuty => FULL,
+        }
+    }
+}
+
+/// A flight flown as operating crew, with block time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flight {
+    off_blocks: Micros,
+    on_blocks: Micros,
+}
+
+/// A duty; `end` None while it is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Duty {
+    start: Micros,
+    end: Option<Micros>,
+    duty_type: DutyType,
+}
+
+/// One crew member's flights and duties, as read.
+#[derive(Debug, Default)]
+struct Items {
+    flights: Vec<Flight>,
+    duties: Vec<Duty>,
+}
+
+impl Items {
+    /// The flight duty period of each duty that has one (14 CFR 117.3, ORO.FTL.105),
+    /// from all the flights held, not yet cut at T: an airport standby is one
+    /// whole; a home standby or reserve has none; a flight or ground duty runs
+    /// from its start to the on-blocks of the last flight flown as operating
+    /// crew whose off-blocks lies within it, and has none without one. `flights`
+    /// must be in off-blocks order.
+    fn fdps(&self) -> impl Iterator<Item = (Micros, Option<Micros>)> + '_ {
+        self.duties.iter().filter_map(|duty| match duty.duty_type {
+            DutyType::AirportStandby => Some((duty.start, duty.end)),
+            DutyType::HomeStandby | DutyType::Reserve => None,
+            DutyType::FlightDuty | DutyType::GroundDuty => {
+                let end = duty.end.unwrap_or(Micros::MAX);
+                let first = self.flights.partition_point(|f| f.off_blocks < duty.start);
+                let last = self.flights.partition_point(|f| f.off_blocks <= end);
+                let flights = self.flights.get(first..last).unwrap_or_default();
+                flights
+                    .last()
+                    .map(|flight| (duty.start, Some(flight.on_blocks)))
+            }
+        })
+    }
+}
+
+/// Gathers each crew member's flights and duties and measures every window of
+/// one rule set at T.
 #[derive(Debug)]
 pub struct Judge {
     rules: Rules,
     at: Micros,
-    /// Each limit's window start, in `rules.limits()` order.
-    starts: Vec<Micros>,
-    used: HashMap<String, Vec<Micros>>,
+    base: TimeBase,
+    /// Each limit's window start, in `rules.limits()` order (None: a rest window,
+    /// which starts where each crew member's last rest ended).
+    starts: Vec<Option<Micros>>,
+    crew: HashMap<String, Items>,
 }
 
 impl Judge {
-    pub fn new(rules: Rules, at: Micros) -> Judge {
+    pub fn new(rules: Rules, at: Micros, base: TimeBase) -> Judge {
         Judge {
             rules,
             at,
-            starts: rules.limits().iter().map(|l| l.span.start(at)).collect(),
-            used: HashMap::new(),
+            starts: rules
+                .limits()
+                .iter()
+                .map(|l| l.span.start(at, &base))
+                .collect(),
+            base,
+            crew: HashMap::new(),
         }
     }
 
     /// The earliest instant a row can end at and still count: the widest
-    /// window's start.
+    /// window's start. A rest window looks for the last rest as far back.
     pub fn reads_from(&self) -> Micros {
-        self.starts.iter().copied().min().unwrap_or(self.at)
+        self.starts
+            .iter()
+            .flatten()
+            .copied()
+            .min()
+            .unwrap_or(self.at)
     }
 
     pub fn at(&self) -> Micros {
@@ -74,53 +165,119 @@ impl Judge {
         self.rules
     }
 
-    /// A flight's block time, from off-blocks to on-blocks: flight time for
-    /// operating crew only (positioning is duty, which `crew_duty` holds).
+    pub fn time_base(&self) -> &TimeBase {
+        &self.base
+    }
+
+    fn items(&mut self, crew_id: &str) -> &mut Items {
+        if !self.crew.contains_key(crew_id) {
+            self.crew.insert(crew_id.to_owned(), Items::default());
+        }
+        self.crew.get_mut(crew_id).expect("inserted above")
+    }
+
+    /// A flight's block time, from off-blocks to on-blocks: flight time and the
+    /// end of a flight duty period for operating crew only (positioning is
+    /// duty, which `crew_duty` holds).
     pub fn add_flight(&mut self, crew_id: &str, role: Role, off_blocks: Micros, on_blocks: Micros) {
-        if role == Role::Operating {
-            self.add(crew_id, Measure::FlightTime, off_blocks, on_blocks);
+        if role == Role::Operating && on_blocks >= off_blocks {
+            self.items(crew_id).flights.push(Flight {
+                off_blocks,
+                on_blocks,
+            });
         }
     }
 
     /// A duty, of either role; an open one (`end` None) counts up to T.
-    pub fn add_duty(&mut self, crew_id: &str, start: Micros, end: Option<Micros>) {
-        self.add(crew_id, Measure::Duty, start, end.unwrap_or(self.at));
+    pub fn add_duty(
+        &mut self,
+        crew_id: &str,
+        start: Micros,
+        end: Option<Micros>,
+        duty_type: DutyType,
+    ) {
+        let end = end.filter(|&end| end >= start);
+        self.items(crew_id).duties.push(Duty {
+            start,
+            end,
+            duty_type,
+        });
     }
 
-    fn add(&mut self, crew_id: &str, measure: Measure, start: Micros, end: Micros) {
-        let limits = self.rules.limits();
-        let minutes = |(limit, window_start): (&Limit, &Micros)| match limit.measure == measure {
-            true => inside(start, end, *window_start, self.at),
-            false => 0,
-        };
-        if limits.iter().zip(&self.starts).all(|w| minutes(w) == 0) {
-            return;
-        }
-        let used = match self.used.get_mut(crew_id) {
-            Some(used) => used,
-            None => self
-                .used
-                .entry(crew_id.to_owned())
-                .or_insert_with(|| vec![0; limits.len()]),
-        };
-        for (slot, window) in used.iter_mut().zip(limits.iter().zip(&self.starts)) {
-            *slot += minutes(window);
-        }
-    }
-
-    /// Adds what `other`, a judge of the same rules and T, summed.
+    /// Adds what `other`, a judge of the same rules and T, gathered.
     pub fn merge(&mut self, other: Judge) {
         debug_assert!(self.rules == other.rules && self.at == other.at);
-        for (crew_id, used) in other.used {
-            match self.used.get_mut(&crew_id) {
-                Some(held) => held
-                    .iter_mut()
-                    .zip(used)
-                    .for_each(|(held, more)| *held += more),
-                None => {
-                    self.used.insert(crew_id, used);
+        for (crew_id, items) in other.crew {
+            let held = self.items(&crew_id);
+            held.flights.extend(items.flights);
+            held.duties.extend(items.duties);
+        }
+    }
+
+    /// One crew member's use of every window, in `rules.limits()` order; None
+    /// when every figure is zero (no flight time, duty or FDP in any window, and
+    /// a rest that qualifies at T or nothing since it).
+    fn measure(&self, items: &mut Items) -> Option<Vec<Micros>> {
+        let at = self.at;
+        items
+            .flights
+            .sort_unstable_by_key(|f| (f.off_blocks, f.on_blocks));
+        // Each span cut at T: nothing after T counts, an open duty runs to T.
+        let cut = |start: Micros, end: Option<Micros>, weight: Weight| Weighted {
+            start,
+            end: end.unwrap_or(at).min(at),
+            weight,
+        };
+        let flights: Vec<Weighted> = (items.flights.iter())
+            .map(|f| cut(f.off_blocks, Some(f.on_blocks), FULL))
+            .collect();
+        let duties: Vec<Weighted> = (items.duties.iter())
+            .map(|d| cut(d.start, d.end, d.duty_type.duty_weight()))
+            .collect();
+        let fdps: Vec<Weighted> = (items.fdps())
+            .map(|(start, end)| cut(start, end, FULL))
+            .collect();
+        let flight_time = span::pieces(&flights);
+        let duty = span::pieces(&duties);
+        let fdp = span::pieces(&fdps);
+        let mut used = Vec::with_capacity(self.starts.len());
+        let mut any = false;
+        for (limit, start) in self.rules.limits().iter().zip(&self.starts) {
+            let pieces = match limit.measure {
+                Measure::FlightTime => &flight_time,
+                Measure::Duty => &duty,
+                Measure::Fdp => &fdp,
+                Measure::Rest => {
+                    let since = self.rest(limit.span, &duties);
+                    any |= since > 0;
+                    used.push(since);
+                    continue;
                 }
+            };
+            let minutes = span::inside(pieces, start.unwrap_or(at), at);
+            any |= minutes > 0;
+            used.push(minutes);
+        }
+        any.then_some(used)
+    }
+
+    /// The use of a rest window: the time since the last qualifying rest, from
+    /// the crew member's duties of any type (weight aside: a reserve is duty too).
+    fn rest(&self, span: Span, duties: &[Weighted]) -> Micros {
+        let busy: Vec<Weighted> = duties
+            .iter()
+            .map(|duty| Weighted {
+                weight: FULL,
+                ..*duty
+            })
+            .collect();
+        let free = span::free_spans(&span::pieces(&busy), self.at);
+        match span {
+            Span::SinceRest(Rest::Free30h) => span::since_30h_free(&free, self.at).0,
+            Span::SinceRest(Rest::ExtendedRecovery) => {
+                span::since_recovery_rest(&free, self.at, &self.base).0
             }
+            _ => 0,
         }
     }
 
@@ -129,20 +286,26 @@ impl Judge {
     /// once, zeros for one without rows). In crew id then rule order.
     pub fn lines(mut self, named: &[String]) -> Vec<Line> {
         let limits = self.rules.limits();
-        let mut crew: Vec<(String, Vec<Micros>)> = if named.is_empty() {
-            self.used.drain().collect()
-        } else {
-            named
-                .iter()
-                .map(|id| {
-                    let used = self.used.get(id).cloned();
-                    (id.clone(), used.unwrap_or_else(|| vec![0; limits.len()]))
-                })
-                .collect()
-        };
+        let mut crew: Vec<(String, Items)> = self.crew.drain().collect();
+        if !named.is_empty() {
+            crew.retain(|(id, _)| named.contains(id));
+            for id in named {
+                if !crew.iter().any(|(held, _)| held == id) {
+                    crew.push((id.clone(), Items::default()));
+                }
+            }
+        }
         crew.sort_by(|a, b| a.0.cmp(&b.0));
-        crew.dedup_by(|a, b| a.0 == b.0);
+        let listed = !named.is_empty();
         crew.into_iter()
+            .filter_map(|(crew_id, mut items)| {
+                let used = match self.measure(&mut items) {
+                    Some(used) => used,
+                    None if listed => vec![0; limits.len()],
+                    None => return None,
+                };
+                Some((crew_id, used))
+            })
             .flat_map(|(crew_id, used)| {
                 limits.iter().zip(used).map(move |(limit, used)| Line {
                     crew_id: crew_id.clone(),

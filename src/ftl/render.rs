@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::time::{MICROS_PER_MINUTE, Micros, format_millis};
+use super::time::{MICROS_PER_MINUTE, Micros, TimeBase, format_millis};
 use super::{Line, Measure, Rules};
 
 /// The mark on a window whose limit is exceeded.
@@ -72,6 +72,8 @@ fn measure_text(measure: Measure) -> &'static str {
     match measure {
         Measure::FlightTime => "flight time",
         Measure::Duty => "duty",
+        Measure::Fdp => "FDP",
+        Measure::Rest => "rest",
     }
 }
 
@@ -80,13 +82,17 @@ fn measure_text(measure: Measure) -> &'static str {
 /// headroom first). Used time is shown rounded up to the whole minute and the
 /// headroom is the limit less that, so the table never shows more room than
 /// there is. Rows are never wrapped: each is one line, however long.
-pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
+pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> String {
     let mut crew: Vec<&str> = lines.iter().map(|l| l.crew_id.as_str()).collect();
     crew.sort_unstable();
     crew.dedup();
     let exceeded = lines.iter().filter(|l| l.exceeded()).count();
+    let zone = match base.name() {
+        "UTC" => String::new(),
+        name => format!(" (calendar and nights in {name})"),
+    };
     let mut out = format!(
-        "{} limits at {}: {} crew member{}, {} window{} exceeded\n",
+        "{} limits at {}{zone}: {} crew member{}, {} window{} exceeded\n",
         rules.name(),
         format_millis(at),
         crew.len(),
@@ -95,7 +101,9 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros) -> String {
         if exceeded == 1 { "" } else { "s" },
     );
     if lines.is_empty() {
-        out.push_str("no crew member has flight time or duty in any window\n");
+        out.push_str(
+            "no crew member has flight time, duty or a flight duty period in any window\n",
+        );
         return out;
     }
     // Borrowed where the text is already held: the table of every crew member

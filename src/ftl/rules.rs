@@ -1,14 +1,14 @@
 //! The cumulative limits as data: each rule set's windows, what they measure and
 //! their limits, and where each window starts for an instant T. No I/O.
 
-use super::time::{self, MICROS_PER_DAY, MICROS_PER_HOUR, Micros};
+use super::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Micros, TimeBase};
 
 /// Which regulator's cumulative limits `ftl` judges against (`--rules`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Rules {
-    /// EASA ORO.FTL.210.
+    /// EASA ORO.FTL.210 and 235.
     Easa,
-    /// FAA 14 CFR 117.23.
+    /// FAA 14 CFR 117.23 and 117.25.
     Faa,
 }
 
@@ -30,12 +30,15 @@ impl Rules {
     }
 }
 
-/// What a window sums: block time of the flights flown as operating crew, or
-/// duty (either role).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// What a window measures: block time of the flights flown as operating crew,
+/// duty (either role, weighted by its type), flight duty periods, or the time
+/// since the last qualifying rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Measure {
     FlightTime,
     Duty,
+    Fdp,
+    Rest,
 }
 
 impl Measure {
@@ -44,12 +47,24 @@ impl Measure {
         match self {
             Measure::FlightTime => "flight_time",
             Measure::Duty => "duty",
+            Measure::Fdp => "fdp",
+            Measure::Rest => "rest",
         }
     }
 }
 
-/// Where a window starts: a length L before T (the window is T − L to T), or the
-/// first instant of a calendar span in UTC.
+/// Which free span ends a rest window: FAA 117.25(b)'s 30 consecutive hours free
+/// from all duty, or EASA ORO.FTL.235(d)'s recurrent extended recovery rest (at
+/// least 36 hours holding two local nights).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rest {
+    Free30h,
+    ExtendedRecovery,
+}
+
+/// Where a window starts: a length L before T (the window is T − L to T), the
+/// first instant of a calendar span in the time base, or the end of the last
+/// qualifying rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Span {
     Rolling(Micros),
@@ -57,15 +72,22 @@ pub enum Span {
     CalendarYear,
     /// The calendar month of T and the `n − 1` months before it.
     CalendarMonths(i64),
+    /// The calendar day of T and the `n − 1` days before it.
+    CalendarDays(i64),
+    /// Since the last rest of this kind (each crew member's own start).
+    SinceRest(Rest),
 }
 
 impl Span {
-    /// The first instant of the window ending at `at`.
-    pub fn start(self, at: Micros) -> Micros {
+    /// The first instant of the window ending at `at`, where it is the same for
+    /// every crew member (None for a rest window).
+    pub fn start(self, at: Micros, base: &TimeBase) -> Option<Micros> {
         match self {
-            Span::Rolling(length) => at - length,
-            Span::CalendarYear => time::year_start(at),
-            Span::CalendarMonths(n) => time::month_start(at, n - 1),
+            Span::Rolling(length) => Some(at - length),
+            Span::CalendarYear => Some(base.year_start(at)),
+            Span::CalendarMonths(n) => Some(base.month_start(at, n - 1)),
+            Span::CalendarDays(n) => Some(base.day_start(at, n - 1)),
+            Span::SinceRest(_) => None,
         }
     }
 }
@@ -107,8 +129,8 @@ const fn limit(
 const DAY: Micros = MICROS_PER_DAY;
 const HOUR: Micros = MICROS_PER_HOUR;
 
-/// EASA ORO.FTL.210 (a) and (b).
-const EASA: [Limit; 6] = [
+/// EASA ORO.FTL.210 (a) and (b), and ORO.FTL.235(d).
+const EASA: [Limit; 7] = [
     limit(
         Measure::FlightTime,
         "28d",
@@ -151,36 +173,50 @@ const EASA: [Limit; 6] = [
         190,
         "ORO.FTL.210(a)(3)",
     ),
+    limit(
+        Measure::Rest,
+        "since_extended_recovery_rest",
+        Span::SinceRest(Rest::ExtendedRecovery),
+        168,
+        "ORO.FTL.235(d)",
+    ),
 ];
 
-/// FAA 14 CFR 117.23 (b) and (c).
-const FAA: [Limit; 4] = [
+/// FAA 14 CFR 117.23 (b) and (c), and 117.25(b).
+const FAA: [Limit; 5] = [
     limit(
         Measure::FlightTime,
         "672h",
         Span::Rolling(672 * HOUR),
         100,
-        "14 CFR 117.23(b)(2)",
-    ),
-    limit(
-        Measure::FlightTime,
-        "365d",
-        Span::Rolling(365 * DAY),
-        1000,
         "14 CFR 117.23(b)(1)",
     ),
     limit(
-        Measure::Duty,
+        Measure::FlightTime,
+        "365_calendar_days",
+        Span::CalendarDays(365),
+        1000,
+        "14 CFR 117.23(b)(2)",
+    ),
+    limit(
+        Measure::Fdp,
         "168h",
         Span::Rolling(168 * HOUR),
         60,
         "14 CFR 117.23(c)(1)",
     ),
     limit(
-        Measure::Duty,
+        Measure::Fdp,
         "672h",
         Span::Rolling(672 * HOUR),
         190,
         "14 CFR 117.23(c)(2)",
+    ),
+    limit(
+        Measure::Rest,
+        "since_30h_free",
+        Span::SinceRest(Rest::Free30h),
+        138,
+        "14 CFR 117.25(b)",
     ),
 ];

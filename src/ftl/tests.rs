@@ -9,25 +9,38 @@ fn t(text: &str) -> Micros {
 }
 
 /// What a case adds to the judge.
+#[derive(Clone, Copy)]
 enum Row {
     /// Crew id, role, off-blocks, on-blocks.
     Flight(&'static str, Role, &'static str, &'static str),
-    /// Crew id, start, end (None: open).
+    /// Crew id, start, end (None: open), a flight duty.
     Duty(&'static str, &'static str, Option<&'static str>),
+    /// Crew id, start, end (None: open), its type.
+    Typed(&'static str, &'static str, Option<&'static str>, DutyType),
 }
 
 use Role::{Operating, Positioning};
-use Row::{Duty, Flight};
+use Row::{Duty, Flight, Typed};
 
 /// Judges `rows` at `at` and compares each crew member's minutes per window, in
 /// the rule set's order (`expected`: crew id, minutes per window), with exactly
 /// the crew expected.
 fn check(rules: Rules, at: &str, rows: &[Row], expected: &[(&str, &[f64])]) {
-    let mut judge = Judge::new(rules, t(at));
+    check_in(&TimeBase::utc(), rules, at, rows, expected)
+}
+
+/// `check` with calendar days, months, years and nights in `base`.
+fn check_in(base: &TimeBase, rules: Rules, at: &str, rows: &[Row], expected: &[(&str, &[f64])]) {
+    let mut judge = Judge::new(rules, t(at), base.clone());
     for row in rows {
         match *row {
             Flight(crew, role, off, on) => judge.add_flight(crew, role, t(off), t(on)),
-            Duty(crew, start, end) => judge.add_duty(crew, t(start), end.map(t)),
+            Duty(crew, start, end) => {
+                judge.add_duty(crew, t(start), end.map(t), DutyType::FlightDuty)
+            }
+            Typed(crew, start, end, duty_type) => {
+                judge.add_duty(crew, t(start), end.map(t), duty_type)
+            }
         }
     }
     let lines = judge.lines(&[]);
@@ -58,7 +71,7 @@ fn a_flight_straddling_a_window_start_counts_only_its_minutes_inside() {
             "2026-11-03T10:00:00Z",
             "2026-11-03T13:30:00Z",
         )],
-        &[("A", &[90.0, 210.0, 210.0, 0.0, 0.0, 0.0])],
+        &[("A", &[90.0, 210.0, 210.0, 0.0, 0.0, 0.0, 0.0])],
     );
     // FAA's 672 hours are the same 28 days.
     check(
@@ -70,7 +83,7 @@ fn a_flight_straddling_a_window_start_counts_only_its_minutes_inside() {
             "2026-11-03T10:00:00Z",
             "2026-11-03T13:30:00Z",
         )],
-        &[("A", &[90.0, 210.0, 0.0, 0.0])],
+        &[("A", &[90.0, 210.0, 0.0, 0.0, 0.0])],
     );
 }
 
@@ -94,7 +107,7 @@ fn nothing_after_t_counts_and_a_flight_after_t_is_no_flight() {
             ),
             Duty("C", "2026-12-01T13:00:00Z", Some("2026-12-01T15:00:00Z")),
         ],
-        &[("A", &[60.0, 60.0, 60.0, 0.0, 0.0, 0.0])],
+        &[("A", &[60.0, 60.0, 60.0, 0.0, 0.0, 0.0, 0.0])],
     );
 }
 
@@ -119,7 +132,7 @@ fn the_calendar_year_starts_on_its_first_day_and_the_12_months_on_the_first_of_a
                 "2026-02-01T01:00:00Z",
             ),
         ],
-        &[("A", &[120.0, 60.0, 180.0, 0.0, 0.0, 0.0])],
+        &[("A", &[120.0, 60.0, 180.0, 0.0, 0.0, 0.0, 0.0])],
     );
     // At the very first instant of a year, the calendar year is empty.
     check(
@@ -131,14 +144,15 @@ fn the_calendar_year_starts_on_its_first_day_and_the_12_months_on_the_first_of_a
             "2026-12-31T22:00:00Z",
             "2026-12-31T23:00:00Z",
         )],
-        &[("A", &[60.0, 0.0, 60.0, 0.0, 0.0, 0.0])],
+        &[("A", &[60.0, 0.0, 60.0, 0.0, 0.0, 0.0, 0.0])],
     );
 }
 
 #[test]
 fn leap_years_have_their_29th_of_february() {
     // 28 days before 2024-03-01T12:00Z is 2024-02-02T12:00Z (February has 29
-    // days); 365 days before 2025-02-28T12:00Z is 2024-02-29T12:00Z.
+    // days); the 365 calendar days of 2025-02-28 begin on 2024-03-01, so of a
+    // flight across 2024-02-29's midnight only the minutes after it count.
     check(
         Rules::Easa,
         "2024-03-01T12:00:00Z",
@@ -148,7 +162,7 @@ fn leap_years_have_their_29th_of_february() {
             "2024-02-02T11:00:00Z",
             "2024-02-02T13:00:00Z",
         )],
-        &[("A", &[60.0, 120.0, 120.0, 0.0, 0.0, 0.0])],
+        &[("A", &[60.0, 120.0, 120.0, 0.0, 0.0, 0.0, 0.0])],
     );
     check(
         Rules::Faa,
@@ -156,20 +170,35 @@ fn leap_years_have_their_29th_of_february() {
         &[Flight(
             "A",
             Operating,
-            "2024-02-29T11:00:00Z",
-            "2024-02-29T13:00:00Z",
+            "2024-02-29T23:00:00Z",
+            "2024-03-01T01:00:00Z",
         )],
-        &[("A", &[0.0, 60.0, 0.0, 0.0])],
+        &[("A", &[0.0, 60.0, 0.0, 0.0, 0.0])],
     );
 }
 
 #[test]
 fn an_open_duty_counts_from_its_start_to_t() {
     check(
-        Rules::Faa,
+        Rules::Easa,
         "2026-12-01T12:00:00Z",
         &[Duty("A", "2026-12-01T04:30:00Z", None)],
-        &[("A", &[0.0, 0.0, 450.0, 450.0])],
+        &[("A", &[0.0, 0.0, 0.0, 450.0, 450.0, 450.0, 450.0])],
+    );
+    // Its FDP runs to its last flight's on-blocks; the rest window, to T.
+    check(
+        Rules::Faa,
+        "2026-12-01T12:00:00Z",
+        &[
+            Duty("A", "2026-12-01T04:30:00Z", None),
+            Flight(
+                "A",
+                Operating,
+                "2026-12-01T05:30:00Z",
+                "2026-12-01T07:00:00Z",
+            ),
+        ],
+        &[("A", &[90.0, 90.0, 150.0, 150.0, 450.0])],
     );
     // A closed duty ending after T counts up to T only.
     check(
@@ -180,7 +209,7 @@ fn an_open_duty_counts_from_its_start_to_t() {
             "2026-12-01T10:00:00Z",
             Some("2026-12-01T20:00:00Z"),
         )],
-        &[("A", &[0.0, 0.0, 0.0, 120.0, 120.0, 120.0])],
+        &[("A", &[0.0, 0.0, 0.0, 120.0, 120.0, 120.0, 120.0])],
     );
 }
 
@@ -206,15 +235,15 @@ fn positioning_adds_duty_not_flight_time() {
             Duty("O", "2026-12-01T07:00:00Z", Some("2026-12-01T10:30:00Z")),
         ],
         &[
-            ("O", &[120.0, 120.0, 120.0, 210.0, 210.0, 210.0]),
-            ("P", &[0.0, 0.0, 0.0, 210.0, 210.0, 210.0]),
+            ("O", &[120.0, 120.0, 120.0, 210.0, 210.0, 210.0, 210.0]),
+            ("P", &[0.0, 0.0, 0.0, 210.0, 210.0, 210.0, 210.0]),
         ],
     );
 }
 
 #[test]
 fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
-    let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"));
+    let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"), TimeBase::utc());
     judge.add_flight(
         "OLD",
         Operating,
@@ -227,7 +256,7 @@ fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
         t("2026-12-01T08:00:00Z"),
         t("2026-12-01T09:00:00Z"),
     );
-    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None);
+    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None, DutyType::FlightDuty);
     let crew = |lines: &[Line]| -> Vec<(String, &str, Micros)> {
         lines
             .iter()
@@ -236,24 +265,27 @@ fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
     };
     assert_eq!(
         crew(&judge.lines(&[])),
+        // A flight duty without a flight has no FDP; its hour is rest's.
         [
             ("NEW".to_owned(), "672h", 0),
-            ("NEW".to_owned(), "365d", 0),
-            ("NEW".to_owned(), "168h", 60 * 60_000_000),
-            ("NEW".to_owned(), "672h", 60 * 60_000_000),
+            ("NEW".to_owned(), "365_calendar_days", 0),
+            ("NEW".to_owned(), "168h", 0),
+            ("NEW".to_owned(), "672h", 0),
+            ("NEW".to_owned(), "since_30h_free", 60 * 60_000_000),
         ]
     );
-    let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"));
-    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None);
+    let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"), TimeBase::utc());
+    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None, DutyType::FlightDuty);
     let named = ["NOBODY".to_owned()];
     let lines = judge.lines(&named);
     assert_eq!(
         crew(&lines),
         [
             ("NOBODY".to_owned(), "672h", 0),
-            ("NOBODY".to_owned(), "365d", 0),
+            ("NOBODY".to_owned(), "365_calendar_days", 0),
             ("NOBODY".to_owned(), "168h", 0),
             ("NOBODY".to_owned(), "672h", 0),
+            ("NOBODY".to_owned(), "since_30h_free", 0),
         ]
     );
 }
@@ -261,10 +293,11 @@ fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
 #[test]
 fn exactly_at_the_limit_is_not_exceeded_and_a_microsecond_more_is() {
     let at = t("2026-12-01T12:00:00Z");
-    let mut judge = Judge::new(Rules::Faa, at);
-    // 60 h of duty in the 168 hours.
-    judge.add_duty("AT", at - 60 * 3_600_000_000, None);
-    judge.add_duty("OVER", at - 60 * 3_600_000_000 - 1, None);
+    let mut judge = Judge::new(Rules::Faa, at, TimeBase::utc());
+    // 60 h of FDP in the 168 hours: an airport standby is FDP throughout.
+    let standby = DutyType::AirportStandby;
+    judge.add_duty("AT", at - 60 * 3_600_000_000, None, standby);
+    judge.add_duty("OVER", at - 60 * 3_600_000_000 - 1, None, standby);
     let lines = judge.lines(&[]);
     let of = |crew: &str| -> Vec<bool> {
         lines
@@ -273,8 +306,8 @@ fn exactly_at_the_limit_is_not_exceeded_and_a_microsecond_more_is() {
             .map(Line::exceeded)
             .collect()
     };
-    assert_eq!(of("AT"), [false, false, false, false]);
-    assert_eq!(of("OVER"), [false, false, true, false]);
+    assert_eq!(of("AT"), [false, false, false, false, false]);
+    assert_eq!(of("OVER"), [false, false, true, false, false]);
     let over = lines
         .iter()
         .find(|l| l.crew_id == "OVER" && l.limit.window == "168h")
@@ -300,49 +333,317 @@ fn the_rule_sets_have_the_contracts_windows_and_limits() {
             ("duty", "7d", 60),
             ("duty", "14d", 110),
             ("duty", "28d", 190),
+            ("rest", "since_extended_recovery_rest", 168),
         ]
     );
     assert_eq!(
         table(Rules::Faa),
         [
             ("flight_time", "672h", 100),
-            ("flight_time", "365d", 1000),
-            ("duty", "168h", 60),
-            ("duty", "672h", 190),
+            ("flight_time", "365_calendar_days", 1000),
+            ("fdp", "168h", 60),
+            ("fdp", "672h", 190),
+            ("rest", "since_30h_free", 138),
         ]
     );
     // The reads cover the widest window: 12 calendar months can reach 366 days.
-    let judge = Judge::new(Rules::Easa, t("2025-01-31T23:00:00Z"));
+    let judge = Judge::new(Rules::Easa, t("2025-01-31T23:00:00Z"), TimeBase::utc());
     assert_eq!(judge.reads_from(), t("2024-02-01T00:00:00Z"));
 }
 
 #[test]
 fn the_table_puts_least_headroom_first_and_marks_what_is_exceeded() {
     let at = t("2026-12-01T12:00:00Z");
-    let mut judge = Judge::new(Rules::Faa, at);
-    judge.add_duty("C2", at - 61 * 3_600_000_000 - 30_000_000, None);
+    let mut judge = Judge::new(Rules::Faa, at, TimeBase::utc());
+    let standby = DutyType::AirportStandby;
+    judge.add_duty("C2", at - 61 * 3_600_000_000 - 30_000_000, None, standby);
     judge.add_flight("C1", Operating, at - 90 * 60_000_000, at);
     let mut lines = judge.lines(&[]);
     by_headroom(&mut lines);
-    let text = render::table(&lines, Rules::Faa, at);
+    let text = render::table(&lines, Rules::Faa, at, &TimeBase::utc());
     assert_eq!(
         text,
         "faa limits at 2026-12-01T12:00:00.000Z: 2 crew members, 1 window exceeded\n\
-         CREW  MEASURE      WINDOW   USED    LIMIT  HEADROOM\n\
-         C2    duty         168h    61:01    60:00     -1:01  EXCEEDED\n\
-         C1    duty         168h     0:00    60:00     60:00\n\
-         C1    flight time  672h     1:30   100:00     98:30\n\
-         C2    flight time  672h     0:00   100:00    100:00\n\
-         C2    duty         672h    61:01   190:00    128:59\n\
-         C1    duty         672h     0:00   190:00    190:00\n\
-         C1    flight time  365d     1:30  1000:00    998:30\n\
-         C2    flight time  365d     0:00  1000:00   1000:00\n"
+         CREW  MEASURE      WINDOW              USED    LIMIT  HEADROOM\n\
+         C2    FDP          168h               61:01    60:00     -1:01  EXCEEDED\n\
+         C1    FDP          168h                0:00    60:00     60:00\n\
+         C2    rest         since_30h_free     61:01   138:00     76:59\n\
+         C1    flight time  672h                1:30   100:00     98:30\n\
+         C2    flight time  672h                0:00   100:00    100:00\n\
+         C2    FDP          672h               61:01   190:00    128:59\n\
+         C1    rest         since_30h_free      0:00   138:00    138:00\n\
+         C1    FDP          672h                0:00   190:00    190:00\n\
+         C1    flight time  365_calendar_days   1:30  1000:00    998:30\n\
+         C2    flight time  365_calendar_days   0:00  1000:00   1000:00\n"
     );
     let json = render::json_lines(&lines[..1], Rules::Faa, at);
     assert_eq!(
         json,
         "{\"crew_id\":\"C2\",\"rules\":\"faa\",\"at\":\"2026-12-01T12:00:00.000Z\",\
-         \"measure\":\"duty\",\"window\":\"168h\",\"used_minutes\":3660.5,\"limit_minutes\":3600,\
+         \"measure\":\"fdp\",\"window\":\"168h\",\"used_minutes\":3660.5,\"limit_minutes\":3600,\
          \"headroom_minutes\":-60.5,\"exceeded\":true}\n"
+    );
+}
+
+#[test]
+fn an_fdp_ends_at_the_last_operating_flights_on_blocks_not_with_the_duty() {
+    // Report 05:00, two sectors, then a positioning leg and post-flight duty to
+    // 15:00: the FDP is 05:00–11:00 (14 CFR 117.3), the duty 05:00–15:00.
+    let rows = [
+        Duty("A", "2026-12-01T05:00:00Z", Some("2026-12-01T15:00:00Z")),
+        Flight(
+            "A",
+            Operating,
+            "2026-12-01T06:00:00Z",
+            "2026-12-01T08:00:00Z",
+        ),
+        Flight(
+            "A",
+            Operating,
+            "2026-12-01T09:00:00Z",
+            "2026-12-01T11:00:00Z",
+        ),
+        Flight(
+            "A",
+            Positioning,
+            "2026-12-01T12:00:00Z",
+            "2026-12-01T13:30:00Z",
+        ),
+    ];
+    // Rest: free from 15:00, 1 h at T; the last 30 free hours ended at 05:00.
+    check(
+        Rules::Faa,
+        "2026-12-01T16:00:00Z",
+        &rows,
+        &[("A", &[240.0, 240.0, 360.0, 360.0, 660.0])],
+    );
+    check(
+        Rules::Easa,
+        "2026-12-01T16:00:00Z",
+        &rows,
+        &[("A", &[240.0, 240.0, 240.0, 600.0, 600.0, 600.0, 600.0])],
+    );
+    // T between the sectors: the FDP runs to T (its end, 11:00, is after T).
+    check(
+        Rules::Faa,
+        "2026-12-01T08:30:00Z",
+        &rows,
+        &[("A", &[120.0, 120.0, 210.0, 210.0, 210.0])],
+    );
+}
+
+#[test]
+fn an_airport_standby_is_fdp_and_an_fdp_after_it_is_not_counted_twice() {
+    // Airport standby 04:00–10:00, called out to a flight duty 10:00–14:00 with
+    // one sector 11:00–13:00: FDP 04:00–13:00 (117.21(b)), duty 04:00–14:00.
+    let rows = [
+        Typed(
+            "S",
+            "2026-12-01T04:00:00Z",
+            Some("2026-12-01T10:00:00Z"),
+            DutyType::AirportStandby,
+        ),
+        Duty("S", "2026-12-01T10:00:00Z", Some("2026-12-01T14:00:00Z")),
+        Flight(
+            "S",
+            Operating,
+            "2026-12-01T11:00:00Z",
+            "2026-12-01T13:00:00Z",
+        ),
+    ];
+    check(
+        Rules::Faa,
+        "2026-12-01T18:00:00Z",
+        &rows,
+        &[("S", &[120.0, 120.0, 540.0, 540.0, 840.0])],
+    );
+}
+
+#[test]
+fn easa_weighs_home_standby_a_quarter_and_reserve_not_at_all() {
+    // Home standby 00:00–12:00 under a duty 08:00–16:00: 8 h at a quarter, then
+    // 8 h in full; a reserve 20:00–23:00 adds nothing to duty but is not rest.
+    let rows = [
+        Typed(
+            "W",
+            "2026-12-01T00:00:00Z",
+            Some("2026-12-01T12:00:00Z"),
+            DutyType::HomeStandby,
+        ),
+        Duty("W", "2026-12-01T08:00:00Z", Some("2026-12-01T16:00:00Z")),
+        Typed(
+            "W",
+            "2026-12-01T20:00:00Z",
+            Some("2026-12-01T23:00:00Z"),
+            DutyType::Reserve,
+        ),
+    ];
+    check(
+        Rules::Easa,
+        "2026-12-01T23:00:00Z",
+        &rows,
+        &[("W", &[0.0, 0.0, 0.0, 600.0, 600.0, 600.0, 1380.0])],
+    );
+    // A home standby or a reserve holds no FDP; FAA counts no duty as such.
+    check(
+        Rules::Faa,
+        "2026-12-01T23:00:00Z",
+        &rows,
+        &[("W", &[0.0, 0.0, 0.0, 0.0, 1380.0])],
+    );
+}
+
+#[test]
+fn two_open_duties_count_each_instant_once() {
+    // Two duty starts without ends, a day apart, judged a week after the first:
+    // the union is the week, not 7 + 6 days.
+    check(
+        Rules::Easa,
+        "2026-12-08T00:00:00Z",
+        &[
+            Duty("O", "2026-12-01T00:00:00Z", None),
+            Duty("O", "2026-12-02T00:00:00Z", None),
+        ],
+        &[("O", &[0.0, 0.0, 0.0, 10080.0, 10080.0, 10080.0, 10080.0])],
+    );
+    // Two flights logged over each other count their overlap once.
+    check(
+        Rules::Easa,
+        "2026-12-02T00:00:00Z",
+        &[
+            Flight(
+                "O",
+                Operating,
+                "2026-12-01T06:00:00Z",
+                "2026-12-01T09:00:00Z",
+            ),
+            Flight(
+                "O",
+                Operating,
+                "2026-12-01T08:00:00Z",
+                "2026-12-01T10:00:00Z",
+            ),
+        ],
+        &[("O", &[240.0, 240.0, 240.0, 0.0, 0.0, 0.0, 0.0])],
+    );
+}
+
+#[test]
+fn calendar_windows_begin_at_local_midnight_of_the_time_base() {
+    // 2027 begins at 2026-12-31T23:00Z in Madrid (UTC+1): of a flight 22:00Z to
+    // 00:00Z, one hour is in Madrid's 2027 and none in UTC's.
+    let rows = [Flight(
+        "M",
+        Operating,
+        "2026-12-31T22:00:00Z",
+        "2027-01-01T00:00:00Z",
+    )];
+    let madrid = TimeBase::named("Europe/Madrid").expect("zone");
+    let at = "2027-01-01T00:30:00Z";
+    check_in(
+        &madrid,
+        Rules::Easa,
+        at,
+        &rows,
+        &[("M", &[120.0, 60.0, 120.0, 0.0, 0.0, 0.0, 0.0])],
+    );
+    check(
+        Rules::Easa,
+        at,
+        &rows,
+        &[("M", &[120.0, 0.0, 120.0, 0.0, 0.0, 0.0, 0.0])],
+    );
+    // Auckland (UTC+13): at 01:00 local on 2027-01-01 the 365 calendar days
+    // began at 2026-01-02 local, 2026-01-01T11:00Z; in UTC at 2026-01-01T00:00Z.
+    let rows = [Flight(
+        "N",
+        Operating,
+        "2026-01-01T10:00:00Z",
+        "2026-01-01T12:00:00Z",
+    )];
+    let auckland = TimeBase::named("Pacific/Auckland").expect("zone");
+    let at = "2026-12-31T12:00:00Z";
+    check_in(
+        &auckland,
+        Rules::Faa,
+        at,
+        &rows,
+        &[("N", &[0.0, 60.0, 0.0, 0.0, 0.0])],
+    );
+    check(
+        Rules::Faa,
+        at,
+        &rows,
+        &[("N", &[0.0, 120.0, 0.0, 0.0, 0.0])],
+    );
+    // Across Madrid's change to summer time (2026-03-29, a 23-hour day): the 365
+    // calendar days of 2026-03-30 begin on 2025-03-31 at 00:00 CEST, 22:00Z.
+    let rows = [Flight(
+        "D",
+        Operating,
+        "2025-03-30T21:00:00Z",
+        "2025-03-30T23:00:00Z",
+    )];
+    check_in(
+        &madrid,
+        Rules::Faa,
+        "2026-03-30T12:00:00Z",
+        &rows,
+        &[("D", &[0.0, 60.0, 0.0, 0.0, 0.0])],
+    );
+}
+
+#[test]
+fn rest_is_judged_at_30_and_36_hours_to_the_minute() {
+    let at = "2026-12-05T12:00:00Z";
+    let flight = Flight(
+        "R",
+        Operating,
+        "2026-12-03T21:00:00Z",
+        "2026-12-03T23:00:00Z",
+    );
+    // FAA: off duty from 06:00 the day before, 30 h at T: rest 0 …
+    let rows = [
+        Duty("R", "2026-12-03T20:00:00Z", Some("2026-12-04T06:00:00Z")),
+        flight,
+    ];
+    check(
+        Rules::Faa,
+        at,
+        &rows,
+        &[("R", &[120.0, 120.0, 180.0, 180.0, 0.0])],
+    );
+    // … and with a minute less, E is the duty's start (free before it): 40 h.
+    let rows = [
+        Duty("R", "2026-12-03T20:00:00Z", Some("2026-12-04T06:01:00Z")),
+        flight,
+    ];
+    check(
+        Rules::Faa,
+        at,
+        &rows,
+        &[("R", &[120.0, 120.0, 180.0, 180.0, 2400.0])],
+    );
+    // EASA: free from 00:00, 36 h at T holding the nights 3–4 (8 h) and 4–5: 0 …
+    let rows = [
+        Duty("R", "2026-12-03T20:00:00Z", Some("2026-12-04T00:00:00Z")),
+        flight,
+    ];
+    check(
+        Rules::Easa,
+        at,
+        &rows,
+        &[("R", &[120.0, 120.0, 120.0, 240.0, 240.0, 240.0, 0.0])],
+    );
+    // … and from 00:01 it is not yet a recovery rest: S − E′ is 00:01 − 20:00.
+    let rows = [
+        Duty("R", "2026-12-03T20:00:00Z", Some("2026-12-04T00:01:00Z")),
+        flight,
+    ];
+    check(
+        Rules::Easa,
+        at,
+        &rows,
+        &[("R", &[120.0, 120.0, 120.0, 241.0, 241.0, 241.0, 241.0])],
     );
 }

@@ -104,19 +104,119 @@ fn split(at: Micros) -> (String, String) {
     )
 }
 
-/// The first instant of the calendar month that lies `months_back` months before
-/// the month of `at` (0: the month of `at` itself), in UTC.
-pub fn month_start(at: Micros, months_back: i64) -> Micros {
-    let (year, month, _) = civil_from_days(at.div_euclid(MICROS_PER_DAY));
-    let index = year * 12 + (month - 1) - months_back;
-    let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
-    days_from_civil(year, month, 1) * MICROS_PER_DAY
+/// Where calendar days, months and years begin and what a local night is
+/// (`--time-zone`): an IANA zone read from the time zone database built into
+/// spoolite, so that a workstation's own zoneinfo (missing, or of another
+/// release) cannot change a figure. Windows of consecutive hours or days are
+/// lengths of time and do not ask it.
+#[derive(Debug, Clone)]
+pub struct TimeBase {
+    name: String,
+    zone: jiff::tz::TimeZone,
 }
 
-/// The first instant of the calendar year of `at`, in UTC.
-pub fn year_start(at: Micros) -> Micros {
-    let (year, _, _) = civil_from_days(at.div_euclid(MICROS_PER_DAY));
-    days_from_civil(year, 1, 1) * MICROS_PER_DAY
+/// A `--time-zone` that the built-in database does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--time-zone {0:?}: no such time zone; give an IANA name such as Europe/Madrid, \
+     America/New_York or UTC"
+)]
+pub struct UnknownZone(pub String);
+
+impl TimeBase {
+    /// UTC, the default.
+    pub fn utc() -> TimeBase {
+        TimeBase {
+            name: "UTC".to_owned(),
+            zone: jiff::tz::TimeZone::UTC,
+        }
+    }
+
+    /// The zone of an IANA name (matched without regard to case, as the
+    /// database does), from the built-in database only.
+    pub fn named(name: &str) -> Result<TimeBase, UnknownZone> {
+        let name = name.trim();
+        let zone = jiff::tz::TimeZoneDatabase::bundled()
+            .get(name)
+            .map_err(|_| UnknownZone(name.to_owned()))?;
+        let name = zone.iana_name().unwrap_or(name).to_owned();
+        Ok(TimeBase { name, zone })
+    }
+
+    /// The zone's IANA name, as the database spells it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The local date of an instant.
+    fn date(&self, at: Micros) -> jiff::civil::Date {
+        self.zone.to_datetime(timestamp(at)).date()
+    }
+
+    /// The first instant of a local date (00:00, or the first instant after a
+    /// gap when a change of offset skips midnight).
+    fn start_of(&self, date: jiff::civil::Date) -> Micros {
+        self.at_local(date.to_datetime(jiff::civil::Time::midnight()))
+    }
+
+    /// The instant of a local wall-clock time: in a gap (clocks put forward),
+    /// the instant the gap ends; in a fold (clocks put back), the earlier one.
+    fn at_local(&self, datetime: jiff::civil::DateTime) -> Micros {
+        self.zone
+            .to_ambiguous_timestamp(datetime)
+            .compatible()
+            .map(|t| t.as_microsecond())
+            .unwrap_or_else(|_| {
+                self.zone
+                    .to_timestamp(datetime)
+                    .map_or(0, |t| t.as_microsecond())
+            })
+    }
+
+    /// The first instant of the local day of `at` less `days_back` days.
+    pub fn day_start(&self, at: Micros, days_back: i64) -> Micros {
+        let date = self.date(at);
+        let back = date
+            .checked_sub(jiff::Span::new().days(days_back))
+            .unwrap_or(date);
+        self.start_of(back)
+    }
+
+    /// The first instant of the local month that lies `months_back` months
+    /// before the month of `at` (0: the month of `at` itself).
+    pub fn month_start(&self, at: Micros, months_back: i64) -> Micros {
+        let date = self.date(at).first_of_month();
+        let back = date
+            .checked_sub(jiff::Span::new().months(months_back))
+            .unwrap_or(date);
+        self.start_of(back)
+    }
+
+    /// The first instant of the local calendar year of `at`.
+    pub fn year_start(&self, at: Micros) -> Micros {
+        let date = self.date(at);
+        self.start_of(jiff::civil::date(date.year(), 1, 1))
+    }
+
+    /// The local night that begins at 22:00 on the local date of `at` less
+    /// `days_back` days: from that 22:00 to 08:00 the next morning, as instants
+    /// (9 or 11 hours long across a change of offset).
+    pub fn night(&self, at: Micros, days_back: i64) -> (Micros, Micros) {
+        let date = self.date(at);
+        let evening = date
+            .checked_sub(jiff::Span::new().days(days_back))
+            .unwrap_or(date);
+        let morning = evening.tomorrow().unwrap_or(evening);
+        (
+            self.at_local(evening.to_datetime(jiff::civil::time(22, 0, 0, 0))),
+            self.at_local(morning.to_datetime(jiff::civil::time(8, 0, 0, 0))),
+        )
+    }
+}
+
+/// An instant as jiff's timestamp (every instant of years 0001–9999 is one).
+fn timestamp(at: Micros) -> jiff::Timestamp {
+    jiff::Timestamp::from_microsecond(at).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// The days of `month` (1–12) in `year`: the calendar of the event parser.
@@ -165,21 +265,65 @@ mod tests {
 
     #[test]
     fn calendar_windows_start_on_the_first_day_in_utc() {
+        let utc = TimeBase::utc();
         let t = at("2024-03-15T08:00:00Z");
-        assert_eq!(year_start(t), at("2024-01-01T00:00:00Z"));
-        assert_eq!(month_start(t, 0), at("2024-03-01T00:00:00Z"));
-        assert_eq!(month_start(t, 11), at("2023-04-01T00:00:00Z"));
+        assert_eq!(utc.year_start(t), at("2024-01-01T00:00:00Z"));
+        assert_eq!(utc.month_start(t, 0), at("2024-03-01T00:00:00Z"));
+        assert_eq!(utc.month_start(t, 11), at("2023-04-01T00:00:00Z"));
+        assert_eq!(utc.day_start(t, 364), at("2023-03-17T00:00:00Z"));
         assert_eq!(
-            month_start(at("2024-12-31T23:59:59Z"), 11),
+            utc.month_start(at("2024-12-31T23:59:59Z"), 11),
             at("2024-01-01T00:00:00Z")
         );
         assert_eq!(
-            month_start(at("2025-01-01T00:00:00Z"), 11),
+            utc.month_start(at("2025-01-01T00:00:00Z"), 11),
             at("2024-02-01T00:00:00Z")
         );
         assert_eq!(
-            year_start(at("2025-01-01T00:00:00Z")),
+            utc.year_start(at("2025-01-01T00:00:00Z")),
             at("2025-01-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn calendar_windows_start_at_local_midnight_in_the_time_base() {
+        // Madrid is UTC+1 in winter: 2026-01-01T00:00 local is 2025-12-31T23:00Z,
+        // so an instant of New Year's Eve 23:30Z is already in 2026 there.
+        let madrid = TimeBase::named("Europe/Madrid").expect("zone");
+        let new_year = at("2025-12-31T23:30:00Z");
+        assert_eq!(madrid.year_start(new_year), at("2025-12-31T23:00:00Z"));
+        assert_eq!(
+            TimeBase::utc().year_start(new_year),
+            at("2025-01-01T00:00:00Z")
+        );
+        // Across the change to summer time (2026-03-29): the local day of
+        // 2026-03-30 began at 22:00Z the day before, the 29th at 23:00Z.
+        let after = at("2026-03-30T12:00:00Z");
+        assert_eq!(madrid.day_start(after, 0), at("2026-03-29T22:00:00Z"));
+        assert_eq!(madrid.day_start(after, 1), at("2026-03-28T23:00:00Z"));
+        assert_eq!(madrid.month_start(after, 0), at("2026-02-28T23:00:00Z"));
+        // Auckland is UTC+13 in its summer: its 2027 begins at 11:00Z on the
+        // last day of 2026, and 365 calendar days end at its local midnight.
+        let auckland = TimeBase::named("pacific/auckland").expect("zone");
+        assert_eq!(auckland.name(), "Pacific/Auckland");
+        let t = at("2026-12-31T12:00:00Z");
+        assert_eq!(auckland.year_start(t), at("2026-12-31T11:00:00Z"));
+        assert_eq!(auckland.day_start(t, 364), at("2026-01-01T11:00:00Z"));
+        assert_eq!(auckland.month_start(t, 11), at("2026-01-31T11:00:00Z"));
+        assert!(TimeBase::named("Mars/Olympus_Mons").is_err());
+    }
+
+    #[test]
+    fn a_local_night_is_22_to_08_in_the_time_base_and_longer_when_clocks_go_back() {
+        let madrid = TimeBase::named("Europe/Madrid").expect("zone");
+        // 2026-10-24 22:00 CEST (UTC+2) to 10-25 08:00 CET (UTC+1): 11 hours.
+        let (start, end) = madrid.night(at("2026-10-25T12:00:00Z"), 1);
+        assert_eq!(start, at("2026-10-24T20:00:00Z"));
+        assert_eq!(end, at("2026-10-25T07:00:00Z"));
+        let (start, end) = TimeBase::utc().night(at("2026-10-25T12:00:00Z"), 0);
+        assert_eq!(
+            (start, end),
+            (at("2026-10-25T22:00:00Z"), at("2026-10-26T08:00:00Z"))
         );
     }
 }

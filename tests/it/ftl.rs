@@ -289,30 +289,45 @@ fn spells(events: &[Live]) -> Vec<Spell> {
     spells
 }
 
-/// A window of the contract's table: measure, name, start for T, limit in hours.
-type Window = (&'static str, &'static str, fn(Timestamp) -> Timestamp, i64);
+/// A window of the contract's table: measure, name, start for T (None: a rest
+/// window), limit in hours.
+type Window = (
+    &'static str,
+    &'static str,
+    fn(Timestamp) -> Option<Timestamp>,
+    i64,
+);
 
-fn days_before(at: Timestamp, days: i64) -> Timestamp {
-    at - (days * 24).hours()
+fn days_before(at: Timestamp, days: i64) -> Option<Timestamp> {
+    Some(at - (days * 24).hours())
 }
 
-fn year_start(at: Timestamp) -> Timestamp {
-    let date = jiff::tz::Offset::UTC.to_datetime(at).date();
-    let first = jiff::civil::date(date.year(), 1, 1).at(0, 0, 0, 0);
+fn midnight(date: jiff::civil::Date) -> Timestamp {
     jiff::tz::Offset::UTC
-        .to_timestamp(first)
+        .to_timestamp(date.at(0, 0, 0, 0))
         .expect("a timestamp")
 }
 
-fn twelve_months_start(at: Timestamp) -> Timestamp {
-    let date = jiff::tz::Offset::UTC.to_datetime(at).date();
-    let month = jiff::civil::date(date.year(), date.month(), 1) - 11.months();
-    jiff::tz::Offset::UTC
-        .to_timestamp(month.at(0, 0, 0, 0))
-        .expect("a timestamp")
+fn utc_date(at: Timestamp) -> jiff::civil::Date {
+    jiff::tz::Offset::UTC.to_datetime(at).date()
 }
 
-const EASA: [Window; 6] = [
+fn year_start(at: Timestamp) -> Option<Timestamp> {
+    Some(midnight(jiff::civil::date(utc_date(at).year(), 1, 1)))
+}
+
+fn twelve_months_start(at: Timestamp) -> Option<Timestamp> {
+    let date = utc_date(at);
+    Some(midnight(
+        jiff::civil::date(date.year(), date.month(), 1) - 11.months(),
+    ))
+}
+
+fn calendar_days_start(at: Timestamp) -> Option<Timestamp> {
+    Some(midnight(utc_date(at) - 364.days()))
+}
+
+const EASA: [Window; 7] = [
     ("flight_time", "28d", |t| days_before(t, 28), 100),
     ("flight_time", "calendar_year", year_start, 900),
     (
@@ -324,14 +339,168 @@ const EASA: [Window; 6] = [
     ("duty", "7d", |t| days_before(t, 7), 60),
     ("duty", "14d", |t| days_before(t, 14), 110),
     ("duty", "28d", |t| days_before(t, 28), 190),
+    ("rest", "since_extended_recovery_rest", |_| None, 168),
 ];
 
-const FAA: [Window; 4] = [
-    ("flight_time", "672h", |t| t - 672.hours(), 100),
-    ("flight_time", "365d", |t| days_before(t, 365), 1000),
-    ("duty", "168h", |t| t - 168.hours(), 60),
-    ("duty", "672h", |t| t - 672.hours(), 190),
+const FAA: [Window; 5] = [
+    ("flight_time", "672h", |t| Some(t - 672.hours()), 100),
+    (
+        "flight_time",
+        "365_calendar_days",
+        calendar_days_start,
+        1000,
+    ),
+    ("fdp", "168h", |t| Some(t - 168.hours()), 60),
+    ("fdp", "672h", |t| Some(t - 672.hours()), 190),
+    ("rest", "since_30h_free", |_| None, 138),
 ];
+
+/// One crew member's flights (operating, with block time) and duties (end None:
+/// open), as the live events give them, not yet cut at T.
+#[derive(Default)]
+struct Crew {
+    flights: Vec<(Timestamp, Timestamp)>,
+    duties: Vec<(Timestamp, Option<Timestamp>)>,
+}
+
+fn crews(spells: &[Spell]) -> BTreeMap<String, Crew> {
+    let mut crews: BTreeMap<String, Crew> = BTreeMap::new();
+    for spell in spells {
+        let crew = crews.entry(spell.crew_id.clone()).or_default();
+        match spell.flight_time {
+            true => crew
+                .flights
+                .push((spell.start, spell.end.expect("a flight ends"))),
+            false => crew.duties.push((spell.start, spell.end)),
+        }
+    }
+    crews
+}
+
+/// The union of `spans` (start, end), merged in start order.
+fn merged(mut spans: Vec<(Timestamp, Timestamp)>) -> Vec<(Timestamp, Timestamp)> {
+    spans.retain(|(start, end)| end > start);
+    spans.sort();
+    let mut out: Vec<(Timestamp, Timestamp)> = Vec::new();
+    for (start, end) in spans {
+        match out.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
+/// Nanoseconds of the merged spans from `from` to `to`.
+fn nanos_inside(merged: &[(Timestamp, Timestamp)], from: Timestamp, to: Timestamp) -> i128 {
+    merged
+        .iter()
+        .map(|(start, end)| {
+            let (start, end) = ((*start).max(from), (*end).min(to));
+            if end > start {
+                end.as_nanosecond() - start.as_nanosecond()
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+/// The crew member's FDPs (14 CFR 117.3): each flight duty from its start to the
+/// on-blocks of the last flight whose off-blocks lies within it.
+fn fdps(crew: &Crew) -> Vec<(Timestamp, Option<Timestamp>)> {
+    crew.duties
+        .iter()
+        .filter_map(|(start, end)| {
+            let last = crew
+                .flights
+                .iter()
+                .filter(|(off, _)| off >= start && end.is_none_or(|end| *off <= end))
+                .max_by_key(|(off, on)| (*off, *on))?;
+            Some((*start, Some(last.1)))
+        })
+        .collect()
+}
+
+/// Cut at T (nothing after counts, an open span runs to T) and merged.
+fn cut(spans: &[(Timestamp, Option<Timestamp>)], at: Timestamp) -> Vec<(Timestamp, Timestamp)> {
+    merged(
+        spans
+            .iter()
+            .map(|(start, end)| (*start, end.unwrap_or(at).min(at)))
+            .collect(),
+    )
+}
+
+/// Whether the free time from `start` (None: from before any duty) to `end`
+/// is a recurrent extended recovery rest: 36 h holding two local nights (UTC),
+/// each 8 h of one 22:00–08:00.
+fn recovery_rest(start: Option<Timestamp>, end: Timestamp) -> bool {
+    let Some(start) = start else { return true };
+    if end.as_second() - start.as_second() < 36 * 3600 {
+        return false;
+    }
+    let mut date = utc_date(start) - 1.day();
+    let mut nights = 0;
+    while midnight(date) < end {
+        let night_start = midnight(date) + 22.hours();
+        let night_end = night_start + 10.hours();
+        let overlap = end.min(night_end).as_second() - start.max(night_start).as_second();
+        if overlap >= 8 * 3600 {
+            nights += 1;
+        }
+        date = date.tomorrow().expect("a date");
+    }
+    nights >= 2
+}
+
+/// The rest window's use at T, in nanoseconds: FAA T − E (E the end of the last
+/// 30 free hours), EASA S − E′ (0 while the span running at T qualifies).
+fn rest_nanos(crew: &Crew, window: &str, at: Timestamp) -> i128 {
+    let busy: Vec<(Timestamp, Timestamp)> = cut(&crew.duties, at)
+        .into_iter()
+        .filter(|(start, _)| *start < at)
+        .collect();
+    // Free spans, earliest first: before the first duty, the gaps, the one at T.
+    let mut free: Vec<(Option<Timestamp>, Timestamp)> = Vec::new();
+    let mut previous_end = None;
+    for (start, end) in &busy {
+        free.push((previous_end, *start));
+        previous_end = Some(*end);
+    }
+    let on_duty = busy.last().is_some_and(|(_, end)| *end >= at);
+    if !on_duty {
+        free.push((previous_end, at));
+    }
+    let nanos = |from: Timestamp, to: Timestamp| to.as_nanosecond() - from.as_nanosecond();
+    if window == "since_30h_free" {
+        let e = free
+            .iter()
+            .rev()
+            .find(|(start, end)| {
+                start.is_none_or(|start| end.as_second() - start.as_second() >= 30 * 3600)
+            })
+            .map(|(_, end)| *end)
+            .expect("the time before the first duty is free");
+        return nanos(e, at);
+    }
+    let (s, earlier) = match free.last() {
+        Some((start, end)) if !on_duty && *end == at => {
+            if recovery_rest(*start, *end) {
+                return 0;
+            }
+            (start.expect("qualifies when open"), &free[..free.len() - 1])
+        }
+        _ => (at, &free[..]),
+    };
+    let e = earlier
+        .iter()
+        .rev()
+        .find(|(start, end)| recovery_rest(*start, *end))
+        .map(|(_, end)| *end)
+        .expect("the time before the first duty qualifies");
+    nanos(e, s)
+}
 
 /// What `ftl --json` must print at `at`: per (crew, measure, window), the minutes
 /// used (exact) and the limit in minutes, for every crew member with any.
@@ -340,41 +509,39 @@ fn expected(
     windows: &[Window],
     at: Timestamp,
 ) -> BTreeMap<(String, String, String), (f64, i64)> {
-    let mut used: BTreeMap<(String, String, String), i128> = BTreeMap::new();
-    for spell in spells {
-        let end = spell.end.unwrap_or(at).min(at);
-        for (measure, window, start_of, _) in windows {
-            let counts = (*measure == "flight_time") == spell.flight_time;
-            let key = (
-                spell.crew_id.clone(),
-                measure.to_string(),
-                window.to_string(),
+    let mut out = BTreeMap::new();
+    for (crew_id, crew) in crews(spells) {
+        let flights: Vec<(Timestamp, Option<Timestamp>)> = crew
+            .flights
+            .iter()
+            .map(|(off, on)| (*off, Some(*on)))
+            .collect();
+        let flight_time = cut(&flights, at);
+        let duty = cut(&crew.duties, at);
+        let fdp = cut(&fdps(&crew), at);
+        let used: Vec<i128> = windows
+            .iter()
+            .map(
+                |(measure, window, start_of, _)| match (*measure, start_of(at)) {
+                    ("flight_time", Some(from)) => nanos_inside(&flight_time, from, at),
+                    ("duty", Some(from)) => nanos_inside(&duty, from, at),
+                    ("fdp", Some(from)) => nanos_inside(&fdp, from, at),
+                    ("rest", None) => rest_nanos(&crew, window, at),
+                    other => panic!("no such window {other:?}"),
+                },
+            )
+            .collect();
+        if used.iter().all(|nanos| *nanos == 0) {
+            continue;
+        }
+        for ((measure, window, _, limit), nanos) in windows.iter().zip(used) {
+            out.insert(
+                (crew_id.clone(), measure.to_string(), window.to_string()),
+                (nanos as f64 / 60e9, limit * 60),
             );
-            let start = spell.start.max(start_of(at));
-            let nanos = if counts && end > start {
-                end.as_nanosecond() - start.as_nanosecond()
-            } else {
-                0
-            };
-            *used.entry(key).or_default() += nanos;
         }
     }
-    let with_time: BTreeSet<String> = used
-        .iter()
-        .filter(|(_, nanos)| **nanos > 0)
-        .map(|((crew, _, _), _)| crew.clone())
-        .collect();
-    used.into_iter()
-        .filter(|((crew, _, _), _)| with_time.contains(crew))
-        .map(|((crew, measure, window), nanos)| {
-            let limit = windows
-                .iter()
-                .find(|w| w.0 == measure && w.1 == window)
-                .expect("window")
-                .3;
-            ((crew, measure, window), (nanos as f64 / 60e9, limit * 60))
-        })
-        .collect()
+    out
 }
 
 /// Runs `ftl --json` and checks every line against the independent figures;
@@ -622,6 +789,7 @@ fn a_named_crew_member_without_rows_gets_every_window_with_zeros() {
             zero("duty", "7d", 3600),
             zero("duty", "14d", 6600),
             zero("duty", "28d", 11400),
+            zero("rest", "since_extended_recovery_rest", 10080),
         ]
     );
     assert!(lines.iter().all(|l| text(l, "crew_id") == "NOBODY"));
@@ -640,11 +808,12 @@ fn a_named_crew_member_without_rows_gets_every_window_with_zeros() {
     assert_eq!(
         stdout(&output),
         "faa limits at 2026-01-20T12:00:00.000Z: 1 crew member, 0 windows exceeded\n\
-         CREW    MEASURE      WINDOW  USED    LIMIT  HEADROOM\n\
-         NOBODY  duty         168h    0:00    60:00     60:00\n\
-         NOBODY  flight time  672h    0:00   100:00    100:00\n\
-         NOBODY  duty         672h    0:00   190:00    190:00\n\
-         NOBODY  flight time  365d    0:00  1000:00   1000:00\n"
+         CREW    MEASURE      WINDOW             USED    LIMIT  HEADROOM\n\
+         NOBODY  FDP          168h               0:00    60:00     60:00\n\
+         NOBODY  flight time  672h               0:00   100:00    100:00\n\
+         NOBODY  rest         since_30h_free     0:00   138:00    138:00\n\
+         NOBODY  FDP          672h               0:00   190:00    190:00\n\
+         NOBODY  flight time  365_calendar_days  0:00  1000:00   1000:00\n"
     );
 }
 
@@ -814,7 +983,7 @@ fn the_site_defaults_file_names_the_database_and_the_rules() {
         stderr(&output)
     );
     let lines = json_lines(&output);
-    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.len(), 5);
     assert!(lines.iter().all(|l| text(l, "rules") == "faa"));
 }
 
@@ -873,8 +1042,10 @@ fn the_datasette_crew_headroom_query_agrees_with_ftl() {
     let (_dir, db) = sqlite_database();
     let at = "2026-01-20T11:17:30Z";
     let output = ftl(&db.to_string_lossy(), &["--json", "--at", at]);
+    // The query has the windows of minutes; rest it leaves to ftl.
     let mut from_ftl: Vec<(String, String, String, f64, bool)> = json_lines(&output)
         .iter()
+        .filter(|l| text(l, "measure") != "rest")
         .map(|l| {
             (
                 text(l, "crew_id"),
