@@ -68,18 +68,23 @@ pub enum Command {
     /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
     /// --help`).
     Changes(ChangesArgs),
-    /// Judge crew flight time and duty against the cumulative limits.
+    /// Judge crew flight time, duty, flight duty periods and rest against the
+    /// cumulative limits.
     ///
-    /// Sums each crew member's block time (operating crew) and duty (operating and
-    /// positioning) from the views crew_flight and crew_duty inside every window of
-    /// one rule set at the instant --at, and prints, per crew member and window,
-    /// the time used, the limit, the headroom and EXCEEDED where the time used is
-    /// more than the limit: a table, least headroom first, or one JSON line each
-    /// with --json. Crew members with no time in any window are left out. Only
-    /// reads the database, so an account that may read it but not write its folder
-    /// can run it. Exits 0 when no limit is exceeded, 1 when any is, 2 when the
-    /// database does not exist, cannot be read or has an older schema (the daemon
-    /// upgrades it). Reads the site defaults file (see `spoolite --help`).
+    /// Measures each crew member's block time (operating crew), duty (either role,
+    /// EASA weighing standby and reserve), flight duty periods (FAA) and the time
+    /// since the last qualifying rest, from the views crew_flight, crew_duty and
+    /// crew_fdp, inside every window of one rule set at the instant --at
+    /// (overlapping spans count each instant once), and prints, per crew member
+    /// and window, the time used, the limit, the headroom and EXCEEDED where the
+    /// time used is more than the limit: a table, least headroom first, or one
+    /// JSON line each with --json. Crew members with nothing in any window are left
+    /// out. `ftl plan` judges a planned future, `ftl explain` traces a window's
+    /// minutes. Only reads the database, so an account that may read it but not
+    /// write its folder can run it. Exits 0 when no limit is exceeded, 1 when any
+    /// is, 2 when the database does not exist, cannot be read or has an older
+    /// schema (the daemon upgrades it). Reads the site defaults file (see
+    /// `spoolite --help`).
     Ftl(FtlArgs),
     /// Print the canonical forms and the idempotency key of one event.
     Key(KeyArgs),
@@ -165,7 +170,12 @@ pub(crate) struct DbPasswordFileArg {
     /// the URI holds none: e.g. a systemd credential (LoadCredential=). Read at
     /// every connection; the password is never logged or shown. Only with a
     /// PostgreSQL --db.
-    #[arg(long, env = "SPOOLITE_DB_PASSWORD_FILE", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "SPOOLITE_DB_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
     pub(crate) db_password_file: Option<PathBuf>,
 }
 
@@ -333,6 +343,7 @@ pub struct FtlArgs {
     /// defaults file (/etc/default/spoolite) applies.
     #[arg(
         long,
+        global = true,
         env = "SPOOLITE_DB",
         default_value = "./spoolite.db",
         value_name = "FILE",
@@ -344,7 +355,7 @@ pub struct FtlArgs {
     /// The instant T the windows end at, an RFC 3339 instant with an offset (e.g.
     /// 2026-12-01T12:00:00Z), taken to the millisecond; default now. Nothing after
     /// T counts, and an open duty counts up to T.
-    #[arg(long, env = "SPOOLITE_AT", value_name = "INSTANT", value_parser = parse_at)]
+    #[arg(long, global = true, env = "SPOOLITE_AT", value_name = "INSTANT", value_parser = parse_at)]
     pub(crate) at: Option<crate::ftl::Micros>,
     /// The rule set: easa (ORO.FTL.210: flight time 28 days 100 h, calendar year
     /// 900 h, 12 calendar months 1,000 h; duty 7/14/28 days 60/110/190 h, home
@@ -355,6 +366,7 @@ pub struct FtlArgs {
     /// consecutive hours free at most 138 h ago).
     #[arg(
         long,
+        global = true,
         env = "SPOOLITE_RULES",
         value_enum,
         default_value = "easa",
@@ -367,6 +379,7 @@ pub struct FtlArgs {
     /// used). Windows of consecutive hours or days do not depend on it.
     #[arg(
         long,
+        global = true,
         env = "SPOOLITE_TIME_ZONE",
         default_value = "UTC",
         value_name = "ZONE",
@@ -374,12 +387,65 @@ pub struct FtlArgs {
     )]
     pub(crate) time_zone: crate::ftl::TimeBase,
     /// Judge only this crew member (repeat the option for more): every window is
-    /// printed, with zeros for a crew id without rows. The variable names one.
-    #[arg(long, env = "SPOOLITE_CREW", value_name = "ID")]
+    /// printed, with zeros for a crew id without rows (and a warning naming it).
+    /// The variable names one. `explain` takes exactly one.
+    #[arg(long, global = true, env = "SPOOLITE_CREW", value_name = "ID")]
     pub(crate) crew: Vec<String>,
-    /// Print one JSON line per crew member and window instead of the table.
-    #[arg(long, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
+    /// Print one JSON line per crew member and window (or per line of `explain`)
+    /// instead of the table.
+    #[arg(long, global = true, env = "SPOOLITE_JSON", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) action: Option<FtlAction>,
+}
+
+/// What `spoolite ftl` does besides judging the stored past at T.
+#[derive(Debug, Subcommand)]
+pub enum FtlAction {
+    /// Judge a planned future on top of the stored past: may these crew members
+    /// fly this?
+    ///
+    /// FILE (`-`: standard input) holds NDJSON lines, each one planned item of one
+    /// crew member: {"crew_id", "kind": "duty", "start", "end", "duty_type"} or
+    /// {"crew_id", "kind": "flight", "off_blocks", "on_blocks"}, with optional
+    /// "role" (operating, positioning) and "function" (flight_crew, cabin_crew).
+    /// The stored past is cut at --at (default now); every item must start at or
+    /// after it. For each crew member named and each window of the rule set, it
+    /// prints the largest use at any instant from --at to the end of their last
+    /// planned item (a rest window: at each planned duty's start under faa, its
+    /// end under easa), the earliest instant it occurs, the limit and the
+    /// headroom, least headroom first. Exits 0 when the plan exceeds nothing, 1
+    /// when it exceeds anything, 2 on an operating error (a line that is not such
+    /// an item is named, and nothing is judged). Only reads the database.
+    Plan(FtlPlanArgs),
+    /// Show where a window's minutes come from: the flights, duties or flight
+    /// duty periods behind one crew member's window at --at, each with the
+    /// events, revisions, batches and files that set its start and end.
+    ///
+    /// One line per item that puts minutes into the window, in start order; they
+    /// add up to the window's used minutes in `spoolite ftl` (an instant covered
+    /// twice is listed once, under the item of the highest weight, then the one
+    /// that started first). A rest window shows the free span that ends the last
+    /// qualifying rest. Exits 0, or 2 on an operating error.
+    Explain(FtlExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FtlPlanArgs {
+    /// The plan: an NDJSON file, or `-` for standard input.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct FtlExplainArgs {
+    /// The window, as `ftl --json` names it (28d, calendar_year, 168h, …).
+    #[arg(long, value_name = "WINDOW")]
+    pub(crate) window: String,
+    /// The measure (flight_time, duty, fdp, rest), needed where two measures of
+    /// the rule set share the window's name (easa 28d, faa 672h).
+    #[arg(long, value_name = "MEASURE")]
+    pub(crate) measure: Option<String>,
 }
 
 /// `--time-zone`: an IANA name the built-in time zone database holds.

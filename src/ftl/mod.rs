@@ -10,6 +10,8 @@
 //! a `Judge`.
 
 pub mod command;
+pub mod explain;
+pub mod plan;
 pub mod render;
 pub mod rules;
 pub mod span;
@@ -17,6 +19,7 @@ pub mod time;
 
 use std::collections::HashMap;
 
+pub use crate::crew::{DutyType, Function};
 pub use rules::{Limit, Measure, Rest, Rules, Span};
 use span::{FULL, Weight, Weighted};
 pub use time::{Micros, TimeBase};
@@ -38,37 +41,13 @@ impl Role {
     }
 }
 
-/// What a duty was (the `duty_type` of its `duty_start` payload), which says how
-/// it counts as duty and whether it holds a flight duty period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DutyType {
-    FlightDuty,
-    AirportStandby,
-    HomeStandby,
-    Reserve,
-    GroundDuty,
-}
-
-impl DutyType {
-    /// The type a `duty_type` text names; anything else is a flight duty.
-    pub fn from_text(text: &str) -> DutyType {
-        match text {
-            "airport_standby" => DutyType::AirportStandby,
-            "home_standby" => DutyType::HomeStandby,
-            "reserve" => DutyType::Reserve,
-            "ground_duty" => DutyType::GroundDuty,
-            _ => DutyType::FlightDuty,
-        }
-    }
-
-    /// How EASA's duty limits count it: home standby at 25 % (CS FTL.1.225(b)(3)),
-    /// reserve not at all, every other type in full.
-    pub fn duty_weight(self) -> Weight {
-        match self {
-            DutyType::HomeStandby => 250,
-            DutyType::Reserve => 0,
-            DutyType::FlightDuty | DutyType::AirportStandby | DutyType::GroundDuty => FULL,
-        }
+/// How EASA's duty limits count a duty of a type: home standby at 25 % (CS
+/// FTL.1.225(b)(3)), reserve not at all, every other type in full.
+pub fn duty_weight(duty_type: DutyType) -> Weight {
+    match duty_type {
+        DutyType::HomeStandby => 250,
+        DutyType::Reserve => 0,
+        DutyType::FlightDuty | DutyType::AirportStandby | DutyType::GroundDuty => FULL,
     }
 }
 
@@ -77,6 +56,7 @@ impl DutyType {
 struct Flight {
     off_blocks: Micros,
     on_blocks: Micros,
+    function: Function,
 }
 
 /// A duty; `end` None while it is open.
@@ -85,36 +65,62 @@ struct Duty {
     start: Micros,
     end: Option<Micros>,
     duty_type: DutyType,
+    function: Function,
 }
 
-/// One crew member's flights and duties, as read.
+/// A flight duty period; `end` None while it is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fdp {
+    start: Micros,
+    end: Option<Micros>,
+    function: Function,
+}
+
+/// One crew member's flights, duties and flight duty periods, as read.
 #[derive(Debug, Default)]
 struct Items {
     flights: Vec<Flight>,
     duties: Vec<Duty>,
+    fdps: Vec<Fdp>,
 }
 
 impl Items {
-    /// The flight duty period of each duty that has one (14 CFR 117.3, ORO.FTL.105),
-    /// from all the flights held, not yet cut at T: an airport standby is one
-    /// whole; a home standby or reserve has none; a flight or ground duty runs
-    /// from its start to the on-blocks of the last flight flown as operating
-    /// crew whose off-blocks lies within it, and has none without one. `flights`
-    /// must be in off-blocks order.
-    fn fdps(&self) -> impl Iterator<Item = (Micros, Option<Micros>)> + '_ {
-        self.duties.iter().filter_map(|duty| match duty.duty_type {
-            DutyType::AirportStandby => Some((duty.start, duty.end)),
-            DutyType::HomeStandby | DutyType::Reserve => None,
-            DutyType::FlightDuty | DutyType::GroundDuty => {
-                let end = duty.end.unwrap_or(Micros::MAX);
-                let first = self.flights.partition_point(|f| f.off_blocks < duty.start);
-                let last = self.flights.partition_point(|f| f.off_blocks <= end);
-                let flights = self.flights.get(first..last).unwrap_or_default();
-                flights
-                    .last()
-                    .map(|flight| (duty.start, Some(flight.on_blocks)))
+    /// Only what `rules` judges: under FAA Part 117, flight crew's.
+    fn judged(&mut self, rules: Rules) {
+        if rules == Rules::Faa {
+            let flight_crew = |function: Function| function == Function::FlightCrew;
+            self.flights.retain(|f| flight_crew(f.function));
+            self.duties.retain(|d| flight_crew(d.function));
+            self.fdps.retain(|p| flight_crew(p.function));
+        }
+    }
+
+    /// The flight duty periods of the duties held, by `crew::flight_duty_period`
+    /// from the flights held (all operating), added to those held.
+    fn derive_fdps(&mut self) {
+        self.flights
+            .sort_unstable_by_key(|f| (f.off_blocks, f.on_blocks));
+        let flights: Vec<crate::crew::FlightSpan> = (self.flights.iter())
+            .map(|f| crate::crew::FlightSpan {
+                off_blocks: f.off_blocks,
+                on_blocks: Some(f.on_blocks),
+                operating: true,
+            })
+            .collect();
+        for duty in &self.duties {
+            let span = crate::crew::DutySpan {
+                start: duty.start,
+                end: duty.end,
+                duty_type: duty.duty_type,
+            };
+            if let Some((start, end)) = crate::crew::flight_duty_period(&span, &flights) {
+                self.fdps.push(Fdp {
+                    start,
+                    end,
+                    function: duty.function,
+                });
             }
-        })
+        }
     }
 }
 
@@ -176,14 +182,21 @@ impl Judge {
         self.crew.get_mut(crew_id).expect("inserted above")
     }
 
-    /// A flight's block time, from off-blocks to on-blocks: flight time and the
-    /// end of a flight duty period for operating crew only (positioning is
-    /// duty, which `crew_duty` holds).
-    pub fn add_flight(&mut self, crew_id: &str, role: Role, off_blocks: Micros, on_blocks: Micros) {
+    /// A flight's block time, from off-blocks to on-blocks: flight time (and,
+    /// for `derive_fdps`, the end of a flight duty period) for operating crew
+    /// only (positioning is duty, which `crew_duty` holds).
+    pub fn add_flight(
+        &mut self,
+        crew_id: &str,
+        (role, function): (Role, Function),
+        off_blocks: Micros,
+        on_blocks: Micros,
+    ) {
         if role == Role::Operating && on_blocks >= off_blocks {
             self.items(crew_id).flights.push(Flight {
                 off_blocks,
                 on_blocks,
+                function,
             });
         }
     }
@@ -192,16 +205,39 @@ impl Judge {
     pub fn add_duty(
         &mut self,
         crew_id: &str,
-        start: Micros,
-        end: Option<Micros>,
+        (start, end): (Micros, Option<Micros>),
         duty_type: DutyType,
+        function: Function,
     ) {
         let end = end.filter(|&end| end >= start);
         self.items(crew_id).duties.push(Duty {
             start,
             end,
             duty_type,
+            function,
         });
+    }
+
+    /// A flight duty period (as `crew_fdp` holds it); an open one counts up to T.
+    pub fn add_fdp(
+        &mut self,
+        crew_id: &str,
+        (start, end): (Micros, Option<Micros>),
+        function: Function,
+    ) {
+        let end = end.filter(|&end| end >= start);
+        self.items(crew_id).fdps.push(Fdp {
+            start,
+            end,
+            function,
+        });
+    }
+
+    /// Adds each crew member's flight duty periods as their flights and duties
+    /// held give them (`crew::flight_duty_period`): for items that come without
+    /// stored periods (a plan, a table test).
+    pub fn derive_fdps(&mut self) {
+        self.crew.values_mut().for_each(Items::derive_fdps);
     }
 
     /// Adds what `other`, a judge of the same rules and T, gathered.
@@ -211,7 +247,13 @@ impl Judge {
             let held = self.items(&crew_id);
             held.flights.extend(items.flights);
             held.duties.extend(items.duties);
+            held.fdps.extend(items.fdps);
         }
+    }
+
+    /// Every crew member's items as gathered, for `plan::judge`.
+    fn into_items(self) -> std::collections::BTreeMap<String, Items> {
+        self.crew.into_iter().collect()
     }
 
     /// One crew member's use of every window, in `rules.limits()` order; None
@@ -219,9 +261,7 @@ impl Judge {
     /// a rest that qualifies at T or nothing since it).
     fn measure(&self, items: &mut Items) -> Option<Vec<Micros>> {
         let at = self.at;
-        items
-            .flights
-            .sort_unstable_by_key(|f| (f.off_blocks, f.on_blocks));
+        items.judged(self.rules);
         // Each span cut at T: nothing after T counts, an open duty runs to T.
         let cut = |start: Micros, end: Option<Micros>, weight: Weight| Weighted {
             start,
@@ -232,10 +272,10 @@ impl Judge {
             .map(|f| cut(f.off_blocks, Some(f.on_blocks), FULL))
             .collect();
         let duties: Vec<Weighted> = (items.duties.iter())
-            .map(|d| cut(d.start, d.end, d.duty_type.duty_weight()))
+            .map(|d| cut(d.start, d.end, duty_weight(d.duty_type)))
             .collect();
-        let fdps: Vec<Weighted> = (items.fdps())
-            .map(|(start, end)| cut(start, end, FULL))
+        let fdps: Vec<Weighted> = (items.fdps.iter())
+            .map(|p| cut(p.start, p.end, FULL))
             .collect();
         let flight_time = span::pieces(&flights);
         let duty = span::pieces(&duties);

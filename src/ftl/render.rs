@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::plan::PlanLine;
 use super::time::{MICROS_PER_MINUTE, Micros, TimeBase, format_millis};
 use super::{Line, Measure, Rules};
 
@@ -31,7 +32,12 @@ struct JsonLine<'a> {
 
 /// The used time in hundredths of a minute, rounded half up.
 fn used_hundredths(line: &Line) -> i64 {
-    (line.used + MICROS_PER_HUNDREDTH / 2) / MICROS_PER_HUNDREDTH
+    hundredths(line.used)
+}
+
+/// Microseconds in hundredths of a minute, rounded half up.
+fn hundredths(micros: Micros) -> i64 {
+    (micros + MICROS_PER_HUNDREDTH / 2) / MICROS_PER_HUNDREDTH
 }
 
 /// One JSON line per crew member and window, in the order given. `used_minutes`
@@ -156,4 +162,128 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> Strin
         out.push('\n');
     }
     out
+}
+
+/// One JSON line of `ftl plan`, with the contract's fields.
+#[derive(Debug, Serialize)]
+struct PlanJsonLine<'a> {
+    crew_id: &'a str,
+    rules: &'static str,
+    measure: &'static str,
+    window: &'static str,
+    worst_used_minutes: f64,
+    worst_at: String,
+    limit_minutes: i64,
+    headroom_minutes: f64,
+    exceeded: bool,
+}
+
+/// One JSON line per crew member and window of a plan, in the order given;
+/// minutes rounded to 0.01 as `json_lines` rounds them.
+pub fn plan_json_lines(lines: &[PlanLine], rules: Rules) -> String {
+    let mut out = String::new();
+    for line in lines {
+        let worst = hundredths(line.worst);
+        let limit_minutes = line.limit.limit_hours * 60;
+        let json = PlanJsonLine {
+            crew_id: &line.crew_id,
+            rules: rules.name(),
+            measure: line.limit.measure.name(),
+            window: line.limit.window,
+            worst_used_minutes: worst as f64 / 100.0,
+            worst_at: format_millis(line.worst_at),
+            limit_minutes,
+            headroom_minutes: (limit_minutes * 100 - worst) as f64 / 100.0,
+            exceeded: line.exceeded(),
+        };
+        out.push_str(&serde_json::to_string(&json).expect("a line serialises"));
+        out.push('\n');
+    }
+    out
+}
+
+/// The plan's table: a heading, then one row per crew member and window in the
+/// order given (least headroom first), the worst use rounded up to the minute and
+/// the instant it first occurs.
+pub fn plan_table(lines: &[PlanLine], rules: Rules, at: Micros, base: &TimeBase) -> String {
+    let mut crew: Vec<&str> = lines.iter().map(|l| l.crew_id.as_str()).collect();
+    crew.sort_unstable();
+    crew.dedup();
+    let exceeded = lines.iter().filter(|l| l.exceeded()).count();
+    let zone = match base.name() {
+        "UTC" => String::new(),
+        name => format!(" (calendar and nights in {name})"),
+    };
+    let mut out = format!(
+        "{} limits over the plan from {}{zone}: {} crew member{}, {} window{} exceeded\n",
+        rules.name(),
+        format_millis(at),
+        crew.len(),
+        if crew.len() == 1 { "" } else { "s" },
+        exceeded,
+        if exceeded == 1 { "" } else { "s" },
+    );
+    if lines.is_empty() {
+        out.push_str("the plan names no crew member this rule set judges\n");
+        return out;
+    }
+    let rows: Vec<[String; 8]> = lines
+        .iter()
+        .map(|line| {
+            let worst = (line.worst + MICROS_PER_MINUTE - 1) / MICROS_PER_MINUTE;
+            let limit = line.limit.limit_hours * 60;
+            [
+                line.crew_id.clone(),
+                measure_text(line.limit.measure).to_owned(),
+                line.limit.window.to_owned(),
+                hours_minutes(worst),
+                format_millis(line.worst_at),
+                format!("{}:00", line.limit.limit_hours),
+                hours_minutes(limit - worst),
+                if line.exceeded() { EXCEEDED } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    let heading = [
+        "CREW", "MEASURE", "WINDOW", "WORST", "AT", "LIMIT", "HEADROOM", "",
+    ]
+    .map(str::to_owned);
+    let mut widths = [0; 8];
+    for row in std::iter::once(&heading).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&heading).chain(&rows) {
+        let start = out.len();
+        write!(
+            out,
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:<w4$}  {:>w5$}  {:>w6$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            row[7],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+            w4 = widths[4],
+            w5 = widths[5],
+            w6 = widths[6],
+        )
+        .expect("writing to a String");
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
+        out.push('\n');
+    }
+    out
+}
+
+/// Microseconds as minutes rounded to 0.01.
+pub fn minutes_hundredths(micros: Micros) -> f64 {
+    hundredths(micros) as f64 / 100.0
 }

@@ -32,17 +32,23 @@ fn check(rules: Rules, at: &str, rows: &[Row], expected: &[(&str, &[f64])]) {
 /// `check` with calendar days, months, years and nights in `base`.
 fn check_in(base: &TimeBase, rules: Rules, at: &str, rows: &[Row], expected: &[(&str, &[f64])]) {
     let mut judge = Judge::new(rules, t(at), base.clone());
+    let flight_crew = Function::FlightCrew;
     for row in rows {
         match *row {
-            Flight(crew, role, off, on) => judge.add_flight(crew, role, t(off), t(on)),
+            Flight(crew, role, off, on) => {
+                judge.add_flight(crew, (role, flight_crew), t(off), t(on))
+            }
             Duty(crew, start, end) => {
-                judge.add_duty(crew, t(start), end.map(t), DutyType::FlightDuty)
+                let span = (t(start), end.map(t));
+                judge.add_duty(crew, span, DutyType::FlightDuty, flight_crew)
             }
             Typed(crew, start, end, duty_type) => {
-                judge.add_duty(crew, t(start), end.map(t), duty_type)
+                judge.add_duty(crew, (t(start), end.map(t)), duty_type, flight_crew)
             }
         }
     }
+    // The periods as `crew_fdp` would hold them.
+    judge.derive_fdps();
     let lines = judge.lines(&[]);
     let mut got: Vec<(String, Vec<f64>)> = Vec::new();
     for line in lines {
@@ -246,17 +252,22 @@ fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
     let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"), TimeBase::utc());
     judge.add_flight(
         "OLD",
-        Operating,
+        (Operating, Function::FlightCrew),
         t("2024-01-01T08:00:00Z"),
         t("2024-01-01T09:00:00Z"),
     );
     judge.add_flight(
         "POS",
-        Positioning,
+        (Positioning, Function::FlightCrew),
         t("2026-12-01T08:00:00Z"),
         t("2026-12-01T09:00:00Z"),
     );
-    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None, DutyType::FlightDuty);
+    judge.add_duty(
+        "NEW",
+        (t("2026-12-01T11:00:00Z"), None),
+        DutyType::FlightDuty,
+        Function::FlightCrew,
+    );
     let crew = |lines: &[Line]| -> Vec<(String, &str, Micros)> {
         lines
             .iter()
@@ -275,7 +286,12 @@ fn crew_without_minutes_in_any_window_are_left_out_unless_named() {
         ]
     );
     let mut judge = Judge::new(Rules::Faa, t("2026-12-01T12:00:00Z"), TimeBase::utc());
-    judge.add_duty("NEW", t("2026-12-01T11:00:00Z"), None, DutyType::FlightDuty);
+    judge.add_duty(
+        "NEW",
+        (t("2026-12-01T11:00:00Z"), None),
+        DutyType::FlightDuty,
+        Function::FlightCrew,
+    );
     let named = ["NOBODY".to_owned()];
     let lines = judge.lines(&named);
     assert_eq!(
@@ -296,8 +312,19 @@ fn exactly_at_the_limit_is_not_exceeded_and_a_microsecond_more_is() {
     let mut judge = Judge::new(Rules::Faa, at, TimeBase::utc());
     // 60 h of FDP in the 168 hours: an airport standby is FDP throughout.
     let standby = DutyType::AirportStandby;
-    judge.add_duty("AT", at - 60 * 3_600_000_000, None, standby);
-    judge.add_duty("OVER", at - 60 * 3_600_000_000 - 1, None, standby);
+    judge.add_duty(
+        "AT",
+        (at - 60 * 3_600_000_000, None),
+        standby,
+        Function::FlightCrew,
+    );
+    judge.add_duty(
+        "OVER",
+        (at - 60 * 3_600_000_000 - 1, None),
+        standby,
+        Function::FlightCrew,
+    );
+    judge.derive_fdps();
     let lines = judge.lines(&[]);
     let of = |crew: &str| -> Vec<bool> {
         lines
@@ -356,8 +383,19 @@ fn the_table_puts_least_headroom_first_and_marks_what_is_exceeded() {
     let at = t("2026-12-01T12:00:00Z");
     let mut judge = Judge::new(Rules::Faa, at, TimeBase::utc());
     let standby = DutyType::AirportStandby;
-    judge.add_duty("C2", at - 61 * 3_600_000_000 - 30_000_000, None, standby);
-    judge.add_flight("C1", Operating, at - 90 * 60_000_000, at);
+    judge.add_duty(
+        "C2",
+        (at - 61 * 3_600_000_000 - 30_000_000, None),
+        standby,
+        Function::FlightCrew,
+    );
+    judge.add_flight(
+        "C1",
+        (Operating, Function::FlightCrew),
+        at - 90 * 60_000_000,
+        at,
+    );
+    judge.derive_fdps();
     let mut lines = judge.lines(&[]);
     by_headroom(&mut lines);
     let text = render::table(&lines, Rules::Faa, at, &TimeBase::utc());
@@ -646,4 +684,23 @@ fn rest_is_judged_at_30_and_36_hours_to_the_minute() {
         &rows,
         &[("R", &[120.0, 120.0, 120.0, 241.0, 241.0, 241.0, 241.0])],
     );
+}
+
+#[test]
+fn cabin_crew_are_judged_under_easa_and_have_no_faa_lines() {
+    let at = t("2026-12-01T12:00:00Z");
+    let cabin = Function::CabinCrew;
+    let judged = |rules: Rules| {
+        let mut judge = Judge::new(rules, at, TimeBase::utc());
+        let duty = (t("2026-12-01T05:00:00Z"), Some(t("2026-12-01T11:00:00Z")));
+        judge.add_duty("CC1", duty, DutyType::FlightDuty, cabin);
+        let (off, on) = (t("2026-12-01T06:00:00Z"), t("2026-12-01T09:00:00Z"));
+        judge.add_flight("CC1", (Operating, cabin), off, on);
+        judge.derive_fdps();
+        judge.lines(&[])
+    };
+    let easa = judged(Rules::Easa);
+    assert_eq!(easa.len(), 7);
+    assert_eq!(easa[0].used, 3 * 3_600_000_000);
+    assert!(judged(Rules::Faa).is_empty());
 }

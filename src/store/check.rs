@@ -10,7 +10,9 @@
 //! statements read side by side in one read transaction (one snapshot): the
 //! flights or duties as their live events give them and the view's rows, both in
 //! (id, crew id) byte order, merged here (`compare_crew`), so memory holds one
-//! chunk of rows of each side, never a table.
+//! chunk of rows of each side, never a table. The `crew_fdp` check reads the crew
+//! rows of duties and flights and the periods side by side in crew id order
+//! (`compare_fdp`), one crew member's rows at a time.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -116,6 +118,12 @@ pub const CHECKS: &[Check] = &[
         at_10m_seconds: |_| 31,
         sqlite: |store, _| super::sqlite::check::crew_duty(store),
         postgres: |store, _| super::postgres::check::crew_duty(store),
+    },
+    Check {
+        name: "crew_fdp",
+        at_10m_seconds: |_| 30,
+        sqlite: |store, _| super::sqlite::check::crew_fdp(store),
+        postgres: |store, _| super::postgres::check::crew_fdp(store),
     },
 ];
 
@@ -228,25 +236,32 @@ pub(crate) fn flight_times_finding(flights: i64, first: &[String], total: i64) -
     ))
 }
 
-/// One row of `crew_flight` or `crew_duty` as the crew checks compare it.
+/// One crew row of a flight or duty as the crew checks compare it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CrewLine {
     /// The flight id or the duty id.
     pub id: String,
     pub crew_id: String,
     pub role: String,
+    pub function: String,
+    /// A duty's type (None for a flight).
+    pub duty_type: Option<String>,
     /// Off-blocks or the duty's start.
     pub from: String,
-    /// On-blocks or the duty's end (none while open).
+    /// On-blocks (none without one) or the duty's end (none while open).
     pub to: Option<String>,
+    /// Block time (none without) or the duty's minutes (none while open).
     pub minutes: Option<f64>,
 }
 
 impl CrewLine {
-    /// The same row but for its key: role, times and minutes rounded to 0.01.
+    /// The same row but for its key: role, function, type, times and minutes
+    /// rounded to 0.01.
     fn same(&self, other: &CrewLine) -> bool {
         let cents = |minutes: Option<f64>| minutes.map(|m| (m * 100.0).round() as i64);
         self.role == other.role
+            && self.function == other.function
+            && self.duty_type == other.duty_type
             && self.from == other.from
             && self.to == other.to
             && cents(self.minutes) == cents(other.minutes)
@@ -257,14 +272,31 @@ impl CrewLine {
     }
 }
 
-/// A flight with block time, or a duty with a live `duty_start`, as its live
-/// events give it, with the payload of the event whose crew it takes.
+/// A flight with an off-blocks, or a duty with a live `duty_start`, as its live
+/// events give it, with the payload of the event whose crew (and, for a duty,
+/// type) it takes.
 pub(crate) struct Crewed {
     pub id: String,
     pub from: String,
     pub to: Option<String>,
     pub minutes: Option<f64>,
     pub payload: String,
+}
+
+/// What a crew check's live side lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Flight,
+    Duty,
+}
+
+impl Unit {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Unit::Flight => ("flight", "flights"),
+            Unit::Duty => ("duty", "duties"),
+        }
+    }
 }
 
 /// The two sides of a crew check, each ordered by id then crew id, in byte order.
@@ -276,8 +308,8 @@ pub(crate) trait CrewSides {
 }
 
 /// The live side's rows: each flight's or duty's crew, in crew id order.
-#[derive(Default)]
 struct LiveLines {
+    unit: Unit,
     /// The rest of the crew of the flight or duty read last.
     pending: VecDeque<CrewLine>,
     /// How many flights or duties were read.
@@ -294,33 +326,42 @@ impl LiveLines {
                 return Ok(None);
             };
             self.units += 1;
-            self.pending
-                .extend(
-                    crate::crew::of_payload(&crewed.payload)
-                        .into_iter()
-                        .map(|member| CrewLine {
-                            id: crewed.id.clone(),
-                            crew_id: member.id().to_owned(),
-                            role: member.role().as_str().to_owned(),
-                            from: crewed.from.clone(),
-                            to: crewed.to.clone(),
-                            minutes: crewed.minutes,
-                        }),
-                );
+            let (crew, duty_type) = match self.unit {
+                Unit::Flight => (crate::crew::of_payload(&crewed.payload), None),
+                Unit::Duty => {
+                    let (crew, duty_type) = crate::crew::of_duty_payload(&crewed.payload);
+                    (crew, Some(duty_type.as_str().to_owned()))
+                }
+            };
+            self.pending.extend(crew.into_iter().map(|member| CrewLine {
+                id: crewed.id.clone(),
+                crew_id: member.id().to_owned(),
+                role: member.role().as_str().to_owned(),
+                function: member.function().as_str().to_owned(),
+                duty_type: duty_type.clone(),
+                from: crewed.from.clone(),
+                to: crewed.to.clone(),
+                minutes: crewed.minutes,
+            }));
         }
     }
 }
 
 /// Merges the view's rows with the rows the live events give, by `crate::crew`'s
 /// rules (the rules the batches apply: this verifies storage, not the rules): a
-/// row one side lacks and a row whose role, times or minutes differ are each one
-/// differing row. `unit` names what the live side lists (`flight`, `duty`).
+/// row one side lacks and a row whose role, function, type, times or minutes
+/// differ are each one differing row. `unit`: what the live side lists.
 pub(crate) fn compare_crew(
     sides: &mut impl CrewSides,
     view: &str,
-    unit: (&str, &str),
+    unit: Unit,
 ) -> Result<Finding, StoreError> {
-    let mut lines = LiveLines::default();
+    let unit_names = unit.names();
+    let mut lines = LiveLines {
+        unit,
+        pending: VecDeque::new(),
+        units: 0,
+    };
     let (mut rows, mut differing, mut first) = (0_i64, 0_i64, Vec::new());
     let mut live = lines.next(sides)?;
     let mut viewed = sides.viewed()?;
@@ -357,11 +398,207 @@ pub(crate) fn compare_crew(
         return Ok(Finding::holds(format!(
             "{} of {}, each equal to its live events",
             plural(rows, "crew row", "crew rows"),
-            plural(lines.units, unit.0, unit.1)
+            plural(lines.units, unit_names.0, unit_names.1)
         )));
     }
     Ok(Finding::fails(format!(
         "{} of {view} unlike what the live events give (or that one side lacks): {}",
+        plural(differing, "row", "rows"),
+        listed(&first, differing)
+    )))
+}
+
+/// One crew row of a duty or flight as the `crew_fdp` check reads it, with the
+/// instants as text (compared by time once parsed).
+#[derive(Debug, Clone)]
+pub(crate) struct FdpInput {
+    pub crew_id: String,
+    pub id: String,
+    pub from: String,
+    pub to: Option<String>,
+    /// A duty's type; for a flight, whether it has block time ("block") or not.
+    pub kind: String,
+    /// A duty's function; for a flight, its role.
+    pub tag: String,
+}
+
+/// One row of `crew_fdp` as the check compares it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FdpLine {
+    pub crew_id: String,
+    pub duty_id: String,
+    pub function: String,
+    pub from: String,
+    pub to: Option<String>,
+    pub minutes: Option<f64>,
+}
+
+/// The three sides of the `crew_fdp` check, each in crew id (byte) order: the
+/// crew rows of duties, of flights (with or without block time), and the periods.
+pub(crate) trait FdpSides {
+    fn duty(&mut self) -> Result<Option<FdpInput>, StoreError>;
+    fn flight(&mut self) -> Result<Option<FdpInput>, StoreError>;
+    fn period(&mut self) -> Result<Option<FdpLine>, StoreError>;
+}
+
+/// One stream of rows of one crew member at a time, in crew id order.
+struct Grouped<T> {
+    next: Option<T>,
+}
+
+impl<T> Grouped<T> {
+    /// The rows of `crew_id` at the head of the stream, taken.
+    fn take(
+        &mut self,
+        crew_id: &str,
+        key: impl Fn(&T) -> &str,
+        mut more: impl FnMut() -> Result<Option<T>, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        while self.next.as_ref().is_some_and(|row| key(row) == crew_id) {
+            out.push(self.next.take().expect("checked above"));
+            self.next = more()?;
+        }
+        Ok(out)
+    }
+}
+
+/// The crew member's periods as the crew rows give them, by
+/// `crate::crew::flight_duty_period` (the rule `ftl plan` applies; the batches
+/// apply it in SQL): each duty's, in duty id order.
+fn expected_periods(duties: &[FdpInput], flights: &[FdpInput]) -> Vec<FdpLine> {
+    use crate::ftl::time::parse_instant;
+    let at = |text: &str| parse_instant(text).unwrap_or(i64::MIN);
+    let mut spans: Vec<(crate::crew::FlightSpan, &FdpInput)> = flights
+        .iter()
+        .map(|f| {
+            let span = crate::crew::FlightSpan {
+                off_blocks: at(&f.from),
+                on_blocks: (f.kind == "block")
+                    .then(|| f.to.as_deref().map(at))
+                    .flatten(),
+                operating: f.tag == "operating",
+            };
+            (span, f)
+        })
+        .collect();
+    spans.sort_by_key(|(span, _)| span.off_blocks);
+    let ends: std::collections::HashMap<i64, &str> = spans
+        .iter()
+        .filter_map(|(span, f)| Some((span.on_blocks?, f.to.as_deref()?)))
+        .collect();
+    let flight_spans: Vec<crate::crew::FlightSpan> = spans.iter().map(|(span, _)| *span).collect();
+    let mut out: Vec<FdpLine> = duties
+        .iter()
+        .filter_map(|d| {
+            let span = crate::crew::DutySpan {
+                start: at(&d.from),
+                end: d.to.as_deref().map(at),
+                duty_type: crate::crew::DutyType::from_text(&d.kind),
+            };
+            let (_, end) = crate::crew::flight_duty_period(&span, &flight_spans)?;
+            // The end as the rows write it: the duty's own, or that on-blocks.
+            let to = match end {
+                None => None,
+                Some(end) if Some(end) == span.end => d.to.clone(),
+                Some(end) => ends.get(&end).map(|text| (*text).to_owned()),
+            };
+            let minutes = end.map(|end| ((end - span.start) as f64 / 600_000.0).round() / 100.0);
+            Some(FdpLine {
+                crew_id: d.crew_id.clone(),
+                duty_id: d.id.clone(),
+                function: d.tag.clone(),
+                from: d.from.clone(),
+                to,
+                minutes,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.duty_id.cmp(&b.duty_id));
+    out
+}
+
+/// `crew_fdp` against the periods the crew rows of duties and flights give, one
+/// crew member at a time (memory holds one crew member's rows): a period one side
+/// lacks, or whose function, times or minutes differ, is one differing row.
+pub(crate) fn compare_fdp(sides: &mut impl FdpSides) -> Result<Finding, StoreError> {
+    let mut duties = Grouped {
+        next: sides.duty()?,
+    };
+    let mut flights = Grouped {
+        next: sides.flight()?,
+    };
+    let mut periods = Grouped {
+        next: sides.period()?,
+    };
+    let (mut rows, mut crew, mut differing, mut first) = (0_i64, 0_i64, 0_i64, Vec::new());
+    loop {
+        let heads = [
+            duties.next.as_ref().map(|d| d.crew_id.clone()),
+            flights.next.as_ref().map(|f| f.crew_id.clone()),
+            periods.next.as_ref().map(|p| p.crew_id.clone()),
+        ];
+        let Some(crew_id) = heads.into_iter().flatten().min() else {
+            break;
+        };
+        let of_duties = duties.take(&crew_id, |d| &d.crew_id, || sides.duty())?;
+        let of_flights = flights.take(&crew_id, |f| &f.crew_id, || sides.flight())?;
+        let mut viewed = periods.take(&crew_id, |p| &p.crew_id, || sides.period())?;
+        viewed.sort_by(|a, b| a.duty_id.cmp(&b.duty_id));
+        let expected = expected_periods(&of_duties, &of_flights);
+        crew += 1;
+        rows += viewed.len() as i64;
+        // Minutes within a hundredth: the rows' are rounded by SQL from the
+        // same instants, a tie of a fraction of a second may round either way.
+        let cents = |m: Option<f64>| m.map(|m| (m * 100.0).round() as i64);
+        let near = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() <= 1,
+            (a, b) => a == b,
+        };
+        let same = |a: &FdpLine, b: &FdpLine| {
+            a.function == b.function
+                && a.from == b.from
+                && a.to == b.to
+                && near(cents(a.minutes), cents(b.minutes))
+        };
+        let mut expected = expected.into_iter().peekable();
+        let mut viewed = viewed.into_iter().peekable();
+        loop {
+            let order = match (expected.peek(), viewed.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(e), Some(v)) => e.duty_id.cmp(&v.duty_id),
+            };
+            let offender = match order {
+                Ordering::Less => expected.next().map(|e| e.duty_id),
+                Ordering::Greater => viewed.next().map(|v| v.duty_id),
+                Ordering::Equal => {
+                    let (e, v) = (
+                        expected.next().expect("peeked"),
+                        viewed.next().expect("peeked"),
+                    );
+                    (!same(&e, &v)).then_some(v.duty_id)
+                }
+            };
+            if let Some(duty_id) = offender {
+                differing += 1;
+                if first.len() < OFFENDERS_SHOWN as usize {
+                    first.push(format!("{duty_id} (crew {crew_id})"));
+                }
+            }
+        }
+    }
+    if differing == 0 {
+        return Ok(Finding::holds(format!(
+            "{} of {}, each equal to what their duties and flights give",
+            plural(rows, "flight duty period", "flight duty periods"),
+            plural(crew, "crew member", "crew members")
+        )));
+    }
+    Ok(Finding::fails(format!(
+        "{} of crew_fdp unlike what the crew's duties and flights give (or that one side \
+         lacks): {}",
         plural(differing, "row", "rows"),
         listed(&first, differing)
     )))
@@ -401,6 +638,8 @@ mod tests {
             id: id.to_owned(),
             crew_id: crew_id.to_owned(),
             role: role.to_owned(),
+            function: "flight_crew".to_owned(),
+            duty_type: None,
             from: "2026-12-01T08:00:00Z".to_owned(),
             to: Some("2026-12-01T09:00:00Z".to_owned()),
             minutes: Some(minutes),
@@ -416,7 +655,7 @@ mod tests {
             ]),
             viewed: viewed.into(),
         };
-        compare_crew(&mut lists, "crew_flight", ("flight", "flights")).expect("compare")
+        compare_crew(&mut lists, "crew_flight", Unit::Flight).expect("compare")
     }
 
     #[test]

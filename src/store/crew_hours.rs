@@ -1,7 +1,7 @@
 //! What `ftl` reads, on either backend: the rows of `crew_flight` (operating
-//! crew only) and `crew_duty` that can overlap a span of time, for every crew
-//! member or the named ones, in one read snapshot, handed over as text as the
-//! views hold it. Which rows count, and how much, `ftl` decides.
+//! crew only), `crew_duty` and `crew_fdp` that can overlap a span of time, for
+//! every crew member or the named ones, in one read snapshot, handed over as text
+//! as the views hold it. Which rows count, and how much, `ftl` decides.
 
 use super::postgres::crew_hours::PgCrewHours;
 use super::sqlite::crew_hours::SqliteCrewHours;
@@ -14,15 +14,58 @@ pub enum CrewRow<'a> {
     Flight {
         crew_id: &'a str,
         role: &'a str,
+        function: &'a str,
         off_blocks_utc: &'a str,
         on_blocks_utc: &'a str,
     },
     /// A `crew_duty` row (either role); `duty_end_utc` is None while it is open.
     Duty {
         crew_id: &'a str,
+        function: &'a str,
+        duty_type: &'a str,
         duty_start_utc: &'a str,
         duty_end_utc: Option<&'a str>,
     },
+    /// A `crew_fdp` row; `fdp_end_utc` is None while it is open.
+    Fdp {
+        crew_id: &'a str,
+        function: &'a str,
+        fdp_start_utc: &'a str,
+        fdp_end_utc: Option<&'a str>,
+    },
+}
+
+/// One item of one crew member for `ftl explain`, owned: a flight with block
+/// time (`crew_flight`), a duty (`crew_duty`) or a flight duty period
+/// (`crew_fdp`), with its id (the flight or duty id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainRow {
+    pub id: String,
+    pub role: String,
+    pub function: String,
+    /// A duty's type (a flight or period: empty).
+    pub duty_type: String,
+    pub start: String,
+    pub end: Option<String>,
+}
+
+/// One crew member's items that may overlap a span, for `ftl explain`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExplainRows {
+    pub flights: Vec<ExplainRow>,
+    pub duties: Vec<ExplainRow>,
+    pub fdps: Vec<ExplainRow>,
+}
+
+/// A live event as `ftl explain` names it: what set an item's start or end.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EventRef {
+    pub idempotency_key: String,
+    pub event_kind: String,
+    pub instant_utc: String,
+    pub source_revision: i64,
+    pub batch_digest: String,
+    pub file_name: String,
 }
 
 /// The span to read: rows that end after `after` and begin before `before`, each
@@ -61,7 +104,8 @@ impl CrewHours {
         }
     }
 
-    /// Whether the database has both views (an older schema has neither).
+    /// Whether the database has the crew views of this spoolite (an older schema
+    /// has none, or not `crew_fdp`).
     pub fn has_views(&mut self) -> Result<bool, StoreError> {
         match self {
             CrewHours::Sqlite(hours) => hours.has_views(),
@@ -70,10 +114,10 @@ impl CrewHours {
     }
 
     /// Hands `flights` every row of `crew_flight` (operating crew) and `duties`
-    /// every row of `crew_duty` (an open duty whatever its start) that may
-    /// overlap `span`, of the crew named in `crew` (every crew member when it is
-    /// empty), all read in one snapshot. The two may be called at once, from two
-    /// threads (SQLite reads the views side by side).
+    /// every row of `crew_duty` and then of `crew_fdp` (an open one whatever its
+    /// start) that may overlap `span`, of the crew named in `crew` (every crew
+    /// member when it is empty), all read in one snapshot. The two may be called
+    /// at once, from two threads (SQLite reads the views side by side).
     pub fn read(
         &mut self,
         span: &CrewSpan,
@@ -84,6 +128,34 @@ impl CrewHours {
         match self {
             CrewHours::Sqlite(hours) => hours.read(span, crew, flights, duties),
             CrewHours::Postgres(hours) => hours.read(span, crew, flights, duties),
+        }
+    }
+
+    /// One crew member's flights with block time, duties and flight duty periods
+    /// (every role) that may overlap `span`, with their ids, read in one snapshot.
+    pub fn explain_rows(
+        &mut self,
+        span: &CrewSpan,
+        crew_id: &str,
+    ) -> Result<ExplainRows, StoreError> {
+        match self {
+            CrewHours::Sqlite(hours) => hours.explain_rows(span, crew_id),
+            CrewHours::Postgres(hours) => hours.explain_rows(span, crew_id),
+        }
+    }
+
+    /// The live event of `flight_id` of kind `event_kind` at `instant_utc` (the
+    /// canonical text a view holds), with its batch's file name; None when there
+    /// is none (a row that changed since it was read).
+    pub fn event(
+        &mut self,
+        flight_id: &str,
+        event_kind: &str,
+        instant_utc: &str,
+    ) -> Result<Option<EventRef>, StoreError> {
+        match self {
+            CrewHours::Sqlite(hours) => hours.event(flight_id, event_kind, instant_utc),
+            CrewHours::Postgres(hours) => hours.event(flight_id, event_kind, instant_utc),
         }
     }
 }

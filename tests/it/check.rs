@@ -14,7 +14,7 @@ use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{ingest_json, let_others_traverse, parse_lines, spoolite, spoolite_as, write};
 
 /// The checks, in the order they are printed.
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "integrity",
     "inbox_counts",
     "quarantine_counts",
@@ -23,6 +23,7 @@ const CHECKS: [&str; 8] = [
     "flight_times",
     "crew_flight",
     "crew_duty",
+    "crew_fdp",
 ];
 
 /// The flight of the outcome table's files.
@@ -134,19 +135,14 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
             lines[5].2,
             format!("{flights} flights, each equal to its live events")
         );
-        let crew = backend.rows("SELECT count(*){t} FROM crew_flight")[0][0].clone();
-        let blocked = backend.rows(
-            "SELECT count(*){t} FROM flight_times
-             WHERE rtrim(on_blocks_utc, 'Z') >= rtrim(off_blocks_utc, 'Z')",
-        )[0][0]
+        // Every flight with an off-blocks has its crew rows, with block time or not.
+        let crew = backend.rows("SELECT count(*){t} FROM spoolite_crew_flight")[0][0].clone();
+        let flights = backend
+            .rows("SELECT count(*){t} FROM flight_times WHERE off_blocks_utc IS NOT NULL")[0][0]
             .clone();
         assert_eq!(
             lines[6].2,
-            format!(
-                "{crew} crew rows of {blocked} {} with block time, each equal to its live \
-                 events",
-                if blocked == "1" { "flight" } else { "flights" }
-            )
+            format!("{crew} crew rows of {flights} flights, each equal to its live events")
         );
         let crew = backend.rows("SELECT count(*){t} FROM crew_duty")[0][0].clone();
         let duties = backend.rows(
@@ -156,6 +152,37 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
         assert_eq!(
             lines[7].2,
             format!("{crew} crew rows of {duties} duties, each equal to its live events")
+        );
+        let periods = backend.rows("SELECT count(*){t} FROM crew_fdp")[0][0].clone();
+        let members = backend.rows(
+            "SELECT count(*){t} FROM (SELECT crew_id FROM spoolite_crew_flight
+                 UNION SELECT crew_id FROM spoolite_crew_duty
+                 UNION SELECT crew_id FROM spoolite_crew_fdp) AS c",
+        )[0][0]
+            .clone();
+        assert_eq!(
+            lines[8].2,
+            format!(
+                "{periods} flight duty periods of {members} crew members, each equal to what \
+                 their duties and flights give"
+            )
+        );
+        // The periods: C1's duty to its flight's on-blocks; C3's open duty holds a
+        // flight without block time (on-blocks before off-blocks): open too.
+        assert_eq!(
+            backend.rows(
+                "SELECT crew_id, duty_id, fdp_start_utc, coalesce(fdp_end_utc, 'open')
+                 FROM crew_fdp WHERE duty_id LIKE 'DUTY-%' ORDER BY crew_id"
+            ),
+            [
+                [
+                    "C1",
+                    "DUTY-C1-20261201",
+                    "2026-12-01T07:00:00Z",
+                    "2026-12-01T09:30:20Z"
+                ],
+                ["C3", "DUTY-C3-20261201", "2026-12-01T11:00:00Z", "open"]
+            ]
         );
         // The crew corpus's rows are there (two members of LH0400, none of the flight
         // whose on-blocks is before its off-blocks, three of the two duties).
@@ -242,9 +269,29 @@ const CREW_TAMPERS: &[Tamper] = &[
     (
         "a crew member's role",
         "UPDATE spoolite_crew_flight SET role = 'positioning' WHERE crew_id = 'C1'",
-        &["crew_flight"],
-        "1 row of crew_flight unlike what the live events give (or that one side lacks): \
-             LH0400-20261201 (crew C1)",
+        // Positioning ends no flight duty period: C1's period no longer agrees.
+        &["crew_flight", "crew_fdp"],
+        "(crew C1)",
+    ),
+    (
+        "a crew member's function",
+        "UPDATE spoolite_crew_duty SET function = 'cabin_crew' WHERE crew_id = 'C2'",
+        &["crew_duty"],
+        "1 row of crew_duty unlike what the live events give (or that one side lacks): \
+             DUTY-C1-20261201 (crew C2)",
+    ),
+    (
+        "a flight duty period's end",
+        "UPDATE spoolite_crew_fdp SET fdp_end_utc = '2026-12-01T10:00:00Z' WHERE crew_id = 'C1'",
+        &["crew_fdp"],
+        "1 row of crew_fdp unlike what the crew's duties and flights give (or that one side \
+             lacks): DUTY-C1-20261201 (crew C1)",
+    ),
+    (
+        "a flight duty period deleted",
+        "DELETE FROM spoolite_crew_fdp WHERE crew_id = 'C3'",
+        &["crew_fdp"],
+        "DUTY-C3-20261201 (crew C3)",
     ),
     (
         "a crew member's minutes",
@@ -314,8 +361,10 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
         ),
         (
             "a crew row of no flight",
-            "INSERT INTO spoolite_crew_flight VALUES (999999, 'C9', 'operating',
-                 'GONE-20261201', '2026-12-01T08:00:00Z', '2026-12-01T09:00:00Z', 60.0)",
+            "INSERT INTO spoolite_crew_flight (flight_ref, crew_id, role, flight_id,
+                 off_blocks_utc, on_blocks_utc, block_minutes)
+             VALUES (999999, 'C9', 'operating', 'GONE-20261201', '2026-12-01T08:00:00Z',
+                 '2026-12-01T09:00:00Z', 60.0)",
             &["crew_flight"],
             "lacks): GONE-20261201 (crew C9)",
         ),
@@ -329,8 +378,10 @@ fn each_tampered_invariant_of_a_sqlite_database_fails_its_check() {
         (
             "a flight's row deleted under its crew rows",
             "DELETE FROM spoolite_flight WHERE flight_id = 'LH0400-20261201'",
-            // The crew rows hold the flight's id: crew_flight still shows them.
-            &["flight_times"],
+            // The crew rows hold the flight's id: crew_flight still shows them, but
+            // its check reads rows of no flight apart (after the others) and
+            // names them, unless no live flight comes after them.
+            &["flight_times", "crew_flight"],
             "LH0400-20261201",
         ),
     ];

@@ -5,12 +5,35 @@
 use std::collections::BTreeMap;
 
 use crate::pg_contract::Backend;
-use crate::support::{downgrade_to_schema_6, downgrade_to_schema_8};
+use crate::support::{downgrade_to_schema_6, downgrade_to_schema_8, downgrade_to_schema_10};
 use crate::support::{event, ingest_json, json_batch, write};
 
-/// Both crew views, as `crew_flight` and `crew_duty` read them.
-pub(crate) fn crew_views(db: &Backend) -> (Vec<String>, Vec<String>) {
-    (crew_flight(db), crew_duty(db))
+/// The three crew views, as `crew_flight`, `crew_duty` and `crew_fdp` read them,
+/// with every column.
+pub(crate) fn crew_views(db: &Backend) -> (Vec<String>, Vec<String>, Vec<String>) {
+    (
+        db.lines(
+            "SELECT crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
+                    cast(round(block_minutes * 100) AS bigint){t}
+             FROM crew_flight",
+        ),
+        db.lines(
+            "SELECT crew_id, role, function, duty_type, duty_id, duty_start_utc,
+                    coalesce(duty_end_utc, 'NULL'),
+                    coalesce(cast(round(duty_minutes * 100) AS bigint){t}, 'NULL')
+             FROM crew_duty",
+        ),
+        crew_fdp(db),
+    )
+}
+
+/// `crew_fdp` as `crew_id|function|duty_id|start|end|centi-minutes`, sorted.
+pub(crate) fn crew_fdp(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT crew_id, function, duty_id, fdp_start_utc, coalesce(fdp_end_utc, 'NULL'),
+                coalesce(cast(round(fdp_minutes * 100) AS bigint){t}, 'NULL')
+         FROM crew_fdp",
+    )
 }
 
 /// An instant's milliseconds since the epoch.
@@ -26,72 +49,175 @@ fn centi_minutes(from: &str, to: &str) -> i64 {
     (ms as f64 / 600.0).round() as i64
 }
 
-/// Both crew views as the contract defines them, computed in the test from
+/// One crew member's listing on a flight or duty, as the live rows give it.
+struct Listed {
+    crew_id: String,
+    operating: bool,
+    function: &'static str,
+    id: String,
+    start: (i64, String),
+    /// The end, when there is one (and it is not before the start).
+    end: Option<(i64, String)>,
+}
+
+/// The three crew views as the contract defines them, computed in the test from
 /// `duty_event`'s live rows (with `spoolite::crew`'s rules, table-tested on their
-/// own), sorted and written like `crew_views`.
-pub(crate) fn crew_from_live_rows(db: &Backend) -> (Vec<String>, Vec<String>) {
+/// own, for the crew of a payload), sorted and written like `crew_views`.
+pub(crate) fn crew_from_live_rows(db: &Backend) -> (Vec<String>, Vec<String>, Vec<String>) {
     if !db.has_schema() {
-        return (Vec::new(), Vec::new());
+        return (Vec::new(), Vec::new(), Vec::new());
     }
-    // Per flight id and kind: the earliest (with its payload) and the latest.
-    type Span = ((i64, String, String), (i64, String));
+    // Per flight id and kind: the earliest (with its payload) and the latest
+    // (with its payload).
+    type Span = ((i64, String, String), (i64, String, String));
     let mut spans: BTreeMap<(String, String), Span> = BTreeMap::new();
     for row in db.rows(
         "SELECT flight_id, event_kind, instant_utc, payload FROM duty_event
-         WHERE event_kind IN ('off_blocks', 'on_blocks', 'duty_start', 'duty_end')",
+         WHERE event_kind IN ('off_blocks', 'on_blocks', 'duty_start', 'duty_end',
+                              'crew_assignment')",
     ) {
         let [flight, kind, instant, payload] = &row[..] else {
             unreachable!("four columns")
         };
         let at = millis(instant);
-        let first = (at, instant.clone(), payload.clone());
-        let last = (at, instant.clone());
+        let point = (at, instant.clone(), payload.clone());
         let span = spans
             .entry((flight.clone(), kind.clone()))
-            .or_insert_with(|| (first.clone(), last.clone()));
+            .or_insert_with(|| (point.clone(), point.clone()));
         if at < span.0.0 {
-            span.0 = first;
+            span.0 = point.clone();
         }
         if at > span.1.0 {
-            span.1 = last;
+            span.1 = point;
         }
     }
-    let mut flights = Vec::new();
-    let mut duties = Vec::new();
+    let mut flights: Vec<Listed> = Vec::new();
+    let mut duties: Vec<(Listed, &'static str)> = Vec::new();
     for ((id, kind), ((start_at, start, payload), _)) in &spans {
-        let crew = spoolite::crew::of_payload(payload);
-        let row = |member: &spoolite::crew::Member, end: &str, minutes: &str| {
-            let role = member.role().as_str();
-            format!("{}|{role}|{id}|{start}|{end}|{minutes}", member.id())
+        let listed = |member: &spoolite::crew::Member, end: Option<(i64, String)>| Listed {
+            crew_id: member.id().to_owned(),
+            operating: member.role() == spoolite::crew::Role::Operating,
+            function: member.function().as_str(),
+            id: id.clone(),
+            start: (*start_at, start.clone()),
+            end,
         };
         match kind.as_str() {
             "off_blocks" => {
-                let Some((_, (end_at, end))) = spans.get(&(id.clone(), "on_blocks".into())) else {
-                    continue;
+                // The latest live crew assignment gives the crew, else this.
+                let crew = match spans.get(&(id.clone(), "crew_assignment".into())) {
+                    Some((_, (_, _, assigned))) => spoolite::crew::of_payload(assigned),
+                    None => spoolite::crew::of_payload(payload),
                 };
-                if end_at < start_at {
-                    continue;
-                }
-                let minutes = centi_minutes(start, end).to_string();
-                flights.extend(crew.iter().map(|member| row(member, end, &minutes)));
+                let end = spans
+                    .get(&(id.clone(), "on_blocks".into()))
+                    .map(|(_, (at, end, _))| (*at, end.clone()))
+                    .filter(|(end_at, _)| end_at >= start_at);
+                flights.extend(crew.iter().map(|member| listed(member, end.clone())));
             }
             "duty_start" => {
+                let (crew, duty_type) = spoolite::crew::of_duty_payload(payload);
                 let end = spans
                     .get(&(id.clone(), "duty_end".into()))
-                    .map(|(_, last)| last)
+                    .map(|(_, (at, end, _))| (*at, end.clone()))
                     .filter(|(end_at, _)| end_at >= start_at);
-                let (end, minutes) = match end {
-                    Some((_, end)) => (end.clone(), centi_minutes(start, end).to_string()),
-                    None => ("NULL".to_owned(), "NULL".to_owned()),
-                };
-                duties.extend(crew.iter().map(|member| row(member, &end, &minutes)));
+                duties.extend(
+                    crew.iter()
+                        .map(|member| (listed(member, end.clone()), duty_type.as_str())),
+                );
             }
             _ => {}
         }
     }
-    flights.sort();
-    duties.sort();
-    (flights, duties)
+    let minutes = |l: &Listed| match &l.end {
+        Some((_, end)) => centi_minutes(&l.start.1, end).to_string(),
+        None => "NULL".to_owned(),
+    };
+    let end_text = |l: &Listed| l.end.as_ref().map_or("NULL".to_owned(), |e| e.1.clone());
+    let role = |l: &Listed| {
+        if l.operating {
+            "operating"
+        } else {
+            "positioning"
+        }
+    };
+    let mut flight_rows: Vec<String> = flights
+        .iter()
+        .filter(|l| l.end.is_some())
+        .map(|l| {
+            format!(
+                "{}|{}|{}|{}|{}|{}|{}",
+                l.crew_id,
+                role(l),
+                l.function,
+                l.id,
+                l.start.1,
+                end_text(l),
+                minutes(l)
+            )
+        })
+        .collect();
+    let mut duty_rows: Vec<String> = duties
+        .iter()
+        .map(|(l, duty_type)| {
+            format!(
+                "{}|{}|{}|{duty_type}|{}|{}|{}|{}",
+                l.crew_id,
+                role(l),
+                l.function,
+                l.id,
+                l.start.1,
+                end_text(l),
+                minutes(l)
+            )
+        })
+        .collect();
+    // Flight duty periods: an airport standby whole; a flight or ground duty to
+    // the on-blocks of the member's last operating flight whose off-blocks lies in
+    // it (to the duty's end when that flight has no block time).
+    let mut fdp_rows = Vec::new();
+    for (duty, duty_type) in &duties {
+        let end = match *duty_type {
+            "airport_standby" => duty.end.clone(),
+            "flight_duty" | "ground_duty" => {
+                let last = flights
+                    .iter()
+                    .filter(|f| f.crew_id == duty.crew_id && f.operating)
+                    .filter(|f| {
+                        f.start.0 >= duty.start.0
+                            && duty.end.as_ref().is_none_or(|e| f.start.0 <= e.0)
+                    })
+                    .max_by_key(|f| f.start.0);
+                match last {
+                    None => continue,
+                    Some(flight) if flight.end.is_some() => flight.end.clone(),
+                    Some(_) => duty.end.clone(),
+                }
+            }
+            _ => continue,
+        };
+        let fdp = Listed {
+            crew_id: duty.crew_id.clone(),
+            operating: true,
+            function: duty.function,
+            id: duty.id.clone(),
+            start: duty.start.clone(),
+            end,
+        };
+        fdp_rows.push(format!(
+            "{}|{}|{}|{}|{}|{}",
+            fdp.crew_id,
+            fdp.function,
+            fdp.id,
+            fdp.start.1,
+            end_text(&fdp),
+            minutes(&fdp)
+        ));
+    }
+    flight_rows.sort();
+    duty_rows.sort();
+    fdp_rows.sort();
+    (flight_rows, duty_rows, fdp_rows)
 }
 
 /// `crew_flight` as `crew_id|role|flight_id|off|on|centi-minutes`, sorted.
@@ -397,9 +523,13 @@ fn a_resent_file_of_unchanged_events_rewrites_no_crew_row() {
         "b.json",
         &[timed(other, "on_blocks", on, 1, "{}")],
     );
+    // (Its rows without block time go, and come back with it.)
     assert_eq!(
         writes(),
-        [vec!["INSERT spoolite_crew_flight C3".to_owned()]]
+        [
+            vec!["DELETE spoolite_crew_flight C3".to_owned()],
+            vec!["INSERT spoolite_crew_flight C3".to_owned()]
+        ]
     );
     assert_eq!(
         crew_flight(&db),
@@ -453,7 +583,7 @@ fn a_correction_of_most_flights_crew_writes_it_with_the_indexes_built_again() {
     };
     ingest(&db, dir.path(), "a.json", &events(1, "A"));
     let indexes = crew_indexes(&db);
-    assert_eq!(indexes.len(), 4, "{indexes:?}");
+    assert_eq!(indexes.len(), 5, "{indexes:?}");
     assert_eq!(crew_flight(&db).len(), 18);
     // A correction of the first `n` of the 18 flights and duties (the flights
     // first): five stay below a third, through the indexes; six are a third.
@@ -486,13 +616,13 @@ fn a_correction_of_most_flights_crew_writes_it_with_the_indexes_built_again() {
         log.contains("their indexes dropped and built again"),
         "{log}"
     );
-    let (flights, duties) = crew_views(&db);
-    assert_eq!((flights.len(), duties.len()), (18, 18));
+    let (flights, duties, fdps) = crew_views(&db);
+    assert_eq!((flights.len(), duties.len(), fdps.len()), (18, 18, 18));
     assert!(
         flights.iter().all(|row| row.starts_with('C')),
         "{flights:?}"
     );
-    assert_eq!((flights, duties), crew_from_live_rows(&db));
+    assert_eq!((flights, duties, fdps), crew_from_live_rows(&db));
     assert_eq!(crew_indexes(&db), indexes);
     let integrity = crate::support::query(&db.db(), "PRAGMA integrity_check");
     assert_eq!(integrity, [vec!["ok".to_owned()]]);
@@ -596,15 +726,15 @@ fn migration_batches() -> Vec<String> {
     batches
 }
 
-/// `flight_times` and both crew views, as read.
+/// `flight_times` and the crew views, as read.
 fn kept_rows(db: &Backend) -> Vec<Vec<String>> {
-    let (flights, duties) = crew_views(db);
+    let (flights, duties, fdps) = crew_views(db);
     let times = db.lines(
         "SELECT flight_id, off_blocks_utc, coalesce(on_blocks_utc, 'NULL'),
                 coalesce(cast(round(block_minutes * 100) AS bigint){t}, 'NULL')
          FROM flight_times",
     );
-    vec![flights, duties, times]
+    vec![flights, duties, times, fdps]
 }
 
 /// Ingests `migration_batches` into `db`, takes the crew schema away (as a
@@ -623,7 +753,10 @@ fn check_migration_builds_the_rows_batches_keep(db: &Backend, downgrade: &dyn Fn
     let kept = kept_rows(db);
     assert!(kept[0].len() >= 25 && kept[1].len() >= 30, "{kept:?}");
     assert!(kept[1].iter().any(|row| row.ends_with("|NULL|NULL")));
-    assert_eq!((kept[0].clone(), kept[1].clone()), crew_from_live_rows(db));
+    assert_eq!(
+        (kept[0].clone(), kept[1].clone(), kept[3].clone()),
+        crew_from_live_rows(db)
+    );
     downgrade(db);
     // A re-drop: nothing to ingest, but the store is opened and migrated.
     let (code, lines) = ingest_json(&db.db(), &all[..1]);
@@ -662,6 +795,15 @@ fn the_migration_from_schema_8_keeps_the_crew_rows_batches_keep() {
     });
 }
 
+/// Schema 10 kept no function, duty type, flight duty period or flight without
+/// block time: migration 11 builds the crew rows again from the live events.
+#[test]
+fn the_migration_from_schema_10_builds_the_crew_model_batches_keep() {
+    check_migration_builds_the_rows_batches_keep(&Backend::sqlite(), &|db| {
+        downgrade_to_schema_10(sqlite_path(db));
+    });
+}
+
 /// An upgrade from schema 6 stopped once steps 7 and 8 had committed leaves a
 /// database at schema 8 with empty crew tables: step 9 builds the rows then.
 #[test]
@@ -693,8 +835,10 @@ fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
         };
         pg.client()
             .batch_execute(&format!(
-                "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW flight_times;
+                "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW crew_fdp;
+                 DROP VIEW flight_times;
                  DROP TABLE spoolite_crew_flight; DROP TABLE spoolite_crew_duty;
+                 DROP TABLE spoolite_crew_fdp;
                  DROP TABLE spoolite_flight;
                  ALTER TABLE spoolite_event RENAME TO duty_event_data;
                  ALTER TABLE spoolite_change_seq RENAME TO change_seq_counter;
@@ -715,4 +859,204 @@ fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
             ))
             .expect("back to schema 2");
     });
+}
+
+/// The crew model, batch by batch: a flight's crew from its latest crew
+/// assignment, cabin crew, duty types, and flight duty periods that follow a
+/// flight of another id inside the duty (added, cut to no block time, retracted)
+/// without an event of the duty itself; then a flight's negative block time.
+fn check_the_crew_model(db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = |hh_mm: &str| format!("2026-12-01T{hh_mm}:00Z");
+    let crew = r#"{"crew":["P1",{"id":"C1","function":"cabin_crew"}]}"#;
+    let (d1, d2, d3) = ("D1-20261201", "D2-20261201", "D3-20261201");
+    let (f1, f2, f3, f4) = ("F1-20261201", "F2-20261201", "F3-20261201", "F4-20261201");
+    ingest(
+        db,
+        dir.path(),
+        "roster.json",
+        &[
+            timed(d1, "duty_start", &at("05:00"), 1, crew),
+            timed(d1, "duty_end", &at("15:00"), 1, "{}"),
+            timed(f1, "off_blocks", &at("06:00"), 1, crew),
+            timed(f1, "on_blocks", &at("08:00"), 1, "{}"),
+            // The movement feed's crew is not the crew system's: the latest
+            // assignment gives F2's crew (P1 and P2, not C1, not X9).
+            timed(f2, "crew_assignment", &at("04:00"), 1, crew),
+            timed(
+                f2,
+                "crew_assignment",
+                &at("04:30"),
+                1,
+                r#"{"crew":["P1","P2"]}"#,
+            ),
+            timed(f2, "off_blocks", &at("09:00"), 1, r#"{"crew":["X9"]}"#),
+            timed(f2, "on_blocks", &at("11:00"), 1, "{}"),
+            timed(
+                f3,
+                "off_blocks",
+                &at("12:00"),
+                1,
+                r#"{"crew":[{"id":"P1","role":"positioning"}]}"#,
+            ),
+            timed(f3, "on_blocks", &at("13:30"), 1, "{}"),
+            timed(
+                d2,
+                "duty_start",
+                &at("16:00"),
+                1,
+                r#"{"crew":["P2"],"duty_type":"airport_standby"}"#,
+            ),
+            timed(d2, "duty_end", &at("20:00"), 1, "{}"),
+            timed(
+                d3,
+                "duty_start",
+                &at("16:00"),
+                1,
+                r#"{"crew":["P3"],"duty_type":"home_standby"}"#,
+            ),
+        ],
+    );
+    let (flights, duties, fdps) = crew_views(db);
+    assert_eq!(
+        flights,
+        [
+            format!(
+                "C1|operating|cabin_crew|{f1}|{}|{}|12000",
+                at("06:00"),
+                at("08:00")
+            ),
+            format!(
+                "P1|operating|flight_crew|{f1}|{}|{}|12000",
+                at("06:00"),
+                at("08:00")
+            ),
+            format!(
+                "P1|operating|flight_crew|{f2}|{}|{}|12000",
+                at("09:00"),
+                at("11:00")
+            ),
+            format!(
+                "P1|positioning|flight_crew|{f3}|{}|{}|9000",
+                at("12:00"),
+                at("13:30")
+            ),
+            format!(
+                "P2|operating|flight_crew|{f2}|{}|{}|12000",
+                at("09:00"),
+                at("11:00")
+            ),
+        ]
+    );
+    assert_eq!(
+        duties,
+        [
+            format!(
+                "C1|operating|cabin_crew|flight_duty|{d1}|{}|{}|60000",
+                at("05:00"),
+                at("15:00")
+            ),
+            format!(
+                "P1|operating|flight_crew|flight_duty|{d1}|{}|{}|60000",
+                at("05:00"),
+                at("15:00")
+            ),
+            format!(
+                "P2|operating|flight_crew|airport_standby|{d2}|{}|{}|24000",
+                at("16:00"),
+                at("20:00")
+            ),
+            format!(
+                "P3|operating|flight_crew|home_standby|{d3}|{}|NULL|NULL",
+                at("16:00")
+            ),
+        ]
+    );
+    // The FDP ends at the last operating sector's on-blocks, not with the duty;
+    // the airport standby is one whole; the home standby has none.
+    assert_eq!(
+        fdps,
+        [
+            format!("C1|cabin_crew|{d1}|{}|{}|18000", at("05:00"), at("08:00")),
+            format!("P1|flight_crew|{d1}|{}|{}|36000", at("05:00"), at("11:00")),
+            format!("P2|flight_crew|{d2}|{}|{}|24000", at("16:00"), at("20:00")),
+        ]
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+    let p1_fdp = |db: &Backend| -> String {
+        crew_fdp(db)
+            .into_iter()
+            .find(|row| row.starts_with("P1|"))
+            .expect("P1's period")
+    };
+    // A later sector of P1 inside the duty, in a batch of its own: the period
+    // follows it.
+    ingest(
+        db,
+        dir.path(),
+        "late.json",
+        &[
+            timed(f4, "off_blocks", &at("13:45"), 1, r#"{"crew":["P1"]}"#),
+            timed(f4, "on_blocks", &at("14:30"), 1, "{}"),
+        ],
+    );
+    assert_eq!(
+        p1_fdp(db),
+        format!("P1|flight_crew|{d1}|{}|{}|57000", at("05:00"), at("14:30"))
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+    // Its on-blocks withdrawn: a last flight without block time ends the period
+    // with the duty.
+    ingest(
+        db,
+        dir.path(),
+        "cut.json",
+        &[retracted(f4, "on_blocks", &at("14:30"), 2)],
+    );
+    assert_eq!(
+        p1_fdp(db),
+        format!("P1|flight_crew|{d1}|{}|{}|60000", at("05:00"), at("15:00"))
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+    // The flight withdrawn: back to F2's on-blocks.
+    ingest(
+        db,
+        dir.path(),
+        "gone.json",
+        &[retracted(f4, "off_blocks", &at("13:45"), 2)],
+    );
+    assert_eq!(
+        p1_fdp(db),
+        format!("P1|flight_crew|{d1}|{}|{}|36000", at("05:00"), at("11:00"))
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+    // An on-blocks on the wrong date: no block time anywhere, no negative figure.
+    let f5 = "F5-20261201";
+    ingest(
+        db,
+        dir.path(),
+        "wrong-date.json",
+        &[
+            timed(f5, "off_blocks", &at("10:00"), 1, r#"{"crew":["P9"]}"#),
+            timed(f5, "on_blocks", "2026-11-30T12:00:00Z", 1, "{}"),
+        ],
+    );
+    assert_eq!(
+        db.lines(&format!(
+            "SELECT coalesce(block_minutes{{t}}, 'NULL') FROM flight_times WHERE flight_id = '{f5}'"
+        )),
+        ["NULL"]
+    );
+    assert!(crew_flight(db).iter().all(|row| !row.contains(f5)));
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+}
+
+#[test]
+fn the_crew_model_gives_assignments_functions_duty_types_and_fdps() {
+    check_the_crew_model(&Backend::sqlite());
+}
+
+#[test]
+fn the_crew_model_gives_assignments_functions_duty_types_and_fdps_on_postgres() {
+    check_the_crew_model(&Backend::postgres());
 }

@@ -404,7 +404,7 @@ rows = 0
 for b, first in enumerate(range(0, flights, per_batch)):
     ingested_at = now_plus_ms(b)
     file = hashlib.sha256()
-    flight_rows, event_rows, crew_flight_rows, crew_duty_rows = [], [], [], []
+    flight_rows, event_rows, crew_flight_rows, crew_duty_rows, fdp_rows = [], [], [], [], []
     for n in range(first, min(first + per_batch, flights)):
         flight_id, evs = events(n)
         times = {kind: at for kind, at, _, _, ret in evs if not ret}
@@ -416,6 +416,9 @@ for b, first in enumerate(range(0, flights, per_batch)):
                                      times["on_blocks"], round((on_blocks - off_blocks) / 60, 2)))
             crew_duty_rows.append((flight_ref, crew_id, flight_id, times["duty_start"],
                                    times["duty_end"], round((on_blocks - off_blocks + 5400) / 60, 2)))
+            # The duty's one sector ends its flight duty period.
+            fdp_rows.append((flight_ref, crew_id, flight_id, times["duty_start"],
+                             times["on_blocks"], round((on_blocks - off_blocks + 3600) / 60, 2)))
         for kind, at, rev, payload, retracted in evs:
             retracted_field = ',"retracted":true' if retracted else ""
             file.update(f'{{"flight_id":"{flight_id}","event_kind":"{kind}","instant_utc":"{at}",'
@@ -436,6 +439,9 @@ for b, first in enumerate(range(0, flights, per_batch)):
     conn.executemany("INSERT INTO spoolite_crew_duty (duty_ref, crew_id, role, duty_id, "
                      "duty_start_utc, duty_end_utc, duty_minutes) "
                      "VALUES (?, ?, 'operating', ?, ?, ?, ?)", crew_duty_rows)
+    conn.executemany("INSERT INTO spoolite_crew_fdp (duty_ref, crew_id, function, duty_id, "
+                     "fdp_start_utc, fdp_end_utc, fdp_minutes) "
+                     "VALUES (?, ?, 'flight_crew', ?, ?, ?, ?)", fdp_rows)
     conn.execute("INSERT INTO ingest_inbox (batch_ref, batch_digest, batch_id, file_name, "
                  "ingested_at, events_total, inserted, updated, unchanged, stale, conflicts, "
                  "invalid) VALUES (?, ?, NULL, ?, ?, ?, ?, 0, 0, 0, 0, 0)",
@@ -764,17 +770,18 @@ fn columns(db: &Path, table: &str) -> Vec<String> {
 
 /// The tables and views analysts read (and the two storage tables behind them).
 /// The tables behind the views, which the metadata hides from Datasette's lists.
-const STORAGE: [&str; 4] = [
+const STORAGE: [&str; 5] = [
     "spoolite_event",
     "spoolite_flight",
     "spoolite_crew_flight",
     "spoolite_crew_duty",
+    "spoolite_crew_fdp",
 ];
 
 fn pages() -> Vec<&'static str> {
     CONTRACT_RELATIONS
         .into_iter()
-        .chain(["crew_flight", "crew_duty"])
+        .chain(["crew_flight", "crew_duty", "crew_fdp"])
         .chain(STORAGE)
         .collect()
 }

@@ -258,16 +258,17 @@ fn spells(events: &[Live]) -> Vec<Spell> {
                 .filter(|e| e.kind == kind)
                 .max_by_key(|e| e.at)
         };
-        if let (Some(off), Some(on)) = (first("off_blocks"), last("on_blocks"))
-            && on.at >= off.at
-        {
+        // A flight with an off-blocks; its block time when it has one (on-blocks
+        // not before off-blocks), else none (it still ends a flight duty period).
+        if let Some(off) = first("off_blocks") {
+            let on = last("on_blocks").map(|on| on.at).filter(|on| *on >= off.at);
             for (crew_id, operating) in crew_of(&off.payload) {
                 if operating {
                     spells.push(Spell {
                         crew_id,
                         flight_time: true,
                         start: off.at,
-                        end: Some(on.at),
+                        end: on,
                     });
                 }
             }
@@ -355,11 +356,11 @@ const FAA: [Window; 5] = [
     ("rest", "since_30h_free", |_| None, 138),
 ];
 
-/// One crew member's flights (operating, with block time) and duties (end None:
-/// open), as the live events give them, not yet cut at T.
+/// One crew member's flights (operating; end None: no block time) and duties
+/// (end None: open), as the live events give them, not yet cut at T.
 #[derive(Default)]
 struct Crew {
-    flights: Vec<(Timestamp, Timestamp)>,
+    flights: Vec<(Timestamp, Option<Timestamp>)>,
     duties: Vec<(Timestamp, Option<Timestamp>)>,
 }
 
@@ -368,9 +369,7 @@ fn crews(spells: &[Spell]) -> BTreeMap<String, Crew> {
     for spell in spells {
         let crew = crews.entry(spell.crew_id.clone()).or_default();
         match spell.flight_time {
-            true => crew
-                .flights
-                .push((spell.start, spell.end.expect("a flight ends"))),
+            true => crew.flights.push((spell.start, spell.end)),
             false => crew.duties.push((spell.start, spell.end)),
         }
     }
@@ -407,7 +406,8 @@ fn nanos_inside(merged: &[(Timestamp, Timestamp)], from: Timestamp, to: Timestam
 }
 
 /// The crew member's FDPs (14 CFR 117.3): each flight duty from its start to the
-/// on-blocks of the last flight whose off-blocks lies within it.
+/// on-blocks of the last flight whose off-blocks lies within it, or to the duty's
+/// end when that flight has no block time.
 fn fdps(crew: &Crew) -> Vec<(Timestamp, Option<Timestamp>)> {
     crew.duties
         .iter()
@@ -416,8 +416,8 @@ fn fdps(crew: &Crew) -> Vec<(Timestamp, Option<Timestamp>)> {
                 .flights
                 .iter()
                 .filter(|(off, _)| off >= start && end.is_none_or(|end| *off <= end))
-                .max_by_key(|(off, on)| (*off, *on))?;
-            Some((*start, Some(last.1)))
+                .max_by_key(|(off, _)| *off)?;
+            Some((*start, last.1.or(*end)))
         })
         .collect()
 }
@@ -514,7 +514,7 @@ fn expected(
         let flights: Vec<(Timestamp, Option<Timestamp>)> = crew
             .flights
             .iter()
-            .map(|(off, on)| (*off, Some(*on)))
+            .filter_map(|(off, on)| Some((*off, Some((*on)?))))
             .collect();
         let flight_time = cut(&flights, at);
         let duty = cut(&crew.duties, at);

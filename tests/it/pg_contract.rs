@@ -151,6 +151,7 @@ pub enum Times {
 /// `batch_ref` is SQLite's own), `change_seq` as stored, sorted: `duty_event_all`,
 /// `duty_event`, `ingest_inbox`, `quarantine`, `batch_summary`, `flight_times`.
 pub fn views(backend: &Backend, times: Times) -> Vec<(&'static str, Vec<String>)> {
+    let crew = crate::crew::crew_views(backend);
     let t = |columns: &str| -> String {
         if times == Times::Included {
             columns.to_owned()
@@ -230,8 +231,9 @@ pub fn views(backend: &Backend, times: Times) -> Vec<(&'static str, Vec<String>)
                  FROM flight_times",
             )),
         ),
-        ("crew_flight", crate::crew::crew_flight(backend)),
-        ("crew_duty", crate::crew::crew_duty(backend)),
+        ("crew_flight", crew.0),
+        ("crew_duty", crew.1),
+        ("crew_fdp", crew.2),
     ]
 }
 

@@ -437,9 +437,66 @@ pub fn downgrade_to_schema_6(db: &Path) {
 }
 
 /// Turns the SQLite database `db`, of the current schema, into the database
+/// schema 10 made of the same batches: crew rows of flights with block time only,
+/// without function or duty type, no flight duty periods, negative minutes in
+/// flight_times.
+pub fn downgrade_to_schema_10(db: &Path) {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.execute_batch(
+        "BEGIN;
+         DROP VIEW crew_flight;
+         DROP VIEW crew_duty;
+         DROP VIEW crew_fdp;
+         DROP TABLE spoolite_crew_fdp;
+         DROP VIEW flight_times;
+         CREATE VIEW flight_times AS
+         SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
+                block_minutes, airborne_minutes
+         FROM spoolite_flight
+         WHERE coalesce(off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc) IS NOT NULL;
+         CREATE TABLE crew_flight_10 (
+             flight_ref INTEGER NOT NULL, crew_id TEXT NOT NULL,
+             role TEXT NOT NULL CHECK (role IN ('operating', 'positioning')),
+             flight_id TEXT NOT NULL, off_blocks_utc TEXT NOT NULL,
+             on_blocks_utc TEXT NOT NULL, block_minutes REAL NOT NULL,
+             PRIMARY KEY (flight_ref, crew_id)) WITHOUT ROWID;
+         INSERT INTO crew_flight_10
+         SELECT flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc,
+                block_minutes
+         FROM spoolite_crew_flight WHERE block_minutes IS NOT NULL;
+         DROP TABLE spoolite_crew_flight;
+         ALTER TABLE crew_flight_10 RENAME TO spoolite_crew_flight;
+         CREATE INDEX spoolite_crew_flight_crew ON spoolite_crew_flight (crew_id, off_blocks_utc);
+         CREATE INDEX spoolite_crew_flight_time ON spoolite_crew_flight (off_blocks_utc);
+         CREATE TABLE crew_duty_10 (
+             duty_ref INTEGER NOT NULL, crew_id TEXT NOT NULL,
+             role TEXT NOT NULL CHECK (role IN ('operating', 'positioning')),
+             duty_id TEXT NOT NULL, duty_start_utc TEXT NOT NULL, duty_end_utc TEXT,
+             duty_minutes REAL, PRIMARY KEY (duty_ref, crew_id)) WITHOUT ROWID;
+         INSERT INTO crew_duty_10
+         SELECT duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes
+         FROM spoolite_crew_duty;
+         DROP TABLE spoolite_crew_duty;
+         ALTER TABLE crew_duty_10 RENAME TO spoolite_crew_duty;
+         CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
+         CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
+         CREATE VIEW crew_flight AS
+         SELECT crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes
+         FROM spoolite_crew_flight;
+         CREATE VIEW crew_duty AS
+         SELECT crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes
+         FROM spoolite_crew_duty;
+         PRAGMA user_version = 10;
+         COMMIT;",
+    )
+    .expect("back to schema 10");
+}
+
+/// Turns the SQLite database `db`, of the current schema, into the database
 /// schema 8 made of the same batches: crew rows without their flight's id, the
 /// views through the flight's number, none of schema 10's indexes.
 pub fn downgrade_to_schema_8(db: &Path) {
+    downgrade_to_schema_10(db);
     let conn = rusqlite::Connection::open(db).expect("open");
     conn.execute_batch(
         "BEGIN;

@@ -8,8 +8,9 @@ use postgres::{Portal, Row, Transaction};
 use super::{PgStore, SCHEMA_VERSION};
 use crate::store::StoreError;
 use crate::store::check::{
-    CrewLine, CrewSides, Crewed, Finding, OFFENDERS_SHOWN, change_seq_finding, compare_crew,
-    events_finding, flight_times_finding, inbox_finding, quarantine_finding,
+    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
+    change_seq_finding, compare_crew, compare_fdp, events_finding, flight_times_finding,
+    inbox_finding, quarantine_finding,
 };
 
 /// The relations spoolite's schema makes, tables and views.
@@ -189,12 +190,14 @@ pub(crate) fn flight_times(store: &mut PgStore) -> Result<Finding, StoreError> {
          expected AS (
              SELECT flight_id, ob || 'Z' AS off_blocks_utc, tk || 'Z' AS takeoff_utc,
                     ld || 'Z' AS landing_utc, onb || 'Z' AS on_blocks_utc,
-                    round(extract(epoch FROM (onb || 'Z')::timestamptz
-                                             - (ob || 'Z')::timestamptz) / 60, 2)
-                        AS block_minutes,
-                    round(extract(epoch FROM (ld || 'Z')::timestamptz
-                                             - (tk || 'Z')::timestamptz) / 60, 2)
-                        AS airborne_minutes
+                    CASE WHEN onb COLLATE \"C\" >= ob COLLATE \"C\" THEN
+                        round(extract(epoch FROM (onb || 'Z')::timestamptz
+                                                 - (ob || 'Z')::timestamptz) / 60, 2)
+                    END AS block_minutes,
+                    CASE WHEN ld COLLATE \"C\" >= tk COLLATE \"C\" THEN
+                        round(extract(epoch FROM (ld || 'Z')::timestamptz
+                                                 - (tk || 'Z')::timestamptz) / 60, 2)
+                    END AS airborne_minutes
              FROM live),
          viewed AS (
              SELECT flight_id, off_blocks_utc, takeoff_utc, landing_utc, on_blocks_utc,
@@ -209,30 +212,36 @@ pub(crate) fn flight_times(store: &mut PgStore) -> Result<Finding, StoreError> {
     Ok(flight_times_finding(flights, &first, total))
 }
 
-/// Each flight with block time by its live rows and the payload of its first live
-/// off-blocks, in flight id order (see the SQLite side); the comparisons of
-/// times and the order in byte order (COLLATE "C"), as the batches' and SQLite's.
+/// Each flight with an off-blocks by its live rows and the payload whose crew it
+/// takes, in flight id order (see the SQLite side); the comparisons of times and
+/// the order in byte order (COLLATE "C"), as the batches' and SQLite's.
 const CREW_FLIGHT_LIVE: &str = "WITH times AS (
         SELECT flight_id,
                min(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'off_blocks') AS ob,
-               max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS onb
+               max(rtrim(instant_utc, 'Z')) FILTER (WHERE event_kind = 'on_blocks') AS onb,
+               max(rtrim(instant_utc, 'Z') COLLATE \"C\")
+                   FILTER (WHERE event_kind = 'crew_assignment') AS ca
         FROM duty_event
-        WHERE event_kind IN ('off_blocks', 'on_blocks')
+        WHERE event_kind IN ('off_blocks', 'on_blocks', 'crew_assignment')
         GROUP BY flight_id)
     SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
-           round(extract(epoch FROM (t.onb || 'Z')::timestamptz
-                                    - (t.ob || 'Z')::timestamptz) / 60, 2)::float8,
-           d.payload
+           CASE WHEN t.onb COLLATE \"C\" >= t.ob COLLATE \"C\" THEN
+               round(extract(epoch FROM (t.onb || 'Z')::timestamptz
+                                        - (t.ob || 'Z')::timestamptz) / 60, 2)::float8
+           END,
+           coalesce(a.payload, d.payload)
     FROM times AS t
     JOIN duty_event AS d
         ON d.flight_id = t.flight_id AND d.event_kind = 'off_blocks'
         AND d.instant_utc = t.ob || 'Z'
-    WHERE t.onb COLLATE \"C\" >= t.ob COLLATE \"C\"
+    LEFT JOIN duty_event AS a
+        ON a.flight_id = t.flight_id AND a.event_kind = 'crew_assignment'
+        AND a.instant_utc = t.ca || 'Z'
     ORDER BY t.flight_id COLLATE \"C\"";
 
-const CREW_FLIGHT_VIEWED: &str = "SELECT flight_id, crew_id, role, off_blocks_utc,
-        on_blocks_utc, block_minutes::float8
-    FROM crew_flight ORDER BY flight_id COLLATE \"C\", crew_id COLLATE \"C\"";
+const CREW_FLIGHT_VIEWED: &str = "SELECT flight_id, crew_id, role, function, NULL::text,
+        off_blocks_utc, on_blocks_utc, block_minutes::float8
+    FROM spoolite_crew_flight ORDER BY flight_id COLLATE \"C\", crew_id COLLATE \"C\"";
 
 /// Each duty with a live duty_start (see the SQLite side).
 const CREW_DUTY_LIVE: &str = "WITH times AS (
@@ -256,9 +265,20 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
         AND d.instant_utc = c.st || 'Z'
     ORDER BY c.flight_id COLLATE \"C\"";
 
-const CREW_DUTY_VIEWED: &str = "SELECT duty_id, crew_id, role, duty_start_utc, duty_end_utc,
-        duty_minutes::float8
+const CREW_DUTY_VIEWED: &str = "SELECT duty_id, crew_id, role, function, duty_type,
+        duty_start_utc, duty_end_utc, duty_minutes::float8
     FROM crew_duty ORDER BY duty_id COLLATE \"C\", crew_id COLLATE \"C\"";
+
+/// The `crew_fdp` check's three sides, each by its crew index in crew id order.
+const FDP_DUTIES: &str = "SELECT crew_id, duty_id, duty_start_utc, duty_end_utc, duty_type,
+        function
+    FROM spoolite_crew_duty ORDER BY crew_id";
+const FDP_FLIGHTS: &str = "SELECT crew_id, flight_id, off_blocks_utc, on_blocks_utc,
+        CASE WHEN block_minutes IS NOT NULL THEN 'block' ELSE 'none' END, role
+    FROM spoolite_crew_flight ORDER BY crew_id";
+const FDP_PERIODS: &str = "SELECT crew_id, duty_id, function, fdp_start_utc, fdp_end_utc,
+        fdp_minutes::float8
+    FROM spoolite_crew_fdp ORDER BY crew_id";
 
 /// How many rows of each side one fetch brings.
 const FETCH_ROWS: i32 = 10_000;
@@ -309,9 +329,11 @@ impl CrewSides for Sides<'_> {
             id: row.try_get(0)?,
             crew_id: row.try_get(1)?,
             role: row.try_get(2)?,
-            from: row.try_get(3)?,
-            to: row.try_get(4)?,
-            minutes: row.try_get(5)?,
+            function: row.try_get(3)?,
+            duty_type: row.try_get(4)?,
+            from: row.try_get(5)?,
+            to: row.try_get(6)?,
+            minutes: row.try_get(7)?,
         }))
     }
 }
@@ -323,7 +345,7 @@ fn crew_view(
     view: &str,
     live_sql: &str,
     viewed_sql: &str,
-    unit: (&str, &str),
+    unit: Unit,
 ) -> Result<Finding, StoreError> {
     let mut tx = store
         .client
@@ -344,24 +366,97 @@ fn crew_view(
     Ok(finding)
 }
 
-/// `crew_flight` against the crew of each flight's first live off-blocks.
+/// The crew rows of flights (`crew_flight` and those without block time) against
+/// the crew of each flight's latest live crew assignment or first live off-blocks.
 pub(crate) fn crew_flight(store: &mut PgStore) -> Result<Finding, StoreError> {
     crew_view(
         store,
         "crew_flight",
         CREW_FLIGHT_LIVE,
         CREW_FLIGHT_VIEWED,
-        ("flight with block time", "flights with block time"),
+        Unit::Flight,
     )
 }
 
-/// `crew_duty` against the crew of each duty's first live duty_start.
+/// `crew_duty` against the crew and type of each duty's first live duty_start.
 pub(crate) fn crew_duty(store: &mut PgStore) -> Result<Finding, StoreError> {
     crew_view(
         store,
         "crew_duty",
         CREW_DUTY_LIVE,
         CREW_DUTY_VIEWED,
-        ("duty", "duties"),
+        Unit::Duty,
     )
+}
+
+/// The `crew_fdp` check's three portals of one transaction.
+struct FdpPortals<'t> {
+    tx: Transaction<'t>,
+    duties: Side,
+    flights: Side,
+    periods: Side,
+}
+
+fn fdp_input(row: Option<Row>) -> Result<Option<FdpInput>, StoreError> {
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(FdpInput {
+        crew_id: row.try_get(0)?,
+        id: row.try_get(1)?,
+        from: row.try_get(2)?,
+        to: row.try_get(3)?,
+        kind: row.try_get(4)?,
+        tag: row.try_get(5)?,
+    }))
+}
+
+impl FdpSides for FdpPortals<'_> {
+    fn duty(&mut self) -> Result<Option<FdpInput>, StoreError> {
+        fdp_input(self.duties.next(&mut self.tx)?)
+    }
+
+    fn flight(&mut self) -> Result<Option<FdpInput>, StoreError> {
+        fdp_input(self.flights.next(&mut self.tx)?)
+    }
+
+    fn period(&mut self) -> Result<Option<FdpLine>, StoreError> {
+        let Some(row) = self.periods.next(&mut self.tx)? else {
+            return Ok(None);
+        };
+        Ok(Some(FdpLine {
+            crew_id: row.try_get(0)?,
+            duty_id: row.try_get(1)?,
+            function: row.try_get(2)?,
+            from: row.try_get(3)?,
+            to: row.try_get(4)?,
+            minutes: row.try_get(5)?,
+        }))
+    }
+}
+
+/// `crew_fdp` against the periods the crew rows of duties and flights give, in one
+/// read-only REPEATABLE READ transaction.
+pub(crate) fn crew_fdp(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let mut tx = store
+        .client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?;
+    let side = |portal| Side {
+        portal,
+        rows: VecDeque::new(),
+        done: false,
+    };
+    let duties = side(tx.bind(FDP_DUTIES, &[])?);
+    let flights = side(tx.bind(FDP_FLIGHTS, &[])?);
+    let periods = side(tx.bind(FDP_PERIODS, &[])?);
+    let mut portals = FdpPortals {
+        tx,
+        duties,
+        flights,
+        periods,
+    };
+    let finding = compare_fdp(&mut portals)?;
+    portals.tx.rollback()?;
+    Ok(finding)
 }

@@ -1,8 +1,12 @@
 //! What a PostgreSQL batch keeps per flight and duty besides its events: the
 //! flights' times (`spoolite_flight`, which `flight_times` reads) and the crew rows
-//! (`spoolite_crew_flight`, `spoolite_crew_duty`, read through `crew_flight` and
-//! `crew_duty`), each computed again from the live rows of the flights the batch
-//! wrote an event of, in the batch's own transaction.
+//! (`spoolite_crew_flight`, `spoolite_crew_duty`, `spoolite_crew_fdp`, read through
+//! `crew_flight`, `crew_duty` and `crew_fdp`), each computed again from the live
+//! rows of the flights the batch wrote an event of, in the batch's own
+//! transaction. A flight duty period depends on every flight of its crew member
+//! inside the duty, so the periods computed again are those of the duties written
+//! and of the duties that hold the off-blocks of a flight row deleted or written
+//! (SQLite's `store::sqlite::crew` says the same rules).
 //!
 //! Many writers commit at once, so a recomputation must never see a state older
 //! than the last commit of a flight it recomputes. `keep` runs after the batch's
@@ -61,7 +65,7 @@ impl Scope {
 /// The kinds a flight's times are made of.
 const TIMED: &str = "'off_blocks', 'takeoff', 'landing', 'on_blocks'";
 /// The kinds a flight's or duty's crew rows are made of.
-const CREWED: &str = "'off_blocks', 'on_blocks', 'duty_start', 'duty_end'";
+const CREWED: &str = "'off_blocks', 'on_blocks', 'duty_start', 'duty_end', 'crew_assignment'";
 
 /// The times of the noted flights computed from their live rows.
 const TIMES: &str = "CREATE TEMP TABLE spoolite_times ON COMMIT DROP AS
@@ -94,27 +98,41 @@ const TIMES: &str = "CREATE TEMP TABLE spoolite_times ON COMMIT DROP AS
     DROP TABLE spoolite_times;
     DROP TABLE spoolite_times_noted";
 
+/// The (crew member, off-blocks) of the noted flights' operating crew rows, whose
+/// duties' periods follow them: taken before the rows are deleted and after they
+/// are written again.
+const TOUCH: &str = "INSERT INTO spoolite_crew_touch (crew_id, at)
+    SELECT crew_id, off_blocks_utc FROM spoolite_crew_flight
+    WHERE flight_id IN (SELECT flight_id FROM spoolite_crew_noted) AND role = 'operating'";
+
 /// The noted flights' crew rows deleted, to be written again.
 const CREW_DELETE: &str = "
     DELETE FROM spoolite_crew_flight WHERE flight_id IN (SELECT flight_id FROM spoolite_crew_noted);
     DELETE FROM spoolite_crew_duty WHERE duty_id IN (SELECT flight_id FROM spoolite_crew_noted)";
 
-/// Each noted flight with block time, its times, minutes (as flight_times has
-/// them) and the payload of its first live off-blocks: the one event at
-/// `off_blocks_utc` (canonical instants are unique per instant, so two events at
-/// one time are one key).
+/// Each noted flight with an off-blocks, its times, the minutes of its block time
+/// (as flight_times has them; NULL without) and the payload whose crew it takes:
+/// its latest live crew_assignment, else its first live off-blocks (the one event
+/// at `off_blocks_utc`: canonical instants are unique per instant, so two events
+/// at one time are one key).
 const FLIGHTS_CURSOR: &str = "DECLARE spoolite_crew_rows NO SCROLL CURSOR FOR
     SELECT f.flight_id, f.off_blocks_utc, f.on_blocks_utc,
-           round(extract(epoch FROM f.on_blocks_utc::timestamptz
-                                    - f.off_blocks_utc::timestamptz) / 60, 2)::text,
-           d.payload
+           CASE WHEN rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z') THEN
+               round(extract(epoch FROM f.on_blocks_utc::timestamptz
+                                        - f.off_blocks_utc::timestamptz) / 60, 2)::text
+           END,
+           coalesce(
+               (SELECT a.payload FROM spoolite_event AS a
+                WHERE a.flight_id = f.flight_id AND NOT a.retracted
+                    AND a.event_kind = 'crew_assignment'
+                ORDER BY rtrim(a.instant_utc, 'Z') DESC LIMIT 1),
+               d.payload)
     FROM spoolite_crew_noted AS t
     JOIN spoolite_flight AS f ON f.flight_id = t.flight_id
     JOIN spoolite_event AS d
         ON d.flight_id = f.flight_id AND NOT d.retracted AND d.event_kind = 'off_blocks'
         AND d.instant_utc = f.off_blocks_utc
-    WHERE f.on_blocks_utc IS NOT NULL
-        AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')";
+    WHERE f.off_blocks_utc IS NOT NULL";
 
 /// Each noted duty with a live duty_start: its first start, its last end unless
 /// that is before the start (open: NULL), its minutes and that start's payload.
@@ -144,9 +162,59 @@ const DUTIES_CURSOR: &str = "DECLARE spoolite_crew_rows NO SCROLL CURSOR FOR
         AND d.instant_utc = c.start_utc";
 
 const COPY_CREW_FLIGHT: &str = "COPY spoolite_crew_flight (flight_id, crew_id, role,
-    off_blocks_utc, on_blocks_utc, block_minutes) FROM STDIN";
+    off_blocks_utc, on_blocks_utc, block_minutes, function) FROM STDIN";
 const COPY_CREW_DUTY: &str = "COPY spoolite_crew_duty (duty_id, crew_id, role, duty_start_utc,
-    duty_end_utc, duty_minutes) FROM STDIN";
+    duty_end_utc, duty_minutes, function, duty_type) FROM STDIN";
+
+/// The duties whose periods are computed again: those noted, and each duty of a
+/// touched crew member that holds the touched off-blocks (from its start to its
+/// end, or on while open; the index range reads the duties begun by the end of
+/// that second, the exact test orders instants by time).
+const FDP_NOTED: &str = "CREATE TEMP TABLE spoolite_fdp_noted ON COMMIT DROP AS
+    SELECT flight_id AS duty_id FROM spoolite_crew_noted
+    UNION
+    SELECT d.duty_id FROM spoolite_crew_touch AS t
+    JOIN spoolite_crew_duty AS d
+        ON d.crew_id = t.crew_id AND d.duty_start_utc <= left(t.at, 19) || 'Z'
+    WHERE rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
+        AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))";
+
+/// The flight duty period of each crew member of the duties `{duties}` (a query
+/// with the column `duty_id`): an airport standby whole; a flight or ground duty
+/// to the on-blocks of the member's last operating flight whose off-blocks lies in
+/// it (by the crew index's range of that member, from the start's second to the
+/// end's; the exact test orders instants by time), or to the duty's end where that
+/// flight has no block time; none without such a flight.
+fn periods_sql(duties: &str) -> String {
+    format!(
+        "INSERT INTO spoolite_crew_fdp
+             (duty_id, crew_id, function, fdp_start_utc, fdp_end_utc, fdp_minutes)
+         SELECT d.duty_id, d.crew_id, d.function, d.duty_start_utc, e.end_utc,
+                round(extract(epoch FROM e.end_utc::timestamptz
+                                         - d.duty_start_utc::timestamptz) / 60, 2)
+         FROM ({duties}) AS n
+         JOIN spoolite_crew_duty AS d ON d.duty_id = n.duty_id
+         LEFT JOIN LATERAL (
+             SELECT f.off_blocks_utc, f.on_blocks_utc, f.block_minutes
+             FROM spoolite_crew_flight AS f
+             WHERE f.crew_id = d.crew_id
+                 AND f.off_blocks_utc >= left(d.duty_start_utc, 19)
+                 AND (d.duty_end_utc IS NULL
+                      OR f.off_blocks_utc <= left(d.duty_end_utc, 19) || 'Z')
+                 AND f.role = 'operating'
+                 AND rtrim(f.off_blocks_utc, 'Z') >= rtrim(d.duty_start_utc, 'Z')
+                 AND (d.duty_end_utc IS NULL
+                      OR rtrim(f.off_blocks_utc, 'Z') <= rtrim(d.duty_end_utc, 'Z'))
+             ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC LIMIT 1
+         ) AS l ON d.duty_type <> 'airport_standby'
+         CROSS JOIN LATERAL (
+             SELECT CASE WHEN d.duty_type = 'airport_standby' OR l.block_minutes IS NULL
+                         THEN d.duty_end_utc ELSE l.on_blocks_utc END AS end_utc
+         ) AS e
+         WHERE d.duty_type = 'airport_standby'
+             OR (d.duty_type IN ('flight_duty', 'ground_duty') AND l.off_blocks_utc IS NOT NULL)"
+    )
+}
 
 /// Computes again the times and crew rows of the flights in `scope`; call under
 /// the counter lock, once the batch's winners are applied (or in the migration's
@@ -170,16 +238,51 @@ pub(crate) fn keep(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreEr
         )?;
     }
     tx.batch_execute(TIMES)?;
+    let all = scope == Scope::All;
+    if !all {
+        tx.batch_execute(
+            "CREATE TEMP TABLE spoolite_crew_touch (crew_id text COLLATE \"C\", at text COLLATE \"C\")
+             ON COMMIT DROP",
+        )?;
+        tx.batch_execute(TOUCH)?;
+    }
     tx.batch_execute(CREW_DELETE)?;
-    write_crew(tx, FLIGHTS_CURSOR, COPY_CREW_FLIGHT)?;
-    write_crew(tx, DUTIES_CURSOR, COPY_CREW_DUTY)?;
+    write_crew(tx, FLIGHTS_CURSOR, COPY_CREW_FLIGHT, Kind::Flight)?;
+    write_crew(tx, DUTIES_CURSOR, COPY_CREW_DUTY, Kind::Duty)?;
+    if all {
+        tx.batch_execute("DELETE FROM spoolite_crew_fdp")?;
+        tx.batch_execute(&periods_sql(
+            "SELECT DISTINCT duty_id FROM spoolite_crew_duty",
+        ))?;
+    } else {
+        tx.batch_execute(TOUCH)?;
+        tx.batch_execute(FDP_NOTED)?;
+        tx.batch_execute(
+            "DELETE FROM spoolite_crew_fdp WHERE duty_id IN (SELECT duty_id FROM spoolite_fdp_noted)",
+        )?;
+        tx.batch_execute(&periods_sql("SELECT duty_id FROM spoolite_fdp_noted"))?;
+        tx.batch_execute("DROP TABLE spoolite_fdp_noted; DROP TABLE spoolite_crew_touch")?;
+    }
     tx.batch_execute("DROP TABLE spoolite_crew_noted")?;
     Ok(())
 }
 
+/// Which crew rows a cursor's rows make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Flight,
+    Duty,
+}
+
 /// Reads `cursor`'s rows (id, start, end, minutes, payload) a page at a time and
-/// COPYs one row per crew member of each with `copy_sql`, page by page.
-fn write_crew(tx: &mut Transaction<'_>, cursor: &str, copy_sql: &str) -> Result<(), StoreError> {
+/// COPYs one row per crew member of each with `copy_sql`, page by page: with the
+/// member's function, and a duty's type.
+fn write_crew(
+    tx: &mut Transaction<'_>,
+    cursor: &str,
+    copy_sql: &str,
+    kind: Kind,
+) -> Result<(), StoreError> {
     tx.batch_execute(cursor)?;
     let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_crew_rows");
     let mut out = Vec::new();
@@ -191,18 +294,27 @@ fn write_crew(tx: &mut Transaction<'_>, cursor: &str, copy_sql: &str) -> Result<
             let end: Option<&str> = found.get(2);
             let minutes: Option<&str> = found.get(3);
             let payload: &str = found.get(4);
-            for member in crew::of_payload(payload) {
-                row(
-                    &mut out,
-                    &[
-                        Some(id),
-                        Some(member.id()),
-                        Some(member.role().as_str()),
-                        Some(start),
-                        end,
-                        minutes,
-                    ],
-                );
+            let (crew, duty_type) = match kind {
+                Kind::Flight => (crew::of_payload(payload), None),
+                Kind::Duty => {
+                    let (crew, duty_type) = crew::of_duty_payload(payload);
+                    (crew, Some(duty_type.as_str()))
+                }
+            };
+            for member in crew {
+                let mut fields = vec![
+                    Some(id),
+                    Some(member.id()),
+                    Some(member.role().as_str()),
+                    Some(start),
+                    end,
+                    minutes,
+                    Some(member.function().as_str()),
+                ];
+                if kind == Kind::Duty {
+                    fields.push(duty_type);
+                }
+                row(&mut out, &fields);
             }
         }
         copy(tx, copy_sql, &mut out)?;

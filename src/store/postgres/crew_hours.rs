@@ -1,28 +1,52 @@
-//! PostgreSQL's side of `ftl`: the rows of `crew_flight` and `crew_duty` that can
-//! overlap a span, in one read-only REPEATABLE READ transaction (one snapshot for
+//! PostgreSQL's side of `ftl`: the rows of `crew_flight`, `crew_duty` and
+//! `crew_fdp` that can overlap a span, in one read-only REPEATABLE READ transaction (one snapshot for
 //! both views). A role with SELECT on the views suffices.
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 
 use super::PgStore;
-use crate::store::crew_hours::{CrewRow, CrewSpan};
+use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
 use crate::store::{PgTarget, StoreError};
 
 /// Operating crew's flights whose block time may overlap the span (`$1` the
 /// span's start, `$2` its end).
-const FLIGHTS_SQL: &str = "SELECT crew_id, role, off_blocks_utc, on_blocks_utc FROM crew_flight \
+const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc FROM crew_flight \
      WHERE role = 'operating' AND rtrim(off_blocks_utc, 'Z') < $2 \
      AND rtrim(on_blocks_utc, 'Z') > $1";
 
 /// Duties that may overlap the span: begun before its end, and not ended before
 /// its start (an open one, whenever it began).
-const DUTIES_SQL: &str = "SELECT crew_id, duty_start_utc, duty_end_utc FROM crew_duty \
-     WHERE rtrim(duty_start_utc, 'Z') < $2 \
+const DUTIES_SQL: &str = "SELECT crew_id, function, duty_type, duty_start_utc, duty_end_utc \
+     FROM crew_duty WHERE rtrim(duty_start_utc, 'Z') < $2 \
      AND (duty_end_utc IS NULL OR rtrim(duty_end_utc, 'Z') > $1)";
+
+/// Flight duty periods that may overlap the span, as `DUTIES_SQL`.
+const FDPS_SQL: &str = "SELECT crew_id, function, fdp_start_utc, fdp_end_utc FROM crew_fdp \
+     WHERE rtrim(fdp_start_utc, 'Z') < $2 \
+     AND (fdp_end_utc IS NULL OR rtrim(fdp_end_utc, 'Z') > $1)";
 
 /// Only the crew named in `$3`, an array of ids.
 const NAMED: &str = " AND crew_id = ANY($3)";
+
+/// One crew member's rows for `ftl explain` (`$3` the crew id), as `ftl`'s reads
+/// bound them: flights with block time (every role), duties, periods.
+/// The flights have no upper bound: a period's last flight may come after T.
+const EXPLAIN_FLIGHTS_SQL: &str = "SELECT flight_id, role, function, '', off_blocks_utc, \
+     on_blocks_utc FROM crew_flight WHERE crew_id = $3 AND rtrim(on_blocks_utc, 'Z') > $1 \
+     AND $2::text IS NOT NULL";
+const EXPLAIN_DUTIES_SQL: &str = "SELECT duty_id, role, function, duty_type, duty_start_utc, \
+     duty_end_utc FROM crew_duty WHERE crew_id = $3 AND rtrim(duty_start_utc, 'Z') < $2 \
+     AND (duty_end_utc IS NULL OR rtrim(duty_end_utc, 'Z') > $1)";
+const EXPLAIN_FDPS_SQL: &str = "SELECT duty_id, '', function, '', fdp_start_utc, fdp_end_utc \
+     FROM crew_fdp WHERE crew_id = $3 AND rtrim(fdp_start_utc, 'Z') < $2 \
+     AND (fdp_end_utc IS NULL OR rtrim(fdp_end_utc, 'Z') > $1)";
+
+/// A live event by its flight, kind and instant, with its batch's file name.
+const EVENT_SQL: &str = "SELECT d.idempotency_key, d.event_kind, d.instant_utc, \
+     d.source_revision, d.batch_digest, i.file_name \
+     FROM duty_event AS d JOIN ingest_inbox AS i ON i.batch_digest = d.batch_digest \
+     WHERE d.flight_id = $1 AND d.event_kind = $2 AND d.instant_utc = $3";
 
 /// A connection to a spoolite PostgreSQL database, for `ftl`.
 pub struct PgCrewHours {
@@ -42,7 +66,8 @@ impl PgCrewHours {
 
     pub fn has_views(&mut self) -> Result<bool, StoreError> {
         let row = self.store.client.query_one(
-            "SELECT to_regclass('crew_flight') IS NOT NULL AND to_regclass('crew_duty') IS NOT NULL",
+            "SELECT to_regclass('crew_flight') IS NOT NULL AND to_regclass('crew_duty') IS NOT NULL
+                 AND to_regclass('crew_fdp') IS NOT NULL",
             &[],
         )?;
         Ok(row.get(0))
@@ -76,8 +101,9 @@ impl PgCrewHours {
             flights(CrewRow::Flight {
                 crew_id: row.try_get(0)?,
                 role: row.try_get(1)?,
-                off_blocks_utc: row.try_get(2)?,
-                on_blocks_utc: row.try_get(3)?,
+                function: row.try_get(2)?,
+                off_blocks_utc: row.try_get(3)?,
+                on_blocks_utc: row.try_get(4)?,
             });
         }
         drop(rows);
@@ -85,12 +111,85 @@ impl PgCrewHours {
         while let Some(row) = rows.next()? {
             duties(CrewRow::Duty {
                 crew_id: row.try_get(0)?,
-                duty_start_utc: row.try_get(1)?,
-                duty_end_utc: row.try_get(2)?,
+                function: row.try_get(1)?,
+                duty_type: row.try_get(2)?,
+                duty_start_utc: row.try_get(3)?,
+                duty_end_utc: row.try_get(4)?,
+            });
+        }
+        drop(rows);
+        let mut rows = tx.query_raw(&sql(FDPS_SQL), params.iter().copied())?;
+        while let Some(row) = rows.next()? {
+            duties(CrewRow::Fdp {
+                crew_id: row.try_get(0)?,
+                function: row.try_get(1)?,
+                fdp_start_utc: row.try_get(2)?,
+                fdp_end_utc: row.try_get(3)?,
             });
         }
         drop(rows);
         tx.commit()?;
         Ok(())
+    }
+
+    /// One crew member's rows for `ftl explain`, in one read-only REPEATABLE READ
+    /// transaction.
+    pub fn explain_rows(
+        &mut self,
+        span: &CrewSpan,
+        crew_id: &str,
+    ) -> Result<ExplainRows, StoreError> {
+        let mut tx = self
+            .store
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let mut read = |sql: &str| -> Result<Vec<ExplainRow>, StoreError> {
+            let rows = tx.query(sql, &[&span.after, &span.before, &crew_id])?;
+            rows.iter()
+                .map(|row| {
+                    Ok(ExplainRow {
+                        id: row.try_get(0)?,
+                        role: row.try_get(1)?,
+                        function: row.try_get(2)?,
+                        duty_type: row.try_get(3)?,
+                        start: row.try_get(4)?,
+                        end: row.try_get(5)?,
+                    })
+                })
+                .collect()
+        };
+        let rows = ExplainRows {
+            flights: read(EXPLAIN_FLIGHTS_SQL)?,
+            duties: read(EXPLAIN_DUTIES_SQL)?,
+            fdps: read(EXPLAIN_FDPS_SQL)?,
+        };
+        tx.commit()?;
+        Ok(rows)
+    }
+
+    pub fn event(
+        &mut self,
+        flight_id: &str,
+        event_kind: &str,
+        instant_utc: &str,
+    ) -> Result<Option<EventRef>, StoreError> {
+        let rows = self
+            .store
+            .client
+            .query(EVENT_SQL, &[&flight_id, &event_kind, &instant_utc])?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(EventRef {
+            idempotency_key: row.try_get(0)?,
+            event_kind: row.try_get(1)?,
+            instant_utc: row.try_get(2)?,
+            source_revision: row.try_get(3)?,
+            batch_digest: row.try_get(4)?,
+            file_name: row.try_get(5)?,
+        }))
     }
 }

@@ -29,15 +29,16 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/postgres/0002_flight_id_case.sql"),
     include_str!("../../../schema/postgres/0003_crew.sql"),
     include_str!("../../../schema/postgres/0004_analyst_speed.sql"),
+    include_str!("../../../schema/postgres/0005_crew_model.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored
 /// are built by the code each batch runs (`crew::keep`), in the migrations'
-/// transaction. Schema 3 creates the crew tables, but that code reads the events
-/// under the names schema 4 gives them (`spoolite_event`), so the rows are built
-/// at 4 (no database stands at 3: the two came in one release). A later migration
-/// that changes what that code reads moves this to itself.
-const CREW_VERSION: i64 = 4;
+/// transaction. Schema 5 creates the crew tables as that code writes them (the
+/// crew model of schema 11 on SQLite) and leaves them empty, so the rows are
+/// built at 5; schema 4 gave the events the names that code reads. A later
+/// migration that changes what that code reads or writes moves this to itself.
+const CREW_VERSION: i64 = 5;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

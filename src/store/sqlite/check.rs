@@ -8,8 +8,9 @@ use rusqlite::Connection;
 use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::check::{
-    CrewLine, CrewSides, Crewed, Finding, OFFENDERS_SHOWN, change_seq_finding, compare_crew,
-    events_finding, flight_times_finding, inbox_finding, listed, quarantine_finding,
+    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
+    change_seq_finding, compare_crew, compare_fdp, events_finding, flight_times_finding,
+    inbox_finding, listed, quarantine_finding,
 };
 
 /// The rows of a statement whose rows are `(offender, total)`, the total the same
@@ -146,8 +147,8 @@ pub(crate) fn change_seq_distinct(store: &SqliteStore) -> Result<Finding, StoreE
 /// The unary `+` keeps the planner off the live rows' kind index, through which
 /// each row would be looked up (at 10M rows that plan had not ended after 150 s).
 const FLIGHT_TIMES_LIVE: &str = "SELECT flight_id, ob || 'Z', tk || 'Z', ld || 'Z', onb || 'Z',
-        round((julianday(onb) - julianday(ob)) * 1440, 2),
-        round((julianday(ld) - julianday(tk)) * 1440, 2)
+        CASE WHEN onb >= ob THEN round((julianday(onb) - julianday(ob)) * 1440, 2) END,
+        CASE WHEN ld >= tk THEN round((julianday(ld) - julianday(tk)) * 1440, 2) END
     FROM (SELECT flight_id,
                  min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
                  min(CASE WHEN event_kind = 'takeoff' THEN rtrim(instant_utc, 'Z') END) AS tk,
@@ -220,33 +221,40 @@ pub(crate) fn flight_times(store: &SqliteStore) -> Result<Finding, StoreError> {
     Ok(flight_times_finding(flights, &first, total))
 }
 
-/// Each flight with block time by its live rows (its first off-blocks and last
-/// on-blocks, read in one pass over the flight index as `flight_times` is; on-blocks
-/// not before off-blocks) and the payload of that first off-blocks, in flight id
+/// Each flight with an off-blocks by its live rows (its first off-blocks and last
+/// on-blocks, read in one pass over the flight index as `flight_times` is; minutes
+/// where on-blocks is not before off-blocks) and the payload whose crew it takes:
+/// its latest live crew_assignment, else that first off-blocks; in flight id
 /// order. The loops run in the order written (CROSS JOIN): each flight's times,
 /// then its off-blocks row found by key columns, not every live off-blocks by the
 /// kind index with a look-up of each.
 const CREW_FLIGHT_LIVE: &str = "WITH times AS (
         SELECT flight_id,
                min(CASE WHEN event_kind = 'off_blocks' THEN rtrim(instant_utc, 'Z') END) AS ob,
-               max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb
+               max(CASE WHEN event_kind = 'on_blocks' THEN rtrim(instant_utc, 'Z') END) AS onb,
+               max(CASE WHEN event_kind = 'crew_assignment' THEN rtrim(instant_utc, 'Z') END)
+                   AS ca
         FROM spoolite_event
-        WHERE +retracted = 0 AND +event_kind IN ('off_blocks', 'on_blocks')
+        WHERE +retracted = 0 AND +event_kind IN ('off_blocks', 'on_blocks', 'crew_assignment')
         GROUP BY flight_id)
     SELECT t.flight_id, t.ob || 'Z', t.onb || 'Z',
-           round((julianday(t.onb) - julianday(t.ob)) * 1440, 2), d.payload
+           CASE WHEN t.onb >= t.ob THEN round((julianday(t.onb) - julianday(t.ob)) * 1440, 2) END,
+           coalesce(a.payload, d.payload)
     FROM times AS t
     CROSS JOIN spoolite_event AS d
         ON d.flight_id = t.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
         AND d.instant_utc = t.ob || 'Z'
-    WHERE t.onb >= t.ob
+    LEFT JOIN spoolite_event AS a
+        ON a.flight_id = t.flight_id AND a.retracted = 0 AND a.event_kind = 'crew_assignment'
+        AND a.instant_utc = t.ca || 'Z'
     ORDER BY t.flight_id";
 
-/// `crew_flight`'s rows in (flight id, crew id) order without a sort: each flight
-/// by its id's index (which holds its number), then its crew rows by their key,
-/// those that hold that flight's id. A crew row whose flight is gone or whose id
-/// is another is not among them: `Sides` reads those after.
-const CREW_FLIGHT_VIEWED: &str = "SELECT c.flight_id, c.crew_id, c.role,
+/// The crew rows of flights (with or without block time) in (flight id, crew id)
+/// order without a sort: each flight by its id's index (which holds its number),
+/// then its crew rows by their key, those that hold that flight's id. A crew row
+/// whose flight is gone or whose id is another is not among them: `Sides` reads
+/// those after.
+const CREW_FLIGHT_VIEWED: &str = "SELECT c.flight_id, c.crew_id, c.role, c.function, NULL,
         c.off_blocks_utc, c.on_blocks_utc, c.block_minutes
     FROM spoolite_flight AS f
     CROSS JOIN spoolite_crew_flight AS c ON c.flight_ref = f.ref AND c.flight_id = f.flight_id
@@ -254,7 +262,8 @@ const CREW_FLIGHT_VIEWED: &str = "SELECT c.flight_id, c.crew_id, c.role,
 
 const CREW_FLIGHT_ORPHANS: Orphans = Orphans {
     count: "SELECT count(*) FROM spoolite_crew_flight",
-    rows: "SELECT flight_id, crew_id, role, off_blocks_utc, on_blocks_utc, block_minutes
+    rows: "SELECT flight_id, crew_id, role, function, NULL, off_blocks_utc, on_blocks_utc,
+            block_minutes
         FROM spoolite_crew_flight AS c
         WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f
                           WHERE f.ref = c.flight_ref AND f.flight_id = c.flight_id)
@@ -282,7 +291,7 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
     ORDER BY c.flight_id";
 
 /// `crew_duty`'s rows in (duty id, crew id) order, as `CREW_FLIGHT_VIEWED`.
-const CREW_DUTY_VIEWED: &str = "SELECT c.duty_id, c.crew_id, c.role,
+const CREW_DUTY_VIEWED: &str = "SELECT c.duty_id, c.crew_id, c.role, c.function, c.duty_type,
         c.duty_start_utc, c.duty_end_utc, c.duty_minutes
     FROM spoolite_flight AS f
     CROSS JOIN spoolite_crew_duty AS c ON c.duty_ref = f.ref AND c.duty_id = f.flight_id
@@ -290,12 +299,24 @@ const CREW_DUTY_VIEWED: &str = "SELECT c.duty_id, c.crew_id, c.role,
 
 const CREW_DUTY_ORPHANS: Orphans = Orphans {
     count: "SELECT count(*) FROM spoolite_crew_duty",
-    rows: "SELECT duty_id, crew_id, role, duty_start_utc, duty_end_utc, duty_minutes
+    rows: "SELECT duty_id, crew_id, role, function, duty_type, duty_start_utc, duty_end_utc,
+            duty_minutes
         FROM spoolite_crew_duty AS c
         WHERE NOT EXISTS (SELECT 1 FROM spoolite_flight AS f
                           WHERE f.ref = c.duty_ref AND f.flight_id = c.duty_id)
         ORDER BY duty_id, crew_id",
 };
+
+/// The `crew_fdp` check's three sides, each by its crew index in crew id order.
+const FDP_DUTIES: &str = "SELECT crew_id, duty_id, duty_start_utc, duty_end_utc, duty_type,
+        function
+    FROM spoolite_crew_duty ORDER BY crew_id";
+const FDP_FLIGHTS: &str = "SELECT crew_id, flight_id, off_blocks_utc, on_blocks_utc,
+        CASE WHEN block_minutes IS NOT NULL THEN 'block' ELSE 'none' END, role
+    FROM spoolite_crew_flight ORDER BY crew_id";
+const FDP_PERIODS: &str = "SELECT crew_id, duty_id, function, fdp_start_utc, fdp_end_utc,
+        fdp_minutes
+    FROM spoolite_crew_fdp ORDER BY crew_id";
 
 /// A crew table's rows that name no flight by both its number and its id,
 /// read only when the table holds more rows than the view's join gave.
@@ -325,9 +346,11 @@ fn crew_line(row: &rusqlite::Row<'_>) -> Result<CrewLine, StoreError> {
         id: row.get(0)?,
         crew_id: row.get(1)?,
         role: row.get(2)?,
-        from: row.get(3)?,
-        to: row.get(4)?,
-        minutes: row.get(5)?,
+        function: row.get(3)?,
+        duty_type: row.get(4)?,
+        from: row.get(5)?,
+        to: row.get(6)?,
+        minutes: row.get(7)?,
     })
 }
 
@@ -373,7 +396,7 @@ fn crew_view(
     view: &str,
     live_sql: &str,
     (viewed_sql, orphans): (&str, Orphans),
-    unit: (&str, &str),
+    unit: Unit,
 ) -> Result<Finding, StoreError> {
     let tx = store.conn.unchecked_transaction()?;
     let mut live = tx.prepare(live_sql)?;
@@ -391,26 +414,85 @@ fn crew_view(
     compare_crew(&mut sides, view, unit)
 }
 
-/// `crew_flight` against the crew of each flight's first live off-blocks.
+/// The crew rows of flights (`crew_flight` and those without block time) against
+/// the crew of each flight's latest live crew assignment or first live off-blocks.
 pub(crate) fn crew_flight(store: &SqliteStore) -> Result<Finding, StoreError> {
     crew_view(
         store,
         "crew_flight",
         CREW_FLIGHT_LIVE,
         (CREW_FLIGHT_VIEWED, CREW_FLIGHT_ORPHANS),
-        ("flight with block time", "flights with block time"),
+        Unit::Flight,
     )
 }
 
-/// `crew_duty` against the crew of each duty's first live duty_start.
+/// `crew_duty` against the crew and type of each duty's first live duty_start.
 pub(crate) fn crew_duty(store: &SqliteStore) -> Result<Finding, StoreError> {
     crew_view(
         store,
         "crew_duty",
         CREW_DUTY_LIVE,
         (CREW_DUTY_VIEWED, CREW_DUTY_ORPHANS),
-        ("duty", "duties"),
+        Unit::Duty,
     )
+}
+
+/// The `crew_fdp` check's three statements, stepped side by side.
+struct FdpRows<'s> {
+    duties: rusqlite::Rows<'s>,
+    flights: rusqlite::Rows<'s>,
+    periods: rusqlite::Rows<'s>,
+}
+
+fn fdp_input(row: Option<&rusqlite::Row<'_>>) -> Result<Option<FdpInput>, StoreError> {
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(FdpInput {
+        crew_id: row.get(0)?,
+        id: row.get(1)?,
+        from: row.get(2)?,
+        to: row.get(3)?,
+        kind: row.get(4)?,
+        tag: row.get(5)?,
+    }))
+}
+
+impl FdpSides for FdpRows<'_> {
+    fn duty(&mut self) -> Result<Option<FdpInput>, StoreError> {
+        fdp_input(self.duties.next()?)
+    }
+
+    fn flight(&mut self) -> Result<Option<FdpInput>, StoreError> {
+        fdp_input(self.flights.next()?)
+    }
+
+    fn period(&mut self) -> Result<Option<FdpLine>, StoreError> {
+        let Some(row) = self.periods.next()? else {
+            return Ok(None);
+        };
+        Ok(Some(FdpLine {
+            crew_id: row.get(0)?,
+            duty_id: row.get(1)?,
+            function: row.get(2)?,
+            from: row.get(3)?,
+            to: row.get(4)?,
+            minutes: row.get(5)?,
+        }))
+    }
+}
+
+/// `crew_fdp` against the periods the crew rows of duties and flights give, all
+/// read in one read transaction.
+pub(crate) fn crew_fdp(store: &SqliteStore) -> Result<Finding, StoreError> {
+    let tx = store.conn.unchecked_transaction()?;
+    let mut duties = tx.prepare(FDP_DUTIES)?;
+    let mut flights = tx.prepare(FDP_FLIGHTS)?;
+    let mut periods = tx.prepare(FDP_PERIODS)?;
+    let mut rows = FdpRows {
+        duties: duties.query([])?,
+        flights: flights.query([])?,
+        periods: periods.query([])?,
+    };
+    compare_fdp(&mut rows)
 }
 
 #[cfg(test)]

@@ -22,20 +22,20 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0008_analyst_speed.sql"),
     include_str!("../../../schema/0009_crew_flight_id.sql"),
     include_str!("../../../schema/0010_block_hours.sql"),
+    include_str!("../../../schema/0011_crew_model.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored
 /// are built by the code each batch runs (`store::sqlite::crew`), in that
-/// migration's transaction, when the crew tables are then empty. Schema 7 creates
-/// the crew tables, but that code reads the events as schema 8 lays them out
-/// (`spoolite_event`) and writes the crew rows as schema 9 does (with their
-/// flight's id), so the rows are built at 9. A database that had them (schema 8)
-/// keeps them: migration 9 copies them. The decision is the database's state, not
-/// the version a process first saw: an upgrade from schema 6 stopped after step 7
-/// or 8 (each its own transaction) has empty crew tables, which step 9 fills
-/// whenever it runs. A later migration that changes what that code reads or
-/// writes moves this to itself.
-const CREW_VERSION: i64 = 9;
+/// migration's transaction, when the crew tables are then empty. Schema 11 creates
+/// the crew tables as that code writes them (with functions, duty types, flights
+/// without block time and flight duty periods) and empties them, so the rows are
+/// built at 11; earlier steps that create or copy crew rows (7, 9) leave what 11
+/// replaces. The decision is the database's state, not the version a process first
+/// saw: an upgrade stopped after an earlier step (each its own transaction) has
+/// empty crew tables at 11 whenever that runs. A later migration that changes
+/// what that code reads or writes moves this to itself.
+const CREW_VERSION: i64 = 11;
 
 /// The schema version this spoolite writes: every migration applied.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

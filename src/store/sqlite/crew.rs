@@ -1,15 +1,16 @@
 //! The crew rows of a batch's flights and duties (`spoolite_crew_flight`,
-//! `spoolite_crew_duty`, read through the views `crew_flight` and `crew_duty`),
-//! computed again from their live rows in the batch's own transaction, after the
-//! flights' times are (`flights`), so that they depend only on the live events.
+//! `spoolite_crew_duty`, `spoolite_crew_fdp`, read through the views
+//! `crew_flight`, `crew_duty` and `crew_fdp`), computed again from their live rows
+//! in the batch's own transaction, after the flights' times are (`flights`), so
+//! that they depend only on the live events.
 //!
 //! A new flight whose run of events holds each kind its crew rows are made of at
 //! most once, none retracted (the common case, and every flight of a first
-//! ingest), has its rows written as the run ends, from the events as read: each
-//! of them is inserted as read, so they are its live events. Into empty crew
-//! tables the rows go with their secondary indexes dropped, built again at the
-//! end. Reading the rows back would cost a random read of a payload per flight
-//! (BENCHMARKS.md, "Crew rows as they are read").
+//! ingest), has its flight and duty rows written as the run ends, from the events
+//! as read: each of them is inserted as read, so they are its live events. Into
+//! empty crew tables the rows go with their secondary indexes dropped, built again
+//! at the end. Reading the rows back would cost a random read of a payload per
+//! flight (BENCHMARKS.md, "Crew rows as they are read").
 //!
 //! Any other flight or duty is noted (in a temporary table, so memory stays
 //! bounded): one the batch made, when its runs hold an event of a kind its crew
@@ -18,13 +19,21 @@
 //! when the batch inserts a row of such a kind or changes one's payload or
 //! liveness (`Flights::written`: a batch of `unchanged` events, or of new
 //! revisions of the same payloads, rewrites no crew row). Its rows are then deleted and
-//! written again once every row is written: the crew of its first live
-//! `off_blocks` (or `duty_start`) event by `crate::crew`'s rules, with its times.
-//! The upgrade to schema 9 of a database whose crew tables are empty (whose
-//! storage this code reads and writes: `CREW_VERSION` in `connect`) runs the read-back
-//! computation over every flight (`Scope::All`), so a database upgraded holds
-//! the rows its batches would have written. Each row holds its flight's id as
-//! well as its number, so that the views read one table.
+//! written again once every row is written: the crew of its latest live
+//! `crew_assignment` or else its first live `off_blocks` (a duty: of its first
+//! `duty_start`) by `crate::crew`'s rules, with its times.
+//!
+//! A flight duty period depends on the duty and on every flight of the crew
+//! member inside it, whatever its id, so the periods are computed last, by SQL
+//! over the crew rows just written: of every duty when the crew tables were empty
+//! or most of them was rewritten, else of the duties whose rows the batch wrote
+//! and of the duties that hold the off-blocks of a flight row the batch deleted
+//! or wrote, for that flight's crew members (`temp.crew_touch`).
+//!
+//! The upgrade to schema 11 (`CREW_VERSION` in `connect`) empties the crew tables
+//! and runs the read-back computation over every flight (`Scope::All`), so a
+//! database upgraded holds the rows its batches would have written. Each row
+//! holds its flight's id as well as its number, so that the views read one table.
 //!
 //! The first live `off_blocks` of a flight is the one event of the flight whose
 //! instant is `flight.off_blocks_utc`: canonical instants are unique per instant
@@ -38,7 +47,13 @@ use crate::crew;
 use crate::store::StoreError;
 
 /// The event kinds a flight's or duty's crew rows are made of.
-const KINDS: [&str; 4] = ["off_blocks", "on_blocks", "duty_start", "duty_end"];
+const KINDS: [&str; 5] = [
+    "off_blocks",
+    "on_blocks",
+    "duty_start",
+    "duty_end",
+    "crew_assignment",
+];
 
 /// Whether an event of `event_kind` can change its flight's crew rows.
 pub(super) fn is_crewed(event_kind: &str) -> bool {
@@ -66,6 +81,16 @@ impl Scope {
 const CREATE_NOTED: &str =
     "CREATE TEMP TABLE IF NOT EXISTS crew_recompute (ref INTEGER PRIMARY KEY)";
 
+/// What the flight duty periods of a batch depend on: the duties whose periods
+/// are computed again, and the (crew member, off-blocks) of each operating flight
+/// row deleted or written, whose duties around that instant follow.
+const CREATE_FDP_NOTED: &str =
+    "CREATE TEMP TABLE IF NOT EXISTS crew_fdp_noted (ref INTEGER PRIMARY KEY);
+    CREATE TEMP TABLE IF NOT EXISTS crew_touch (
+        crew_id TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (crew_id, at)) WITHOUT ROWID;
+    DELETE FROM temp.crew_fdp_noted;
+    DELETE FROM temp.crew_touch;";
+
 /// A batch's flights noted for their crew rows, and the crew tables' indexes
 /// dropped while its new flights' rows are written.
 #[derive(Default)]
@@ -78,9 +103,20 @@ pub(super) struct Noted {
     dropped: Option<[rebuild::Dropped; 2]>,
     /// Whether the crew tables were looked at for being empty.
     looked: bool,
+    /// Whether `temp.crew_fdp_noted` and `temp.crew_touch` exist and are in use.
+    fdp_noted: bool,
 }
 
 impl Noted {
+    /// Makes the tables of what the flight duty periods depend on ready.
+    fn fdp_tables(&mut self, tx: &Connection) -> Result<(), StoreError> {
+        if !self.fdp_noted {
+            tx.execute_batch(CREATE_FDP_NOTED)?;
+            self.fdp_noted = true;
+        }
+        Ok(())
+    }
+
     /// Notes that the batch holds an event that may change `flight_ref`'s crew rows.
     pub(super) fn note(&mut self, tx: &Connection, flight_ref: i64) -> Result<(), StoreError> {
         if !self.any {
@@ -121,15 +157,34 @@ impl Noted {
             on_blocks,
             duty_start,
             duty_end,
+            assignment,
         } = *plain;
-        if let (Some((start, crew)), Some(end)) = (&off_blocks, &on_blocks)
-            && !before(end, start)
-        {
-            write_members(tx, FLIGHT_ROW, flight, (start, Some(end)), crew)?;
+        // A first ingest computes every period at the end; any other batch notes
+        // what the periods of the duties around these rows depend on.
+        let noting = self.dropped.is_none();
+        if let Some((start, off_blocks_crew)) = &off_blocks {
+            let crew = match &assignment {
+                Some(assigned) => assigned,
+                None => off_blocks_crew,
+            };
+            let times = FlightTimes::new(start, on_blocks.as_deref());
+            write_flight_members(tx, flight, &times, crew)?;
+            if noting && crew.iter().any(|m| m.role() == crew::Role::Operating) {
+                self.fdp_tables(tx)?;
+                let mut touch = tx.prepare_cached(TOUCH_ROW)?;
+                for member in crew.iter().filter(|m| m.role() == crew::Role::Operating) {
+                    touch.execute([member.id(), start.as_str()])?;
+                }
+            }
         }
-        if let Some((start, crew)) = &duty_start {
+        if let Some((start, crew, duty_type)) = &duty_start {
             let end = duty_end.as_deref().filter(|end| !before(end, start));
-            write_members(tx, DUTY_ROW, flight, (start, end), crew)?;
+            write_duty_members(tx, flight, (start, end), crew, *duty_type)?;
+            if noting && !crew.is_empty() {
+                self.fdp_tables(tx)?;
+                tx.prepare_cached("INSERT OR IGNORE INTO temp.crew_fdp_noted (ref) VALUES (?1)")?
+                    .execute([flight.0])?;
+            }
         }
         Ok(())
     }
@@ -139,10 +194,13 @@ impl Noted {
     /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
     /// the crew tables' indexes are dropped and built again by sorting too, as
     /// they are when the batch noted many flights (`many_noted`).
-    pub(super) fn finish(self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
+    pub(super) fn finish(mut self, tx: &Connection, sorted: bool) -> Result<(), StoreError> {
+        let mut all_periods = self.dropped.is_some();
         if self.any {
             let started = std::time::Instant::now();
             let drop = self.dropped.is_none() && (sorted || many_noted(tx)?);
+            all_periods |= drop;
+            self.fdp_tables(tx)?;
             recompute(tx, Scope::Noted, drop)?;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
@@ -152,10 +210,20 @@ impl Noted {
                     false => "",
                 }
             );
+        }
+        for indexes in self.dropped.take().into_iter().flatten() {
+            indexes.rebuild(tx)?;
+        }
+        if all_periods {
+            periods(tx, Scope::All)?;
+        } else if self.fdp_noted {
+            periods(tx, Scope::Noted)?;
+        }
+        if self.any {
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
         }
-        for indexes in self.dropped.into_iter().flatten() {
-            indexes.rebuild(tx)?;
+        if self.fdp_noted {
+            tx.execute_batch("DELETE FROM temp.crew_fdp_noted; DELETE FROM temp.crew_touch;")?;
         }
         Ok(())
     }
@@ -211,8 +279,10 @@ enum Read {
 struct Plain {
     off_blocks: Option<(String, Vec<crew::Member>)>,
     on_blocks: Option<String>,
-    duty_start: Option<(String, Vec<crew::Member>)>,
+    duty_start: Option<(String, Vec<crew::Member>, crew::DutyType)>,
     duty_end: Option<String>,
+    /// The crew of the flight's one `crew_assignment`, which gives its crew.
+    assignment: Option<Vec<crew::Member>>,
 }
 
 impl RunCrew {
@@ -250,7 +320,13 @@ impl Plain {
         let with_crew = || (instant_utc.to_owned(), crew::of_payload(payload));
         match event_kind {
             "off_blocks" if self.off_blocks.is_none() => self.off_blocks = Some(with_crew()),
-            "duty_start" if self.duty_start.is_none() => self.duty_start = Some(with_crew()),
+            "duty_start" if self.duty_start.is_none() => {
+                let (crew, duty_type) = crew::of_duty_payload(payload);
+                self.duty_start = Some((instant_utc.to_owned(), crew, duty_type))
+            }
+            "crew_assignment" if self.assignment.is_none() => {
+                self.assignment = Some(crew::of_payload(payload))
+            }
             "on_blocks" if self.on_blocks.is_none() => {
                 self.on_blocks = Some(instant_utc.to_owned())
             }
@@ -261,16 +337,22 @@ impl Plain {
     }
 }
 
-/// A crew row of a flight: its number, the member's id and role, its id, the two
-/// times, the minutes between them (`MINUTES`).
+/// A crew row of a flight: its number, the member's id, role and function, its
+/// id, the two times (no on-blocks: NULL), the minutes of its block time (none:
+/// NULL).
 const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
-        (flight_ref, crew_id, role, flight_id, off_blocks_utc, on_blocks_utc, block_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+        (flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
+         block_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
-/// A crew row of a duty, as `FLIGHT_ROW` (no end: open, no minutes).
+/// A crew row of a duty, as `FLIGHT_ROW` (no end: open, no minutes), with its type.
 const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
-        (duty_ref, crew_id, role, duty_id, duty_start_utc, duty_end_utc, duty_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+        (duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
+         duty_minutes, duty_type)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// A crew member's operating flight at an off-blocks, whose duties' periods follow.
+const TOUCH_ROW: &str = "INSERT OR IGNORE INTO temp.crew_touch (crew_id, at) VALUES (?1, ?2)";
 
 /// The minutes from `?1` to `?2`, computed as `spoolite_flight.block_minutes` is;
 /// once per flight or duty, not once per crew member (two dates parsed and a
@@ -278,42 +360,99 @@ const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
 const MINUTES: &str =
     "SELECT round((julianday(rtrim(?2, 'Z')) - julianday(rtrim(?1, 'Z'))) * 1440, 2)";
 
-/// Writes one row per crew member of the flight `(number, id)` with `insert`
-/// (`FLIGHT_ROW` or `DUTY_ROW`), the minutes computed once for all of them (none
-/// for an open duty).
-fn write_members(
+/// The minutes from `start` to `end`, none without an end.
+fn minutes(tx: &Connection, start: &str, end: Option<&str>) -> Result<Option<f64>, StoreError> {
+    Ok(match end {
+        Some(end) => tx
+            .prepare_cached(MINUTES)?
+            .query_row([start, end], |row| row.get(0))?,
+        None => None,
+    })
+}
+
+/// A flight's times as its crew rows hold them: the off-blocks, the on-blocks
+/// (None without one) and whether there is block time (on-blocks not before
+/// off-blocks).
+struct FlightTimes<'a> {
+    off_blocks: &'a str,
+    on_blocks: Option<&'a str>,
+    block_time: bool,
+}
+
+impl<'a> FlightTimes<'a> {
+    fn new(off_blocks: &'a str, on_blocks: Option<&'a str>) -> FlightTimes<'a> {
+        let block_time = on_blocks.is_some_and(|on| !before(on, off_blocks));
+        FlightTimes {
+            off_blocks,
+            on_blocks,
+            block_time,
+        }
+    }
+}
+
+/// Writes one row per crew member of the flight `(number, id)`, the minutes
+/// computed once for all of them (none without block time).
+fn write_flight_members(
     tx: &Connection,
-    insert: &str,
     (flight_ref, flight_id): (i64, &str),
-    (start, end): (&str, Option<&str>),
+    times: &FlightTimes<'_>,
     crew: &[crew::Member],
 ) -> Result<(), StoreError> {
     if crew.is_empty() {
         return Ok(());
     }
-    let minutes: Option<f64> = match end {
-        Some(end) => tx
-            .prepare_cached(MINUTES)?
-            .query_row([start, end], |row| row.get(0))?,
-        None => None,
+    let minutes = match times.block_time {
+        true => minutes(tx, times.off_blocks, times.on_blocks)?,
+        false => None,
     };
-    let mut insert = tx.prepare_cached(insert)?;
+    let mut insert = tx.prepare_cached(FLIGHT_ROW)?;
     for member in crew {
         insert.execute(rusqlite::params![
             flight_ref,
             member.id(),
             member.role().as_str(),
+            member.function().as_str(),
             flight_id,
-            start,
-            end,
+            times.off_blocks,
+            times.on_blocks,
             minutes
         ])?;
     }
     Ok(())
 }
 
+/// Writes one row per crew member of the duty `(number, id)`, as
+/// `write_flight_members` (no end: open, no minutes).
+fn write_duty_members(
+    tx: &Connection,
+    (duty_ref, duty_id): (i64, &str),
+    (start, end): (&str, Option<&str>),
+    crew: &[crew::Member],
+    duty_type: crew::DutyType,
+) -> Result<(), StoreError> {
+    if crew.is_empty() {
+        return Ok(());
+    }
+    let minutes = minutes(tx, start, end)?;
+    let mut insert = tx.prepare_cached(DUTY_ROW)?;
+    for member in crew {
+        insert.execute(rusqlite::params![
+            duty_ref,
+            member.id(),
+            member.role().as_str(),
+            member.function().as_str(),
+            duty_id,
+            start,
+            end,
+            minutes,
+            duty_type.as_str()
+        ])?;
+    }
+    Ok(())
+}
+
 /// The crew rows of the flights in `scope`, deleted and written again from their
-/// live rows; with `sorted`, the crew tables' secondary indexes are dropped first
+/// live rows (of every flight: the flight duty periods too); with `sorted`, the crew tables' secondary indexes are dropped first
 /// and built again after, by one sort each, instead of taking a random insert per
 /// row (a first ingest of 1M events writes about a million crew rows).
 pub(super) fn recompute(tx: &Connection, scope: Scope, sorted: bool) -> Result<(), StoreError> {
@@ -328,6 +467,11 @@ pub(super) fn recompute(tx: &Connection, scope: Scope, sorted: bool) -> Result<(
     for indexes in dropped.into_iter().flatten() {
         indexes.rebuild(tx)?;
     }
+    // The noted flights' periods are the batch's to compute, with what it wrote
+    // besides (`Noted::finish`).
+    if scope == Scope::All {
+        periods(tx, Scope::All)?;
+    }
     Ok(())
 }
 
@@ -336,6 +480,12 @@ fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     if scope == Scope::All {
         tx.execute_batch("DELETE FROM spoolite_crew_flight; DELETE FROM spoolite_crew_duty;")?;
     } else {
+        // The periods around the flight rows about to go, and of the duties.
+        touch(tx, refs)?;
+        tx.execute(
+            &format!("INSERT OR IGNORE INTO temp.crew_fdp_noted (ref) {refs}"),
+            [],
+        )?;
         tx.execute(
             &format!("DELETE FROM spoolite_crew_flight WHERE flight_ref IN ({refs})"),
             [],
@@ -346,24 +496,134 @@ fn write_rows(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
         )?;
     }
     flights(tx, refs)?;
+    if scope == Scope::Noted {
+        touch(tx, refs)?;
+    }
     duties(tx, refs)
 }
 
-/// The noted flights' times and their first live off-blocks, the row whose crew
-/// they take. The loops run in the order written (CROSS JOIN: SQLite keeps it): the
-/// noted flights, each one's row, its off-blocks found by key columns; left to
-/// itself the planner starts from the live rows' index of every off-blocks in the
-/// table.
+/// Notes the (crew member, off-blocks) of the operating crew rows of the flights
+/// numbered by `refs`, whose duties' periods follow them.
+fn touch(tx: &Connection, refs: &str) -> Result<(), StoreError> {
+    tx.execute(
+        &format!(
+            "INSERT OR IGNORE INTO temp.crew_touch (crew_id, at)
+             SELECT c.crew_id, c.off_blocks_utc FROM ({refs}) AS t
+             CROSS JOIN spoolite_crew_flight AS c ON c.flight_ref = t.ref
+             WHERE c.role = 'operating'"
+        ),
+        [],
+    )?;
+    Ok(())
+}
+
+/// The duties whose periods a batch computes again, beyond those it noted: each
+/// duty of a touched crew member that holds the touched off-blocks (from its
+/// start to its end, or on while open; the index range reads the duties begun
+/// by the end of that second, the exact test orders instants by time).
+const TOUCHED_DUTIES: &str = "INSERT OR IGNORE INTO temp.crew_fdp_noted (ref)
+    SELECT d.duty_ref FROM temp.crew_touch AS t
+    CROSS JOIN spoolite_crew_duty AS d
+        ON d.crew_id = t.crew_id AND d.duty_start_utc <= substr(t.at, 1, 19) || 'Z'
+    WHERE rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
+        AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))";
+
+/// The flight duty period of each crew member of the duties numbered by `{refs}`
+/// (see the module's doc): the last operating flight whose off-blocks lies in the
+/// duty, by the crew index's range of that crew member (from the duty's start's
+/// second to its end's; the exact test orders instants by time), then its
+/// on-blocks, or the duty's end where it has no block time.
+fn periods_sql(refs: &str) -> String {
+    format!(
+        "WITH last AS (
+             SELECT d.duty_ref, d.crew_id, d.duty_id, d.function, d.duty_type,
+                    d.duty_start_utc, d.duty_end_utc,
+                    CASE WHEN d.duty_type <> 'airport_standby' THEN (
+                        SELECT f.flight_ref FROM spoolite_crew_flight AS f
+                        WHERE f.crew_id = d.crew_id
+                            AND f.off_blocks_utc >= substr(d.duty_start_utc, 1, 19)
+                            AND (d.duty_end_utc IS NULL
+                                 OR f.off_blocks_utc <= substr(d.duty_end_utc, 1, 19) || 'Z')
+                            AND f.role = 'operating'
+                            AND rtrim(f.off_blocks_utc, 'Z') >= rtrim(d.duty_start_utc, 'Z')
+                            AND (d.duty_end_utc IS NULL
+                                 OR rtrim(f.off_blocks_utc, 'Z') <= rtrim(d.duty_end_utc, 'Z'))
+                        ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC LIMIT 1)
+                    END AS flight_ref
+             FROM ({refs}) AS t
+             CROSS JOIN spoolite_crew_duty AS d ON d.duty_ref = t.ref
+             WHERE d.duty_type IN ('flight_duty', 'ground_duty', 'airport_standby')
+         ), ends AS (
+             SELECT l.duty_ref, l.crew_id, l.duty_id, l.function, l.duty_start_utc,
+                    CASE WHEN l.duty_type = 'airport_standby' OR f.block_minutes IS NULL
+                         THEN l.duty_end_utc ELSE f.on_blocks_utc END AS end_utc
+             FROM last AS l
+             LEFT JOIN spoolite_crew_flight AS f
+                 ON f.flight_ref = l.flight_ref AND f.crew_id = l.crew_id
+             WHERE l.duty_type = 'airport_standby' OR l.flight_ref IS NOT NULL
+         )
+         INSERT INTO spoolite_crew_fdp
+             (duty_ref, crew_id, duty_id, function, fdp_start_utc, fdp_end_utc, fdp_minutes)
+         SELECT duty_ref, crew_id, duty_id, function, duty_start_utc, end_utc,
+                round((julianday(rtrim(end_utc, 'Z')) - julianday(rtrim(duty_start_utc, 'Z')))
+                      * 1440, 2)
+         FROM ends"
+    )
+}
+
+/// Computes the flight duty periods again: of every duty (`Scope::All`, its index
+/// dropped and built again by one sort), or of the duties noted and touched.
+fn periods(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
+    let started = std::time::Instant::now();
+    match scope {
+        Scope::All => {
+            tx.execute_batch("DELETE FROM spoolite_crew_fdp")?;
+            let dropped = rebuild::drop_indexes_of(tx, "spoolite_crew_fdp")?;
+            tx.execute_batch(&periods_sql(
+                "SELECT DISTINCT duty_ref AS ref FROM spoolite_crew_duty",
+            ))?;
+            dropped.rebuild(tx)?;
+        }
+        Scope::Noted => {
+            tx.execute_batch(TOUCHED_DUTIES)?;
+            tx.execute_batch(
+                "DELETE FROM spoolite_crew_fdp WHERE duty_ref IN (SELECT ref FROM temp.crew_fdp_noted)",
+            )?;
+            tx.execute_batch(&periods_sql("SELECT ref FROM temp.crew_fdp_noted"))?;
+        }
+    }
+    log::debug!(
+        "computed the flight duty periods of {} duties again in {:?}",
+        match scope {
+            Scope::All => "all",
+            Scope::Noted => "the noted",
+        },
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// The noted flights with an off-blocks, their times and the payload whose crew
+/// they take: their latest live crew_assignment (by instant, the index's range of
+/// the flight's live assignments), else their first live off-blocks. The loops
+/// run in the order written (CROSS JOIN: SQLite keeps it): the noted flights, each
+/// one's row, its off-blocks found by key columns; left to itself the planner
+/// starts from the live rows' index of every off-blocks in the table.
 fn flights_sql(refs: &str) -> String {
     format!(
-        "SELECT f.ref, f.flight_id, f.off_blocks_utc, f.on_blocks_utc, d.payload
+        "SELECT f.ref, f.flight_id, f.off_blocks_utc, f.on_blocks_utc,
+                coalesce(
+                    (SELECT a.payload FROM spoolite_event AS a
+                     WHERE a.flight_id = f.flight_id AND a.retracted = 0
+                         AND a.event_kind = 'crew_assignment'
+                     ORDER BY rtrim(a.instant_utc, 'Z') DESC LIMIT 1),
+                    d.payload)
          FROM ({refs}) AS t
          CROSS JOIN spoolite_flight AS f ON f.ref = t.ref
          CROSS JOIN spoolite_event AS d
              ON d.flight_id = f.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
              AND d.instant_utc = f.off_blocks_utc
-         WHERE f.on_blocks_utc IS NOT NULL
-             AND rtrim(f.on_blocks_utc, 'Z') >= rtrim(f.off_blocks_utc, 'Z')"
+         WHERE f.off_blocks_utc IS NOT NULL"
     )
 }
 
@@ -396,38 +656,33 @@ fn duties_sql(refs: &str) -> String {
     )
 }
 
-/// Writes the crew rows of the flights numbered by `refs` that have block time.
+/// Writes the crew rows of the flights numbered by `refs` that have an off-blocks.
 fn flights(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut select = tx.prepare(&flights_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let flight_id: String = row.get(1)?;
-        let (off_blocks, on_blocks): (String, String) = (row.get(2)?, row.get(3)?);
+        let (off_blocks, on_blocks): (String, Option<String>) = (row.get(2)?, row.get(3)?);
         let crew = crew::of_payload(&row.get::<_, String>(4)?);
         let flight = (row.get(0)?, flight_id.as_str());
-        write_members(
-            tx,
-            FLIGHT_ROW,
-            flight,
-            (&off_blocks, Some(&on_blocks)),
-            &crew,
-        )?;
+        let times = FlightTimes::new(&off_blocks, on_blocks.as_deref());
+        write_flight_members(tx, flight, &times, &crew)?;
     }
     Ok(())
 }
 
 /// Writes the crew rows of the duties numbered by `refs` that have a live
-/// `duty_start`: the first one's crew, and the last live `duty_end` unless it is
-/// before the start (open: no end, no minutes).
+/// `duty_start`: the first one's crew and type, and the last live `duty_end`
+/// unless it is before the start (open: no end, no minutes).
 fn duties(tx: &Connection, refs: &str) -> Result<(), StoreError> {
     let mut select = tx.prepare(&duties_sql(refs))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let duty_id: String = row.get(1)?;
         let (start, end): (String, Option<String>) = (row.get(2)?, row.get(3)?);
-        let crew = crew::of_payload(&row.get::<_, String>(4)?);
+        let (crew, duty_type) = crew::of_duty_payload(&row.get::<_, String>(4)?);
         let duty = (row.get(0)?, duty_id.as_str());
-        write_members(tx, DUTY_ROW, duty, (&start, end.as_deref()), &crew)?;
+        write_duty_members(tx, duty, (&start, end.as_deref()), &crew, duty_type)?;
     }
     Ok(())
 }

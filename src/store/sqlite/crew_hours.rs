@@ -1,5 +1,5 @@
-//! SQLite's side of `ftl`: the rows of `crew_flight` and `crew_duty` that can
-//! overlap a span, on read-only connections, as one snapshot.
+//! SQLite's side of `ftl`: the rows of `crew_flight`, `crew_duty` and `crew_fdp`
+//! that can overlap a span, on read-only connections, as one snapshot.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use rusqlite::Connection;
 
 use super::connect;
 use crate::store::StoreError;
-use crate::store::crew_hours::{CrewRow, CrewSpan};
+use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
 
 /// Operating crew's flights whose block time may overlap the span (`?1` the
 /// span's start, `?2` its end). The bounds are a second wider than the span and
@@ -18,16 +18,40 @@ use crate::store::crew_hours::{CrewRow, CrewSpan};
 /// scan reads in a fraction of the time a look-up per row takes (BENCHMARKS.md,
 /// "Crew rows as they are read, `ftl` side by side"); the crew index still serves
 /// `--crew`.
-const FLIGHTS_SQL: &str = "SELECT crew_id, role, off_blocks_utc, on_blocks_utc FROM crew_flight \
-     WHERE role = 'operating' AND +off_blocks_utc < ?2 AND +on_blocks_utc > ?1";
+const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc \
+     FROM crew_flight WHERE role = 'operating' AND +off_blocks_utc < ?2 AND +on_blocks_utc > ?1";
 
 /// Duties that may overlap the span: begun before its end, and not ended before
 /// its start (an open one, whenever it began).
-const DUTIES_SQL: &str = "SELECT crew_id, duty_start_utc, duty_end_utc FROM crew_duty \
-     WHERE +duty_start_utc < ?2 AND (duty_end_utc IS NULL OR +duty_end_utc > ?1)";
+const DUTIES_SQL: &str = "SELECT crew_id, function, duty_type, duty_start_utc, duty_end_utc \
+     FROM crew_duty WHERE +duty_start_utc < ?2 AND (duty_end_utc IS NULL OR +duty_end_utc > ?1)";
+
+/// Flight duty periods that may overlap the span, as `DUTIES_SQL`.
+const FDPS_SQL: &str = "SELECT crew_id, function, fdp_start_utc, fdp_end_utc FROM crew_fdp \
+     WHERE +fdp_start_utc < ?2 AND (fdp_end_utc IS NULL OR +fdp_end_utc > ?1)";
 
 /// Only the crew named in `?3`, a JSON array of ids.
 const NAMED: &str = " AND crew_id IN (SELECT value FROM json_each(?3))";
+
+/// One crew member's rows for `ftl explain` (`?3` the crew id), as the reads of
+/// `ftl` bound them: flights with block time (every role), duties, periods.
+/// The flights have no upper bound: a period's last flight may come after T.
+const EXPLAIN_FLIGHTS_SQL: &str = "SELECT flight_id, role, function, '', off_blocks_utc, \
+     on_blocks_utc FROM crew_flight WHERE crew_id = ?3 AND on_blocks_utc > ?1 \
+     AND ?2 IS NOT NULL";
+const EXPLAIN_DUTIES_SQL: &str = "SELECT duty_id, role, function, duty_type, duty_start_utc, \
+     duty_end_utc FROM crew_duty WHERE crew_id = ?3 AND duty_start_utc < ?2 \
+     AND (duty_end_utc IS NULL OR duty_end_utc > ?1)";
+const EXPLAIN_FDPS_SQL: &str = "SELECT duty_id, '', function, '', fdp_start_utc, fdp_end_utc \
+     FROM crew_fdp WHERE crew_id = ?3 AND fdp_start_utc < ?2 \
+     AND (fdp_end_utc IS NULL OR fdp_end_utc > ?1)";
+
+/// A live event by its flight, kind and instant (the flight index), with its
+/// batch's file name.
+pub(in crate::store) const EVENT_SQL: &str = "SELECT d.idempotency_key, d.event_kind, \
+     d.instant_utc, d.source_revision, d.batch_digest, i.file_name \
+     FROM duty_event AS d JOIN ingest_inbox AS i ON i.batch_digest = d.batch_digest \
+     WHERE d.flight_id = ?1 AND d.event_kind = ?2 AND d.instant_utc = ?3";
 
 /// What tells two read transactions apart: the last batch committed and the
 /// schema version. Every transaction that writes crew rows is a batch (which
@@ -59,11 +83,62 @@ impl SqliteCrewHours {
     pub fn has_views(&self) -> Result<bool, StoreError> {
         let found: i64 = self.conn.query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'view' \
-             AND name IN ('crew_flight', 'crew_duty')",
+             AND name IN ('crew_flight', 'crew_duty', 'crew_fdp')",
             [],
             |row| row.get(0),
         )?;
-        Ok(found == 2)
+        Ok(found == 3)
+    }
+
+    /// One crew member's rows for `ftl explain`, in one read transaction.
+    pub fn explain_rows(
+        &mut self,
+        span: &CrewSpan,
+        crew_id: &str,
+    ) -> Result<ExplainRows, StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let read = |sql: &str| -> Result<Vec<ExplainRow>, StoreError> {
+            let mut statement = tx.prepare(sql)?;
+            let rows = statement.query_map((&span.after, &span.before, crew_id), |row| {
+                Ok(ExplainRow {
+                    id: row.get(0)?,
+                    role: row.get(1)?,
+                    function: row.get(2)?,
+                    duty_type: row.get(3)?,
+                    start: row.get(4)?,
+                    end: row.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        };
+        let rows = ExplainRows {
+            flights: read(EXPLAIN_FLIGHTS_SQL)?,
+            duties: read(EXPLAIN_DUTIES_SQL)?,
+            fdps: read(EXPLAIN_FDPS_SQL)?,
+        };
+        tx.commit()?;
+        Ok(rows)
+    }
+
+    pub fn event(
+        &mut self,
+        flight_id: &str,
+        event_kind: &str,
+        instant_utc: &str,
+    ) -> Result<Option<EventRef>, StoreError> {
+        let mut statement = self.conn.prepare_cached(EVENT_SQL)?;
+        let mut rows = statement.query((flight_id, event_kind, instant_utc))?;
+        let Some(row) = rows.next()? else {
+            return Ok(None);
+        };
+        Ok(Some(EventRef {
+            idempotency_key: row.get(0)?,
+            event_kind: row.get(1)?,
+            instant_utc: row.get(2)?,
+            source_revision: row.get(3)?,
+            batch_digest: row.get(4)?,
+            file_name: row.get(5)?,
+        }))
     }
 
     /// Reads the two views at once, each on its own connection and thread (a
@@ -159,8 +234,9 @@ impl<'a> Query<'a> {
             each(CrewRow::Flight {
                 crew_id: text(row, 0)?,
                 role: text(row, 1)?,
-                off_blocks_utc: text(row, 2)?,
-                on_blocks_utc: text(row, 3)?,
+                function: text(row, 2)?,
+                off_blocks_utc: text(row, 3)?,
+                on_blocks_utc: text(row, 4)?,
             });
         }
         Ok(())
@@ -176,8 +252,21 @@ impl<'a> Query<'a> {
         while let Some(row) = rows.next()? {
             each(CrewRow::Duty {
                 crew_id: text(row, 0)?,
-                duty_start_utc: text(row, 1)?,
-                duty_end_utc: text_or_null(row, 2)?,
+                function: text(row, 1)?,
+                duty_type: text(row, 2)?,
+                duty_start_utc: text(row, 3)?,
+                duty_end_utc: text_or_null(row, 4)?,
+            });
+        }
+        drop(rows);
+        let mut statement = conn.prepare(&self.sql(FDPS_SQL))?;
+        let mut rows = self.rows(&mut statement)?;
+        while let Some(row) = rows.next()? {
+            each(CrewRow::Fdp {
+                crew_id: text(row, 0)?,
+                function: text(row, 1)?,
+                fdp_start_utc: text(row, 2)?,
+                fdp_end_utc: text_or_null(row, 3)?,
             });
         }
         Ok(())
