@@ -1087,3 +1087,456 @@ fn the_datasette_crew_headroom_query_agrees_with_ftl() {
         assert_eq!(sql.4, ftl.4, "{sql:?} against ftl's {ftl:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------
+// ftl plan and ftl explain
+
+/// The instant the plan starts from: inside the data, with a fraction.
+const PLAN_AT: &str = "2026-01-20T11:17:30.250Z";
+
+/// A week planned for A1 (who flies most): each day a duty 05:00–15:00 with two
+/// sectors, a positioning leg after them, and one day an airport standby; plus
+/// a day of B2's.
+fn plan_text() -> String {
+    let mut lines = Vec::new();
+    for day in 21..=27 {
+        let at = |hh_mm: &str| format!("2026-01-{day}T{hh_mm}:00Z");
+        lines.push(format!(
+            r#"{{"crew_id":"A1","kind":"duty","start":"{}","end":"{}"}}"#,
+            at("05:00"),
+            at("15:00")
+        ));
+        lines.push(format!(
+            r#"{{"crew_id":"A1","kind":"flight","off_blocks":"{}","on_blocks":"{}"}}"#,
+            at("06:00"),
+            at("08:47")
+        ));
+        lines.push(format!(
+            r#"{{"crew_id":"A1","kind":"flight","off_blocks":"{}","on_blocks":"{}"}}"#,
+            at("09:30"),
+            at("12:05")
+        ));
+        lines.push(format!(
+            r#"{{"crew_id":"A1","kind":"flight","off_blocks":"{}","on_blocks":"{}","role":"positioning"}}"#,
+            at("13:00"),
+            at("14:00")
+        ));
+    }
+    lines.push(
+        r#"{"crew_id":"A1","kind":"duty","start":"2026-01-28T18:00:00Z","end":"2026-01-29T06:00:00Z","duty_type":"airport_standby"}"#
+            .to_owned(),
+    );
+    lines.push(
+        r#"{"crew_id":"B2","kind":"duty","start":"2026-01-22T10:00:00Z","end":"2026-01-22T20:00:00Z"}"#
+            .to_owned(),
+    );
+    lines.push(
+        r#"{"crew_id":"B2","kind":"flight","off_blocks":"2026-01-22T11:00:00Z","on_blocks":"2026-01-22T19:00:00Z"}"#
+            .to_owned(),
+    );
+    lines.join("\n") + "\n"
+}
+
+/// The plan's items of one crew member as the test reads them: (kind, start,
+/// end, operating, duty type).
+fn planned(text: &str, crew_id: &str) -> Vec<(String, Timestamp, Timestamp, bool, String)> {
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a plan line"))
+        .filter(|item| item["crew_id"] == crew_id)
+        .map(|item| {
+            let kind = item["kind"].as_str().expect("kind").to_owned();
+            let (from, to) = match kind.as_str() {
+                "duty" => ("start", "end"),
+                _ => ("off_blocks", "on_blocks"),
+            };
+            let at = |name: &str| -> Timestamp {
+                item[name]
+                    .as_str()
+                    .expect("instant")
+                    .parse()
+                    .expect("an instant")
+            };
+            (
+                kind,
+                at(from),
+                at(to),
+                item["role"] != "positioning",
+                item["duty_type"]
+                    .as_str()
+                    .unwrap_or("flight_duty")
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// What `ftl plan --json` must print for `crew_id`, computed in the test: the
+/// stored past cut at --at, the plan's items (its periods from its own flights),
+/// and every window's use at every whole minute from --at to the horizon, at
+/// --at itself and at the last microsecond of each calendar day (where a
+/// calendar window's use peaks before it starts again): its largest value and
+/// the earliest instant. Rest windows at each planned duty's start (faa) or end
+/// (easa).
+fn expected_plan(
+    events: &[Live],
+    text: &str,
+    crew_id: &str,
+    windows: &[Window],
+    rules: &str,
+    at: Timestamp,
+) -> BTreeMap<(String, String), (f64, String)> {
+    let all = crews(&spells(events));
+    let history = all.get(crew_id).map(|c| Crew {
+        flights: c.flights.clone(),
+        duties: c.duties.clone(),
+    });
+    let history = history.unwrap_or_default();
+    let cut_at = |spans: &[(Timestamp, Option<Timestamp>)]| -> Vec<(Timestamp, Option<Timestamp>)> {
+        spans
+            .iter()
+            .filter(|(start, _)| *start < at)
+            .map(|(start, end)| (*start, Some(end.unwrap_or(at).min(at))))
+            .collect()
+    };
+    let items = planned(text, crew_id);
+    let planned_duties: Vec<(Timestamp, Option<Timestamp>)> = items
+        .iter()
+        .filter(|i| i.0 == "duty")
+        .map(|i| (i.1, Some(i.2)))
+        .collect();
+    let planned_flights: Vec<(Timestamp, Option<Timestamp>)> = items
+        .iter()
+        .filter(|i| i.0 == "flight" && i.3)
+        .map(|i| (i.1, Some(i.2)))
+        .collect();
+    // Periods: the stored ones (from all events) cut at --at, and the plan's.
+    let mut periods = cut_at(&fdps(&history));
+    for item in items.iter().filter(|i| i.0 == "duty") {
+        let last = planned_flights
+            .iter()
+            .filter(|(off, _)| *off >= item.1 && *off <= item.2)
+            .max_by_key(|(off, _)| *off);
+        match (item.4.as_str(), last) {
+            ("airport_standby", _) => periods.push((item.1, Some(item.2))),
+            (_, Some((_, on))) => periods.push((item.1, *on)),
+            _ => {}
+        }
+    }
+    let stored_flights: Vec<(Timestamp, Option<Timestamp>)> = history
+        .flights
+        .iter()
+        .filter_map(|(off, on)| Some((*off, Some((*on)?))))
+        .collect();
+    let mut flights = cut_at(&stored_flights);
+    flights.extend(planned_flights.iter().copied());
+    let mut duties = cut_at(&history.duties);
+    duties.extend(planned_duties.iter().copied());
+    let horizon = items.iter().map(|i| i.2).max().expect("planned items");
+    let merged_of = |spans: &[(Timestamp, Option<Timestamp>)]| {
+        merged(spans.iter().map(|(s, e)| (*s, e.expect("cut"))).collect())
+    };
+    let (flight_time, duty, fdp) = (merged_of(&flights), merged_of(&duties), merged_of(&periods));
+    let mut grid = vec![at];
+    let mut minute = Timestamp::from_second(at.as_second() / 60 * 60 + 60).expect("a minute");
+    while minute <= horizon {
+        grid.push(minute);
+        minute += 1.minute();
+    }
+    let mut day = utc_date(at);
+    while midnight(day.tomorrow().expect("a day")) <= horizon {
+        day = day.tomorrow().expect("a day");
+        grid.push(midnight(day) - 1.microsecond());
+    }
+    grid.sort();
+    let with_plan = Crew {
+        flights: Vec::new(),
+        duties: duties.clone(),
+    };
+    let rest_at: Vec<Timestamp> = items
+        .iter()
+        .filter(|i| i.0 == "duty")
+        .filter(|i| rules == "easa" || i.4 != "ground_duty")
+        .map(|i| if rules == "faa" { i.1 } else { i.2 })
+        .collect();
+    let mut out = BTreeMap::new();
+    for (measure, window, start_of, _) in windows {
+        let mut worst: Option<(i128, Timestamp)> = None;
+        let instants: &[Timestamp] = if *measure == "rest" { &rest_at } else { &grid };
+        for &t in instants {
+            let used = match (*measure, start_of(t)) {
+                ("flight_time", Some(from)) => nanos_inside(&flight_time, from, t),
+                ("duty", Some(from)) => nanos_inside(&duty, from, t),
+                ("fdp", Some(from)) => nanos_inside(&fdp, from, t),
+                _ => rest_nanos(&with_plan, window, t),
+            };
+            if worst.is_none_or(|(w, _)| used > w) {
+                worst = Some((used, t));
+            }
+        }
+        let (nanos, when) = worst.expect("an instant");
+        out.insert(
+            (measure.to_string(), window.to_string()),
+            (
+                nanos as f64 / 60e9,
+                when.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+            ),
+        );
+    }
+    out
+}
+
+fn check_plan_against_independent(db: &str, events: &[Live]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = plan_text();
+    let plan = write(dir.path(), "plan.ndjson", &text);
+    let at: Timestamp = PLAN_AT.parse().expect("an instant");
+    let mut codes = BTreeSet::new();
+    for (rules, windows) in [("easa", &EASA[..]), ("faa", &FAA[..])] {
+        let output = ftl(
+            db,
+            &[
+                "plan",
+                &plan.to_string_lossy(),
+                "--json",
+                "--rules",
+                rules,
+                "--at",
+                PLAN_AT,
+            ],
+        );
+        let lines = json_lines(&output);
+        assert!(!lines.is_empty(), "{}", stderr(&output));
+        for crew_id in ["A1", "B2"] {
+            let want = expected_plan(events, &text, crew_id, windows, rules, at);
+            let got: BTreeMap<(String, String), (f64, String)> = lines
+                .iter()
+                .filter(|l| l["crew_id"] == crew_id)
+                .map(|l| {
+                    (
+                        (text_of(l, "measure"), text_of(l, "window")),
+                        (
+                            l["worst_used_minutes"].as_f64().expect("minutes"),
+                            text_of(l, "worst_at"),
+                        ),
+                    )
+                })
+                .collect();
+            assert_eq!(got.len(), want.len(), "{rules} {crew_id}: {got:?}");
+            for (key, (minutes, when)) in &want {
+                let (got_minutes, got_when) = &got[key];
+                assert!(
+                    (got_minutes - minutes).abs() <= 0.005 + 1e-9,
+                    "{rules} {crew_id} {key:?}: {got_minutes} against {minutes}"
+                );
+                assert_eq!(
+                    got_when, when,
+                    "{rules} {crew_id} {key:?}: the worst instant"
+                );
+            }
+        }
+        let exceeded = lines.iter().any(|l| l["exceeded"] == true);
+        let code = output.status.code().expect("exit code");
+        assert_eq!(code, i32::from(exceeded), "{rules}: {}", stderr(&output));
+        codes.insert(code);
+        // B2's day alone exceeds nothing: exit 0.
+        let b2: String = text
+            .lines()
+            .filter(|l| l.contains("\"B2\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let b2 = write(dir.path(), "b2.ndjson", &b2);
+        let output = ftl(
+            db,
+            &[
+                "plan",
+                &b2.to_string_lossy(),
+                "--rules",
+                rules,
+                "--at",
+                PLAN_AT,
+            ],
+        );
+        assert!(!stdout(&output).contains("EXCEEDED"), "{}", stdout(&output));
+        codes.insert(output.status.code().expect("exit code"));
+    }
+    assert_eq!(
+        codes,
+        BTreeSet::from([0, 1]),
+        "A1's week exceeds, B2's day does not"
+    );
+}
+
+fn text_of(line: &Value, field: &str) -> String {
+    text(line, field)
+}
+
+#[test]
+fn ftl_plan_agrees_with_a_search_of_every_minute_on_sqlite() {
+    let (_dir, db) = sqlite_database();
+    let events = sqlite_events(&db);
+    check_plan_against_independent(&db.to_string_lossy(), &events);
+}
+
+#[test]
+fn ftl_plan_agrees_with_a_search_of_every_minute_on_postgresql() {
+    let pg = PgDb::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = pg.uri();
+    ingest(&uri, &batch_files(dir.path()));
+    let events: Vec<Live> = pg
+        .client()
+        .query(
+            "SELECT flight_id, event_kind, instant_utc, payload::text FROM duty_event",
+            &[],
+        )
+        .expect("live rows")
+        .iter()
+        .map(|row| live((0..4).map(|i| row.get::<_, String>(i)).collect()))
+        .collect();
+    check_plan_against_independent(&uri, &events);
+}
+
+/// Every window of minutes of three crew members at three instants: explain's
+/// lines add up to what ftl prints, each names the events that bound it, and those
+/// are live events of its item in a batch of the inbox; a rest window's free span
+/// ends where ftl's figure says.
+fn check_explain_adds_up(db: &str, backend_rows: &dyn Fn(&str) -> Vec<Vec<String>>) {
+    for rules in ["easa", "faa"] {
+        for at in [
+            "2026-01-01T03:30:00Z",
+            "2026-01-20T11:17:30.250Z",
+            "2026-03-10T06:00:00Z",
+        ] {
+            let lines = json_lines(&ftl(db, &["--json", "--rules", rules, "--at", at]));
+            for crew_id in ["A1", "B2", "C3"] {
+                for line in lines.iter().filter(|l| l["crew_id"] == crew_id) {
+                    let (measure, window) = (text(line, "measure"), text(line, "window"));
+                    let used = line["used_minutes"].as_f64().expect("used");
+                    let args = [
+                        "explain",
+                        "--crew",
+                        crew_id,
+                        "--window",
+                        &window,
+                        "--measure",
+                        &measure,
+                        "--rules",
+                        rules,
+                        "--at",
+                        at,
+                        "--json",
+                    ];
+                    let output = ftl(db, &args);
+                    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+                    let items = json_lines(&output);
+                    let what = format!("{rules} {at} {crew_id} {measure} {window}");
+                    if measure == "rest" {
+                        assert!(items.len() <= 1, "{what}: {items:?}");
+                        if let Some(item) = items.first() {
+                            assert_eq!(item["item"], "free_span", "{what}");
+                            assert!((item["minutes"].as_f64().expect("m") - used).abs() < 0.011);
+                        }
+                        continue;
+                    }
+                    let sum: f64 = items
+                        .iter()
+                        .map(|i| i["minutes"].as_f64().expect("m"))
+                        .sum();
+                    assert!(
+                        (sum - used).abs() <= 0.005 * (items.len() as f64 + 1.0),
+                        "{what}: the lines add up to {sum}, ftl says {used}: {items:?}"
+                    );
+                    for item in &items {
+                        let events = item["events"].as_array().expect("events");
+                        assert!(!events.is_empty(), "{what}: {item}");
+                        for event in events {
+                            let key = event["idempotency_key"].as_str().expect("key");
+                            let found = backend_rows(&format!(
+                                "SELECT d.instant_utc, i.file_name FROM duty_event AS d
+                                 JOIN ingest_inbox AS i ON i.batch_digest = d.batch_digest
+                                 WHERE d.idempotency_key = '{key}'"
+                            ));
+                            assert_eq!(
+                                found,
+                                [[text(event, "instant_utc"), text(event, "file_name")]],
+                                "{what}: {event}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ftl_explain_lines_add_up_to_ftls_figure_and_name_live_events_on_sqlite() {
+    let (_dir, db) = sqlite_database();
+    let rows = |sql: &str| query(&db, sql);
+    check_explain_adds_up(&db.to_string_lossy(), &rows);
+}
+
+#[test]
+fn ftl_explain_lines_add_up_to_ftls_figure_and_name_live_events_on_postgresql() {
+    let pg = PgDb::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = pg.uri();
+    ingest(&uri, &batch_files(dir.path()));
+    let rows = |sql: &str| -> Vec<Vec<String>> {
+        pg.client()
+            .query(sql, &[])
+            .expect("query")
+            .iter()
+            .map(|row| (0..row.len()).map(|i| row.get::<_, String>(i)).collect())
+            .collect()
+    };
+    check_explain_adds_up(&uri, &rows);
+}
+
+#[test]
+fn ftl_plan_and_explain_say_what_is_wrong_with_exit_2() {
+    let (dir, db) = sqlite_database();
+    let db = db.to_string_lossy().into_owned();
+    let bad = write(
+        dir.path(),
+        "bad-plan.ndjson",
+        "{\"crew_id\":\"A1\",\"kind\":\"duty\",\"start\":\"2026-01-21T05:00:00Z\",\"end\":\"2026-01-21T15:00:00Z\"}\n{\"crew_id\":\"A1\",\"kind\":\"nap\"}\n",
+    );
+    let output = ftl(&db, &["plan", &bad.to_string_lossy(), "--at", PLAN_AT]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty(), "nothing judged");
+    assert!(
+        stderr(&output).contains("plan line 2: kind \"nap\" is neither duty nor flight"),
+        "{}",
+        stderr(&output)
+    );
+    let output = ftl(&db, &["plan", "/nonexistent/plan.ndjson"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("read the plan /nonexistent/plan.ndjson"),
+        "{}",
+        stderr(&output)
+    );
+    let empty = write(dir.path(), "empty.ndjson", "\n");
+    let output = ftl(&db, &["plan", &empty.to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    for (args, says) in [
+        (vec!["explain", "--window", "28d"], "exactly one --crew"),
+        (
+            vec!["explain", "--crew", "A1", "--window", "28d"],
+            "easa names two windows 28d (flight_time, duty): pass --measure",
+        ),
+        (
+            vec!["explain", "--crew", "A1", "--window", "9d"],
+            "easa has no window 9d",
+        ),
+    ] {
+        let output = ftl(&db, &args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
