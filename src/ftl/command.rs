@@ -89,7 +89,9 @@ pub fn run(args: &FtlArgs) -> ExitCode {
 fn judge_stored(args: &FtlArgs, at: Micros) -> Result<(String, bool), FtlError> {
     let crew = named_crew(&args.crew);
     let base = &args.time_zone;
-    let mut lines = read(&args.db, args.rules, at, base, &crew)?.lines(&crew);
+    let judge = read(&args.db, args.rules, at, base, &crew)?;
+    warn_without_rows(&args.db, &judge, &crew)?;
+    let mut lines = judge.lines(&crew);
     let exceeded = lines.iter().any(Line::exceeded);
     let text = if args.json {
         render::json_lines(&lines, args.rules, at)
@@ -98,6 +100,37 @@ fn judge_stored(args: &FtlArgs, at: Micros) -> Result<(String, bool), FtlError> 
         render::table(&lines, args.rules, at, base)
     };
     Ok((text, exceeded))
+}
+
+/// Warns on stderr of each crew id named that has no row in any window read
+/// (its lines are zeros), naming the stored ids that differ from it only in
+/// letter case.
+fn warn_without_rows(db: &Db, judge: &Judge, crew: &[String]) -> Result<(), FtlError> {
+    let without: Vec<&String> = crew.iter().filter(|id| !judge.has_rows(id)).collect();
+    if without.is_empty() {
+        return Ok(());
+    }
+    let mut hours = open(db)?;
+    for id in without {
+        let twins: Vec<String> = hours
+            .case_twins(id)?
+            .into_iter()
+            .filter(|t| t != id)
+            .collect();
+        match twins.is_empty() {
+            true => eprintln!(
+                "spoolite: warning: crew id {id:?} has no flight, duty or flight duty period \
+                 in any window: its lines are zeros"
+            ),
+            false => eprintln!(
+                "spoolite: warning: crew id {id:?} has no flight, duty or flight duty period \
+                 in any window: its lines are zeros; stored ids that differ only in letter \
+                 case: {}",
+                twins.join(", ")
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// `spoolite ftl plan`: the plan judged on top of the stored past of the crew it
@@ -300,9 +333,16 @@ fn explain_window(
         }
         (_, None) => unreachable!("only a rest window starts per crew member"),
     }
+    // The window's flags, as `spoolite ftl` gives them.
+    let flags: Vec<&'static str> = read(&args.db, rules, at, base, &crew)?
+        .lines(&crew)
+        .into_iter()
+        .find(|line| std::ptr::eq(line.limit, limit))
+        .map(|line| line.flags.iter().map(|flag| flag.code()).collect())
+        .unwrap_or_default();
     let text = match args.json {
-        true => explain_json(&lines, crew_id, rules, at, limit),
-        false => explain_table(&lines, crew_id, rules, at, limit, total),
+        true => explain_json(&lines, (crew_id, &flags), rules, at, limit),
+        false => explain_table(&lines, (crew_id, &flags), rules, at, limit, total),
     };
     Ok((text, false))
 }
@@ -372,7 +412,7 @@ struct ExplainJson<'a> {
 /// `explain --json`: one object per line.
 fn explain_json(
     lines: &[ExplainLine],
-    crew_id: &str,
+    (crew_id, flags): (&str, &[&'static str]),
     rules: Rules,
     at: Micros,
     limit: &Limit,
@@ -392,7 +432,7 @@ fn explain_json(
             end: line.end.as_deref(),
             weight: line.weight,
             minutes: render::minutes_hundredths(line.micros),
-            flags: &[],
+            flags,
             events: &line.events,
         };
         out.push_str(&serde_json::to_string(&json).expect("a line serialises"));
@@ -405,14 +445,14 @@ fn explain_json(
 /// under each the events that bound it.
 fn explain_table(
     lines: &[ExplainLine],
-    crew_id: &str,
+    (crew_id, flags): (&str, &[&'static str]),
     rules: Rules,
     at: Micros,
     limit: &Limit,
     total: Micros,
 ) -> String {
     let mut out = format!(
-        "{crew_id}: {} {} {} at {}: {} minutes of {} ({} line{})\n",
+        "{crew_id}: {} {} {} at {}: {} minutes of {} ({} line{}){}\n",
         rules.name(),
         limit.measure.name(),
         limit.window,
@@ -421,6 +461,10 @@ fn explain_table(
         limit.limit_hours * 60,
         lines.len(),
         if lines.len() == 1 { "" } else { "s" },
+        match flags.is_empty() {
+            true => String::new(),
+            false => format!(" ! {}", flags.join(", ")),
+        }
     );
     for line in lines {
         out.push_str(&format!(
@@ -538,11 +582,15 @@ fn add_row(judge: &mut Judge, row: CrewRow<'_>) -> Option<()> {
             function: listed,
             off_blocks_utc,
             on_blocks_utc,
+            block_time,
         } => {
             let off_blocks = time::parse_instant(off_blocks_utc)?;
-            let on_blocks = time::parse_instant(on_blocks_utc)?;
+            let on_blocks = maybe(on_blocks_utc)?;
             let how = (Role::from_view(role), function(listed));
-            judge.add_flight(crew_id, how, off_blocks, on_blocks);
+            match (block_time, on_blocks) {
+                (true, Some(on_blocks)) => judge.add_flight(crew_id, how, off_blocks, on_blocks),
+                _ => judge.add_unblocked(crew_id, how, off_blocks, on_blocks),
+            }
         }
         CrewRow::Duty {
             crew_id,

@@ -76,12 +76,84 @@ struct Fdp {
     function: Function,
 }
 
+/// A flight without block time of a crew member who operates it: no on-blocks,
+/// or one before its off-blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unblocked {
+    off_blocks: Micros,
+    negative: bool,
+    function: Function,
+}
+
+/// What could make a figure wrong (the contract's *Data quality*), in the order
+/// the lines list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Flag {
+    /// A flight with an off-blocks and no on-blocks, its off-blocks over 24 h before T.
+    OpenFlight,
+    /// A flight whose on-blocks is before its off-blocks.
+    NegativeBlock,
+    /// A duty without an end, open for over 24 h at T.
+    OpenDuty,
+    /// Two flights with block time, or two duties, over each other.
+    Overlap,
+}
+
+impl Flag {
+    pub const ALL: [Flag; 4] = [
+        Flag::OpenFlight,
+        Flag::NegativeBlock,
+        Flag::OpenDuty,
+        Flag::Overlap,
+    ];
+
+    /// The code the JSON lists and the table's legend names.
+    pub fn code(self) -> &'static str {
+        match self {
+            Flag::OpenFlight => "open_flight",
+            Flag::NegativeBlock => "negative_block",
+            Flag::OpenDuty => "open_duty",
+            Flag::Overlap => "overlap",
+        }
+    }
+
+    /// What it means, for the table's legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Flag::OpenFlight => "a flight with an off-blocks and no on-blocks for over 24 h",
+            Flag::NegativeBlock => "a flight whose on-blocks is before its off-blocks",
+            Flag::OpenDuty => "a duty without an end for over 24 h",
+            Flag::Overlap => "two flights or two duties over each other",
+        }
+    }
+}
+
+/// How long a flight may lack its on-blocks, or a duty its end, before a line
+/// says so.
+const OPEN_FOR: Micros = 24 * time::MICROS_PER_HOUR;
+
 /// One crew member's flights, duties and flight duty periods, as read.
 #[derive(Debug, Default)]
 struct Items {
     flights: Vec<Flight>,
     duties: Vec<Duty>,
     fdps: Vec<Fdp>,
+    unblocked: Vec<Unblocked>,
+}
+
+/// For each span (start, end), whether another of the list is over it, as
+/// (start, overlapping), in start order.
+fn overlapping(mut spans: Vec<(Micros, Micros)>) -> Vec<(Micros, bool)> {
+    spans.sort_unstable();
+    let mut out = Vec::with_capacity(spans.len());
+    let mut reach = Micros::MIN;
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        let before = start < reach;
+        let after = spans.get(i + 1).is_some_and(|next| next.0 < end);
+        out.push((start, before || after));
+        reach = reach.max(end);
+    }
+    out
 }
 
 impl Items {
@@ -92,7 +164,54 @@ impl Items {
             self.flights.retain(|f| flight_crew(f.function));
             self.duties.retain(|d| flight_crew(d.function));
             self.fdps.retain(|p| flight_crew(p.function));
+            self.unblocked.retain(|u| flight_crew(u.function));
         }
+    }
+
+    /// The flags of a window of `measure` spanning `from` to `at`: those of the
+    /// flights whose off-blocks, or the duties whose start, lies in the span.
+    fn flags(&self, measure: Measure, from: Micros, at: Micros) -> Vec<Flag> {
+        let inside = |t: Micros| (from..=at).contains(&t);
+        let mut flags = Vec::new();
+        match measure {
+            Measure::FlightTime => {
+                let unblocked = self.unblocked.iter().filter(|u| inside(u.off_blocks));
+                let (open, negative): (Vec<&Unblocked>, Vec<&Unblocked>) =
+                    unblocked.partition(|u| !u.negative);
+                if open.iter().any(|u| u.off_blocks < at - OPEN_FOR) {
+                    flags.push(Flag::OpenFlight);
+                }
+                if !negative.is_empty() {
+                    flags.push(Flag::NegativeBlock);
+                }
+                let spans = self.flights.iter().map(|f| (f.off_blocks, f.on_blocks));
+                if overlapping(spans.collect())
+                    .iter()
+                    .any(|&(s, over)| over && inside(s))
+                {
+                    flags.push(Flag::Overlap);
+                }
+            }
+            Measure::Duty | Measure::Fdp | Measure::Rest => {
+                let open = self.duties.iter().filter(|d| d.end.is_none());
+                if open
+                    .filter(|d| inside(d.start))
+                    .any(|d| d.start < at - OPEN_FOR)
+                {
+                    flags.push(Flag::OpenDuty);
+                }
+                let spans = (self.duties.iter())
+                    .filter(|d| d.start < at)
+                    .map(|d| (d.start, d.end.unwrap_or(at).min(at)));
+                if overlapping(spans.collect())
+                    .iter()
+                    .any(|&(s, over)| over && inside(s))
+                {
+                    flags.push(Flag::Overlap);
+                }
+            }
+        }
+        flags
     }
 
     /// The flight duty periods of the duties held, by `crew::flight_duty_period`
@@ -233,6 +352,24 @@ impl Judge {
         });
     }
 
+    /// A flight without block time (no on-blocks, or one before its off-blocks),
+    /// for the data quality flags; only operating crew's count.
+    pub fn add_unblocked(
+        &mut self,
+        crew_id: &str,
+        (role, function): (Role, Function),
+        off_blocks: Micros,
+        on_blocks: Option<Micros>,
+    ) {
+        if role == Role::Operating {
+            self.items(crew_id).unblocked.push(Unblocked {
+                off_blocks,
+                negative: on_blocks.is_some(),
+                function,
+            });
+        }
+    }
+
     /// Adds each crew member's flight duty periods as their flights and duties
     /// held give them (`crew::flight_duty_period`): for items that come without
     /// stored periods (a plan, a table test).
@@ -248,7 +385,13 @@ impl Judge {
             held.flights.extend(items.flights);
             held.duties.extend(items.duties);
             held.fdps.extend(items.fdps);
+            held.unblocked.extend(items.unblocked);
         }
+    }
+
+    /// Whether any row of `crew_id` was gathered.
+    pub fn has_rows(&self, crew_id: &str) -> bool {
+        self.crew.contains_key(crew_id)
     }
 
     /// Every crew member's items as gathered, for `plan::judge`.
@@ -259,7 +402,7 @@ impl Judge {
     /// One crew member's use of every window, in `rules.limits()` order; None
     /// when every figure is zero (no flight time, duty or FDP in any window, and
     /// a rest that qualifies at T or nothing since it).
-    fn measure(&self, items: &mut Items) -> Option<Vec<Micros>> {
+    fn measure(&self, items: &mut Items) -> Option<Vec<(Micros, Vec<Flag>)>> {
         let at = self.at;
         items.judged(self.rules);
         // Each span cut at T: nothing after T counts, an open duty runs to T.
@@ -288,22 +431,24 @@ impl Judge {
                 Measure::Duty => &duty,
                 Measure::Fdp => &fdp,
                 Measure::Rest => {
-                    let since = self.rest(limit.span, &duties);
+                    let (since, from) = self.rest(limit.span, &duties);
                     any |= since > 0;
-                    used.push(since);
+                    used.push((since, items.flags(Measure::Rest, from, at)));
                     continue;
                 }
             };
-            let minutes = span::inside(pieces, start.unwrap_or(at), at);
+            let from = start.unwrap_or(at);
+            let minutes = span::inside(pieces, from, at);
             any |= minutes > 0;
-            used.push(minutes);
+            used.push((minutes, items.flags(limit.measure, from, at)));
         }
         any.then_some(used)
     }
 
     /// The use of a rest window: the time since the last qualifying rest, from
-    /// the crew member's duties of any type (weight aside: a reserve is duty too).
-    fn rest(&self, span: Span, duties: &[Weighted]) -> Micros {
+    /// the crew member's duties of any type (weight aside: a reserve is duty too),
+    /// and E, where the window's span begins (T when there is none).
+    fn rest(&self, span: Span, duties: &[Weighted]) -> (Micros, Micros) {
         let busy: Vec<Weighted> = duties
             .iter()
             .map(|duty| Weighted {
@@ -312,13 +457,14 @@ impl Judge {
             })
             .collect();
         let free = span::free_spans(&span::pieces(&busy), self.at);
-        match span {
-            Span::SinceRest(Rest::Free30h) => span::since_30h_free(&free, self.at).0,
+        let (used, found) = match span {
+            Span::SinceRest(Rest::Free30h) => span::since_30h_free(&free, self.at),
             Span::SinceRest(Rest::ExtendedRecovery) => {
-                span::since_recovery_rest(&free, self.at, &self.base).0
+                span::since_recovery_rest(&free, self.at, &self.base)
             }
-            _ => 0,
-        }
+            _ => (0, None),
+        };
+        (used, found.map_or(self.at, |free| free.end))
     }
 
     /// One line per crew member and window: of every crew member with minutes in
@@ -341,17 +487,21 @@ impl Judge {
             .filter_map(|(crew_id, mut items)| {
                 let used = match self.measure(&mut items) {
                     Some(used) => used,
-                    None if listed => vec![0; limits.len()],
+                    None if listed => vec![(0, Vec::new()); limits.len()],
                     None => return None,
                 };
                 Some((crew_id, used))
             })
             .flat_map(|(crew_id, used)| {
-                limits.iter().zip(used).map(move |(limit, used)| Line {
-                    crew_id: crew_id.clone(),
-                    limit,
-                    used,
-                })
+                limits
+                    .iter()
+                    .zip(used)
+                    .map(move |(limit, (used, flags))| Line {
+                        crew_id: crew_id.clone(),
+                        limit,
+                        used,
+                        flags,
+                    })
             })
             .collect()
     }
@@ -364,6 +514,8 @@ pub struct Line {
     pub limit: &'static Limit,
     /// Microseconds inside the window.
     pub used: Micros,
+    /// What could make the figure wrong, in `Flag` order.
+    pub flags: Vec<Flag>,
 }
 
 impl Line {

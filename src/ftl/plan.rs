@@ -200,6 +200,8 @@ pub struct PlanLine {
     pub worst: Micros,
     /// The earliest instant where it occurs.
     pub worst_at: Micros,
+    /// The flags of the window at `worst_at`.
+    pub flags: Vec<super::Flag>,
 }
 
 impl PlanLine {
@@ -261,11 +263,13 @@ pub fn judge(history: Judge, plan: &[Planned]) -> Vec<PlanLine> {
         let crew = Crew::new(&held, base);
         for limit in rules.limits() {
             let (worst, worst_at) = crew.worst(limit, at, horizon, &rest_at);
+            let from = crew.window_start(limit, worst_at);
             lines.push(PlanLine {
                 crew_id: crew_id.to_owned(),
                 limit,
                 worst,
                 worst_at,
+                flags: held.flags(limit.measure, from, worst_at),
             });
         }
     }
@@ -431,6 +435,22 @@ impl<'b> Crew<'b> {
             }
         }
         (worst.0.max(0), worst.1)
+    }
+
+    /// Where `limit`'s window begins at `t`: a rest window at E, the end of the
+    /// last qualifying rest (`t` when there is none).
+    fn window_start(&self, limit: &Limit, t: Micros) -> Micros {
+        match limit.span {
+            Span::SinceRest(rest) => {
+                let free = span::free_spans(&self.busy, t);
+                let found = match rest {
+                    Rest::Free30h => span::since_30h_free(&free, t).1,
+                    Rest::ExtendedRecovery => span::since_recovery_rest(&free, t, self.base).1,
+                };
+                found.map_or(t, |free| free.end)
+            }
+            window => window.start(t, self.base).unwrap_or(t),
+        }
     }
 
     /// The use of `limit`'s window at `t`: nothing after `t` counts.

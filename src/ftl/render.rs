@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::plan::PlanLine;
 use super::time::{MICROS_PER_MINUTE, Micros, TimeBase, format_millis};
-use super::{Line, Measure, Rules};
+use super::{Flag, Line, Measure, Rules};
 
 /// The mark on a window whose limit is exceeded.
 pub const EXCEEDED: &str = "EXCEEDED";
@@ -28,6 +28,36 @@ struct JsonLine<'a> {
     limit_minutes: i64,
     headroom_minutes: f64,
     exceeded: bool,
+    flags: Vec<&'static str>,
+}
+
+/// The flags' codes.
+fn codes(flags: &[Flag]) -> Vec<&'static str> {
+    flags.iter().map(|flag| flag.code()).collect()
+}
+
+/// The mark of a line with flags, and the legend after a table: one line per
+/// code found, with how many crew members it concerns.
+const FLAGGED: &str = "!";
+
+fn legend<'a>(out: &mut String, lines: impl Iterator<Item = (&'a str, &'a [Flag])>) {
+    let mut crew: Vec<(Flag, &str)> = lines
+        .flat_map(|(crew_id, flags)| flags.iter().map(move |flag| (*flag, crew_id)))
+        .collect();
+    crew.sort_unstable();
+    crew.dedup();
+    for flag in Flag::ALL {
+        let n = crew.iter().filter(|(f, _)| *f == flag).count();
+        if n > 0 {
+            let _ = writeln!(
+                out,
+                "{FLAGGED} {}: {n} crew member{}: {}",
+                flag.code(),
+                if n == 1 { "" } else { "s" },
+                flag.meaning()
+            );
+        }
+    }
 }
 
 /// The used time in hundredths of a minute, rounded half up.
@@ -60,6 +90,7 @@ pub fn json_lines(lines: &[Line], rules: Rules, at: Micros) -> String {
             limit_minutes,
             headroom_minutes: (limit_minutes * 100 - used) as f64 / 100.0,
             exceeded: line.exceeded(),
+            flags: codes(&line.flags),
         };
         out.push_str(&serde_json::to_string(&json).expect("a line serialises"));
         out.push('\n');
@@ -119,8 +150,12 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> Strin
         .map(|line| {
             let used = (line.used + MICROS_PER_MINUTE - 1) / MICROS_PER_MINUTE;
             let limit = line.limit.limit_hours * 60;
+            let crew: Cow<'_, str> = match line.flags.is_empty() {
+                true => Cow::Borrowed(line.crew_id.as_str()),
+                false => Cow::Owned(format!("{FLAGGED}{}", line.crew_id)),
+            };
             [
-                Cow::Borrowed(line.crew_id.as_str()),
+                crew,
                 Cow::Borrowed(measure_text(line.limit.measure)),
                 Cow::Borrowed(line.limit.window),
                 Cow::Owned(hours_minutes(used)),
@@ -161,6 +196,12 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> Strin
         out.truncate(start + kept);
         out.push('\n');
     }
+    legend(
+        &mut out,
+        lines
+            .iter()
+            .map(|l| (l.crew_id.as_str(), l.flags.as_slice())),
+    );
     out
 }
 
@@ -176,6 +217,7 @@ struct PlanJsonLine<'a> {
     limit_minutes: i64,
     headroom_minutes: f64,
     exceeded: bool,
+    flags: Vec<&'static str>,
 }
 
 /// One JSON line per crew member and window of a plan, in the order given;
@@ -195,6 +237,7 @@ pub fn plan_json_lines(lines: &[PlanLine], rules: Rules) -> String {
             limit_minutes,
             headroom_minutes: (limit_minutes * 100 - worst) as f64 / 100.0,
             exceeded: line.exceeded(),
+            flags: codes(&line.flags),
         };
         out.push_str(&serde_json::to_string(&json).expect("a line serialises"));
         out.push('\n');
@@ -232,8 +275,12 @@ pub fn plan_table(lines: &[PlanLine], rules: Rules, at: Micros, base: &TimeBase)
         .map(|line| {
             let worst = (line.worst + MICROS_PER_MINUTE - 1) / MICROS_PER_MINUTE;
             let limit = line.limit.limit_hours * 60;
+            let crew = match line.flags.is_empty() {
+                true => line.crew_id.clone(),
+                false => format!("{FLAGGED}{}", line.crew_id),
+            };
             [
-                line.crew_id.clone(),
+                crew,
                 measure_text(line.limit.measure).to_owned(),
                 line.limit.window.to_owned(),
                 hours_minutes(worst),
@@ -280,6 +327,12 @@ pub fn plan_table(lines: &[PlanLine], rules: Rules, at: Micros, base: &TimeBase)
         out.truncate(start + kept);
         out.push('\n');
     }
+    legend(
+        &mut out,
+        lines
+            .iter()
+            .map(|l| (l.crew_id.as_str(), l.flags.as_slice())),
+    );
     out
 }
 

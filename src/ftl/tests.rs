@@ -403,23 +403,24 @@ fn the_table_puts_least_headroom_first_and_marks_what_is_exceeded() {
         text,
         "faa limits at 2026-12-01T12:00:00.000Z: 2 crew members, 1 window exceeded\n\
          CREW  MEASURE      WINDOW              USED    LIMIT  HEADROOM\n\
-         C2    FDP          168h               61:01    60:00     -1:01  EXCEEDED\n\
+         !C2   FDP          168h               61:01    60:00     -1:01  EXCEEDED\n\
          C1    FDP          168h                0:00    60:00     60:00\n\
-         C2    rest         since_30h_free     61:01   138:00     76:59\n\
+         !C2   rest         since_30h_free     61:01   138:00     76:59\n\
          C1    flight time  672h                1:30   100:00     98:30\n\
          C2    flight time  672h                0:00   100:00    100:00\n\
-         C2    FDP          672h               61:01   190:00    128:59\n\
+         !C2   FDP          672h               61:01   190:00    128:59\n\
          C1    rest         since_30h_free      0:00   138:00    138:00\n\
          C1    FDP          672h                0:00   190:00    190:00\n\
          C1    flight time  365_calendar_days   1:30  1000:00    998:30\n\
-         C2    flight time  365_calendar_days   0:00  1000:00   1000:00\n"
+         C2    flight time  365_calendar_days   0:00  1000:00   1000:00\n\
+         ! open_duty: 1 crew member: a duty without an end for over 24 h\n"
     );
     let json = render::json_lines(&lines[..1], Rules::Faa, at);
     assert_eq!(
         json,
         "{\"crew_id\":\"C2\",\"rules\":\"faa\",\"at\":\"2026-12-01T12:00:00.000Z\",\
          \"measure\":\"fdp\",\"window\":\"168h\",\"used_minutes\":3660.5,\"limit_minutes\":3600,\
-         \"headroom_minutes\":-60.5,\"exceeded\":true}\n"
+         \"headroom_minutes\":-60.5,\"exceeded\":true,\"flags\":[\"open_duty\"]}\n"
     );
 }
 
@@ -703,4 +704,94 @@ fn cabin_crew_are_judged_under_easa_and_have_no_faa_lines() {
     assert_eq!(easa.len(), 7);
     assert_eq!(easa[0].used, 3 * 3_600_000_000);
     assert!(judged(Rules::Faa).is_empty());
+}
+
+#[test]
+fn missing_or_wrong_data_flags_the_lines_of_the_windows_it_concerns() {
+    let at = t("2026-12-10T12:00:00Z");
+    let how = (Operating, Function::FlightCrew);
+    let mut judge = Judge::new(Rules::Easa, at, TimeBase::utc());
+    // Q: a flight without on-blocks for 25 h (in every flight time window), one
+    // whose on-blocks is before its off-blocks 20 days back (28 days and the
+    // calendar windows, not 7 days' duty), two flights over each other.
+    judge.add_unblocked("Q", how, at - 25 * 3_600_000_000, None);
+    judge.add_unblocked(
+        "Q",
+        how,
+        t("2026-11-20T10:00:00Z"),
+        Some(t("2026-11-20T09:00:00Z")),
+    );
+    judge.add_flight(
+        "Q",
+        how,
+        t("2026-12-09T06:00:00Z"),
+        t("2026-12-09T09:00:00Z"),
+    );
+    judge.add_flight(
+        "Q",
+        how,
+        t("2026-12-09T08:00:00Z"),
+        t("2026-12-09T10:00:00Z"),
+    );
+    // R: a flight without on-blocks for 23 h is not yet open; a duty open for
+    // 30 h; two duties 20 days back over each other (in 28 days, not 7 or 14).
+    judge.add_unblocked("R", how, at - 23 * 3_600_000_000, None);
+    let duty = |start: &str, end: Option<&str>| (t(start), end.map(t));
+    let flight_duty = DutyType::FlightDuty;
+    judge.add_duty(
+        "R",
+        duty("2026-12-09T06:00:00Z", None),
+        flight_duty,
+        Function::FlightCrew,
+    );
+    judge.add_duty(
+        "R",
+        duty("2026-11-20T06:00:00Z", Some("2026-11-20T12:00:00Z")),
+        flight_duty,
+        Function::FlightCrew,
+    );
+    judge.add_duty(
+        "R",
+        duty("2026-11-20T11:00:00Z", Some("2026-11-20T14:00:00Z")),
+        flight_duty,
+        Function::FlightCrew,
+    );
+    let lines = judge.lines(&[]);
+    let flags = |crew: &str| -> Vec<(&str, Vec<&str>)> {
+        lines
+            .iter()
+            .filter(|l| l.crew_id == crew)
+            .map(|l| (l.limit.window, l.flags.iter().map(|f| f.code()).collect()))
+            .collect()
+    };
+    assert_eq!(
+        flags("Q"),
+        [
+            ("28d", vec!["open_flight", "negative_block", "overlap"]),
+            (
+                "calendar_year",
+                vec!["open_flight", "negative_block", "overlap"]
+            ),
+            (
+                "12_calendar_months",
+                vec!["open_flight", "negative_block", "overlap"]
+            ),
+            ("7d", vec![]),
+            ("14d", vec![]),
+            ("28d", vec![]),
+            ("since_extended_recovery_rest", vec![]),
+        ]
+    );
+    assert_eq!(
+        flags("R"),
+        [
+            ("28d", vec![]),
+            ("calendar_year", vec![]),
+            ("12_calendar_months", vec![]),
+            ("7d", vec!["open_duty"]),
+            ("14d", vec!["open_duty"]),
+            ("28d", vec!["open_duty", "overlap"]),
+            ("since_extended_recovery_rest", vec!["open_duty"]),
+        ]
+    );
 }

@@ -10,13 +10,16 @@ use super::{Db, StoreError};
 /// One row of a view, borrowed for the call it is handed to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrewRow<'a> {
-    /// A `crew_flight` row of an operating crew member.
+    /// A flight of an operating crew member: a `crew_flight` row (with block
+    /// time) or a flight without block time (no on-blocks, or one before its
+    /// off-blocks), which counts nothing but the data quality flags.
     Flight {
         crew_id: &'a str,
         role: &'a str,
         function: &'a str,
         off_blocks_utc: &'a str,
-        on_blocks_utc: &'a str,
+        on_blocks_utc: Option<&'a str>,
+        block_time: bool,
     },
     /// A `crew_duty` row (either role); `duty_end_utc` is None while it is open.
     Duty {
@@ -113,7 +116,8 @@ impl CrewHours {
         }
     }
 
-    /// Hands `flights` every row of `crew_flight` (operating crew) and `duties`
+    /// Hands `flights` every row of `crew_flight` (operating crew, and their
+    /// flights without block time begun in the span) and `duties`
     /// every row of `crew_duty` and then of `crew_fdp` (an open one whatever its
     /// start) that may overlap `span`, of the crew named in `crew` (every crew
     /// member when it is empty), all read in one snapshot. The two may be called
@@ -156,6 +160,16 @@ impl CrewHours {
         match self {
             CrewHours::Sqlite(hours) => hours.event(flight_id, event_kind, instant_utc),
             CrewHours::Postgres(hours) => hours.event(flight_id, event_kind, instant_utc),
+        }
+    }
+
+    /// The stored crew ids that differ from `crew_id` only in letter case (at most
+    /// a few), for the warning about an id without rows. Reads every crew row:
+    /// asked only for an id that has none.
+    pub fn case_twins(&mut self, crew_id: &str) -> Result<Vec<String>, StoreError> {
+        match self {
+            CrewHours::Sqlite(hours) => hours.case_twins(crew_id),
+            CrewHours::Postgres(hours) => hours.case_twins(crew_id),
         }
     }
 }

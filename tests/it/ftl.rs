@@ -793,6 +793,22 @@ fn a_named_crew_member_without_rows_gets_every_window_with_zeros() {
         ]
     );
     assert!(lines.iter().all(|l| text(l, "crew_id") == "NOBODY"));
+    assert_eq!(
+        stderr(&output),
+        "spoolite: warning: crew id \"NOBODY\" has no flight, duty or flight duty period in \
+         any window: its lines are zeros\n"
+    );
+    // An id of the wrong case: the warning names the stored one.
+    let output = ftl(&db, &["--at", "2026-01-20T12:00:00Z", "--crew", "a1"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(
+        stderr(&output).contains(
+            "crew id \"a1\" has no flight, duty or flight duty period in any window: its lines \
+             are zeros; stored ids that differ only in letter case: A1"
+        ),
+        "{}",
+        stderr(&output)
+    );
     let output = ftl(
         &db,
         &[
@@ -841,6 +857,7 @@ fn each_json_line_has_exactly_the_contracts_fields() {
                 "at",
                 "crew_id",
                 "exceeded",
+                "flags",
                 "headroom_minutes",
                 "limit_minutes",
                 "measure",
@@ -890,8 +907,17 @@ fn the_table_lists_least_headroom_first_with_the_exceeded_marked() {
             minutes
         }
     };
-    let rows: Vec<&str> = rows.collect();
+    // The rows, then a legend line per data quality code found.
+    let (rows, legend): (Vec<&str>, Vec<&str>) = rows.partition(|r| !r.starts_with("! "));
     assert!(!rows.is_empty());
+    for line in &legend {
+        let code = line[2..].split(':').next().expect("a code");
+        assert!(
+            ["open_flight", "negative_block", "open_duty", "overlap"].contains(&code),
+            "{line}"
+        );
+        assert!(rows.iter().any(|r| r.starts_with('!')), "{text}");
+    }
     let headrooms: Vec<i64> = rows.iter().map(|r| headroom(r)).collect();
     assert!(
         headrooms.windows(2).all(|w| w[0] <= w[1]),

@@ -10,10 +10,13 @@ use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainR
 use crate::store::{PgTarget, StoreError};
 
 /// Operating crew's flights whose block time may overlap the span (`$1` the
-/// span's start, `$2` its end).
-const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc FROM crew_flight \
+/// span's start, `$2` its end), and those without block time begun in it, from
+/// the crew flight rows behind `crew_flight` in one pass.
+const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc, \
+     block_minutes IS NOT NULL FROM spoolite_crew_flight \
      WHERE role = 'operating' AND rtrim(off_blocks_utc, 'Z') < $2 \
-     AND rtrim(on_blocks_utc, 'Z') > $1";
+     AND (rtrim(on_blocks_utc, 'Z') > $1 \
+          OR (block_minutes IS NULL AND rtrim(off_blocks_utc, 'Z') > $1))";
 
 /// Duties that may overlap the span: begun before its end, and not ended before
 /// its start (an open one, whenever it began).
@@ -104,6 +107,7 @@ impl PgCrewHours {
                 function: row.try_get(2)?,
                 off_blocks_utc: row.try_get(3)?,
                 on_blocks_utc: row.try_get(4)?,
+                block_time: row.try_get(5)?,
             });
         }
         drop(rows);
@@ -168,6 +172,16 @@ impl PgCrewHours {
         };
         tx.commit()?;
         Ok(rows)
+    }
+
+    pub fn case_twins(&mut self, crew_id: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self.store.client.query(
+            "SELECT crew_id FROM spoolite_crew_duty WHERE lower(crew_id) = lower($1)
+             UNION SELECT crew_id FROM spoolite_crew_flight WHERE lower(crew_id) = lower($1)
+             ORDER BY 1 LIMIT 5",
+            &[&crew_id],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
     pub fn event(

@@ -10,16 +10,19 @@ use crate::store::StoreError;
 use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
 
 /// Operating crew's flights whose block time may overlap the span (`?1` the
-/// span's start, `?2` its end). The bounds are a second wider than the span and
-/// written without their `Z`, so a plain comparison of the canonical text (which
-/// orders instants by time but for fractions within one second) keeps every row
-/// that counts; `ftl` cuts each row at the window's start and at T. The unary `+`
-/// keeps the planner off the time index: the span is most of the table, which a
-/// scan reads in a fraction of the time a look-up per row takes (BENCHMARKS.md,
-/// "Crew rows as they are read, `ftl` side by side"); the crew index still serves
-/// `--crew`.
-const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc \
-     FROM crew_flight WHERE role = 'operating' AND +off_blocks_utc < ?2 AND +on_blocks_utc > ?1";
+/// span's start, `?2` its end), and those without block time begun in it, read
+/// from the crew flight rows behind `crew_flight` (which shows the first kind) in
+/// one pass. The bounds are a second wider than the span and written without
+/// their `Z`, so a plain comparison of the canonical text (which orders instants
+/// by time but for fractions within one second) keeps every row that counts;
+/// `ftl` cuts each row at the window's start and at T. The unary `+` keeps the
+/// planner off the time index: the span is most of the table, which a scan reads
+/// in a fraction of the time a look-up per row takes (BENCHMARKS.md, "Crew rows
+/// as they are read, `ftl` side by side"); the crew index still serves `--crew`.
+const FLIGHTS_SQL: &str = "SELECT crew_id, role, function, off_blocks_utc, on_blocks_utc, \
+     block_minutes IS NOT NULL FROM spoolite_crew_flight \
+     WHERE role = 'operating' AND +off_blocks_utc < ?2 \
+     AND (+on_blocks_utc > ?1 OR (block_minutes IS NULL AND +off_blocks_utc > ?1))";
 
 /// Duties that may overlap the span: begun before its end, and not ended before
 /// its start (an open one, whenever it began).
@@ -52,6 +55,11 @@ pub(in crate::store) const EVENT_SQL: &str = "SELECT d.idempotency_key, d.event_
      d.instant_utc, d.source_revision, d.batch_digest, i.file_name \
      FROM duty_event AS d JOIN ingest_inbox AS i ON i.batch_digest = d.batch_digest \
      WHERE d.flight_id = ?1 AND d.event_kind = ?2 AND d.instant_utc = ?3";
+
+/// The stored crew ids equal to `?1` but for letter case.
+const CASE_TWINS_SQL: &str = "SELECT crew_id FROM spoolite_crew_duty WHERE lower(crew_id) = lower(?1) \
+     UNION SELECT crew_id FROM spoolite_crew_flight WHERE lower(crew_id) = lower(?1) \
+     ORDER BY 1 LIMIT 5";
 
 /// What tells two read transactions apart: the last batch committed and the
 /// schema version. Every transaction that writes crew rows is a batch (which
@@ -118,6 +126,12 @@ impl SqliteCrewHours {
         };
         tx.commit()?;
         Ok(rows)
+    }
+
+    pub fn case_twins(&mut self, crew_id: &str) -> Result<Vec<String>, StoreError> {
+        let mut statement = self.conn.prepare(CASE_TWINS_SQL)?;
+        let twins = statement.query_map([crew_id], |row| row.get(0))?;
+        Ok(twins.collect::<Result<_, _>>()?)
     }
 
     pub fn event(
@@ -236,7 +250,8 @@ impl<'a> Query<'a> {
                 role: text(row, 1)?,
                 function: text(row, 2)?,
                 off_blocks_utc: text(row, 3)?,
-                on_blocks_utc: text(row, 4)?,
+                on_blocks_utc: text_or_null(row, 4)?,
+                block_time: row.get(5)?,
             });
         }
         Ok(())
