@@ -37,6 +37,9 @@ pub(crate) struct Metrics {
     pub(crate) database_bytes: Option<u64>,
     pub(crate) wal_bytes: Option<u64>,
     pub(crate) archive_bytes: Option<u64>,
+    /// The flights whose data can make a crew figure wrong, as last counted
+    /// (`Daemon::count_quality`); left out until counted.
+    pub(crate) flight_quality: Option<crate::store::FlightQuality>,
     duration_counts: [u64; DURATION_BUCKETS_S.len()],
     duration_count: u64,
     duration_sum_s: f64,
@@ -197,6 +200,22 @@ impl Metrics {
             if let Some(bytes) = bytes {
                 text.family(name, "gauge", help, &[sample("", &bytes)]);
             }
+        }
+        if let Some(quality) = self.flight_quality {
+            text.family(
+                "spoolite_flights_open",
+                "gauge",
+                "Flights with a live off-blocks and no live on-blocks for over a day: their \
+                 block time counts nothing (counted again after batches, at most once per \
+                 --rescan, and hourly).",
+                &[sample("", &quality.flights_open)],
+            );
+            text.family(
+                "spoolite_flights_negative_block",
+                "gauge",
+                "Flights whose on-blocks is before their off-blocks: no block time is counted.",
+                &[sample("", &quality.flights_negative_block)],
+            );
         }
     }
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::names;
 use crate::spool::{self, LOCK_FILE, REASON_SUFFIX, Spool};
 use crate::state::{self, DatabaseFault};
-use crate::store::{Db, Store, Totals};
+use crate::store::{Db, FlightQuality, Store, Totals};
 
 /// Above this size the WAL is reported as a problem: checkpoints are being held
 /// back, most likely by a long-running analyst read.
@@ -53,6 +53,10 @@ pub(crate) struct Status {
     /// Retracted events, which `events` does not count.
     pub(crate) retracted_events: Option<u64>,
     pub(crate) quarantined: Option<u64>,
+    /// Flights with a live off-blocks and no live on-blocks for over a day.
+    pub(crate) flights_open: Option<u64>,
+    /// Flights whose on-blocks is before their off-blocks.
+    pub(crate) flights_negative_block: Option<u64>,
     pub(crate) last_ingest_at: Option<String>,
     /// Every regular file in incoming/, temp-named and unsettled ones included.
     pub(crate) incoming_waiting: Option<u64>,
@@ -199,7 +203,7 @@ impl Status {
 /// `unreadable` and its figures are null.
 pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
     let mut unreadable = Vec::new();
-    let totals = read_totals(db, &mut unreadable);
+    let (totals, quality) = read_totals(db, &mut unreadable);
     // A PostgreSQL database is no file: it exists when it could be read.
     let db_exists = match db.file() {
         Some(path) => path.exists(),
@@ -215,6 +219,8 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         events: totals.as_ref().map(|t| t.events),
         retracted_events: totals.as_ref().map(|t| t.retracted_events),
         quarantined: totals.as_ref().map(|t| t.quarantined),
+        flights_open: quality.map(|q| q.flights_open),
+        flights_negative_block: quality.map(|q| q.flights_negative_block),
         database_bytes: totals.as_ref().and_then(|t| t.database_bytes),
         last_ingest_at: totals.and_then(|t| t.last_ingest_at),
         incoming_waiting: None,
@@ -425,18 +431,33 @@ fn rejected_file(dir: &Path, name: &OsStr) -> RejectedFile {
     }
 }
 
-/// The database's figures, or `None` with the reason in `unreadable`.
-fn read_totals(db: &Db, unreadable: &mut Vec<String>) -> Option<Totals> {
+/// The database's figures, or `None` with the reason in `unreadable`; and the
+/// flights' data quality counts where its schema has them (`None` for an older
+/// one, which the daemon upgrades).
+fn read_totals(db: &Db, unreadable: &mut Vec<String>) -> (Option<Totals>, Option<FlightQuality>) {
     // A PostgreSQL database is not a file: the connection says whether it exists.
     if let Some(Err(e)) = db.file().map(fs::metadata) {
         unreadable.push(format!("database {db}: {}", cause(&e)));
-        return None;
+        return (None, None);
     }
-    match Store::open_read_only(db).and_then(|mut store| store.totals()) {
-        Ok(totals) => Some(totals),
+    let mut store = match Store::open_read_only(db) {
+        Ok(store) => store,
         Err(e) => {
             unreadable.push(format!("database {db}: {e}"));
-            None
+            return (None, None);
+        }
+    };
+    match store.totals() {
+        Ok(totals) => {
+            let quality = (totals.batches > 0)
+                .then(|| store.flight_quality().ok())
+                .flatten()
+                .or((totals.batches == 0).then(FlightQuality::default));
+            (Some(totals), quality)
+        }
+        Err(e) => {
+            unreadable.push(format!("database {db}: {e}"));
+            (None, None)
         }
     }
 }
@@ -597,6 +618,16 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
     lines.push(("batches", figure(status.batches)));
     lines.push(("events", figure(status.events)));
     lines.push(("quarantined", figure(status.quarantined)));
+    // Only when there is something to say: flights whose data can make a crew
+    // figure wrong.
+    if let (Some(open), Some(negative)) = (status.flights_open, status.flights_negative_block)
+        && open + negative > 0
+    {
+        lines.push((
+            "flights",
+            format!("{open} without on-blocks for over a day, {negative} landed before leaving"),
+        ));
+    }
     let last = match (&status.last_ingest_at, status.batches) {
         (Some(at), _) => at.clone(),
         (None, Some(_)) => "never".to_owned(),

@@ -23,6 +23,8 @@ pub(super) struct Database {
     outage: Option<Outage>,
     /// Something was committed since the last checkpoint.
     wal_dirty: bool,
+    /// Something was committed since the flights' data quality was counted.
+    quality_dirty: bool,
     /// SQLite: the database file first opened. The daemon opens the path again
     /// (after a fault) only while it leads to that file: it never creates a new
     /// database, nor writes into another file put in its place, by itself.
@@ -130,9 +132,21 @@ impl Database {
         self.outage.take().is_some()
     }
 
-    /// A batch was committed: the next idle step checkpoints it.
+    /// A batch was committed: the next idle step checkpoints it, and the flights'
+    /// data quality is counted again.
     pub(crate) fn committed(&mut self) {
         self.wal_dirty = true;
+        self.quality_dirty = true;
+    }
+
+    /// Whether a batch was committed since the flights' data quality was counted.
+    pub(crate) fn quality_dirty(&self) -> bool {
+        self.quality_dirty
+    }
+
+    /// The flights' data quality was counted.
+    pub(crate) fn quality_counted(&mut self) {
+        self.quality_dirty = false;
     }
 
     /// With nothing ready: checkpoints what was committed since the last one, and

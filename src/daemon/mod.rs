@@ -56,6 +56,9 @@ use schedule::Schedule;
 /// lines read as they did when it was one file.
 const LOG_TARGET: &str = module_path!();
 
+/// How often the flights' data quality is counted when no batch came.
+const QUALITY_COUNT_EVERY: Duration = Duration::from_secs(3600);
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub spool: PathBuf,
@@ -96,6 +99,8 @@ pub(crate) struct Daemon {
     publisher: Publisher,
     /// The running total of archive/ (`sizes`).
     archive_tally: ArchiveTally,
+    /// When the flights' data quality was last counted (`count_quality`).
+    quality_counted_at: Option<Instant>,
 }
 
 impl Daemon {
@@ -129,6 +134,7 @@ impl Daemon {
             in_doubt: CommitInDoubt::default(),
             publisher,
             archive_tally: ArchiveTally::default(),
+            quality_counted_at: None,
         }
     }
 
@@ -270,13 +276,44 @@ impl Daemon {
         }
     }
 
-    /// With nothing ready: checkpoint what was committed, publish the figures.
+    /// With nothing ready: checkpoint what was committed, count the flights' data
+    /// quality when due, publish the figures.
     fn idle(&mut self, now: Instant) {
         // A checkpoint moves the WAL's bytes into the database: new sizes.
         if self.database.checkpoint() {
             self.publisher.changed();
         }
+        self.count_quality(now);
         self.publish(now);
+    }
+
+    /// Counts the flights whose data can make a crew figure wrong, for the metrics
+    /// file (none without one): at start, after batches at most once per
+    /// `--rescan` (a pass over the flights' index), and hourly besides (a flight
+    /// without on-blocks becomes "open" a day after its off-blocks). A failure is
+    /// left to the next count: the batches' own tries report the database's faults.
+    fn count_quality(&mut self, now: Instant) {
+        if self.config.metrics_file.is_none() {
+            return;
+        }
+        let due = self.quality_counted_at.is_none_or(|at| {
+            let since = now.saturating_duration_since(at);
+            (self.database.quality_dirty() && since >= self.config.rescan)
+                || since >= QUALITY_COUNT_EVERY
+        });
+        let Some(store) = self.database.store_mut().filter(|_| due) else {
+            return;
+        };
+        self.quality_counted_at = Some(now);
+        match store.flight_quality() {
+            Ok(quality) => {
+                self.database.quality_counted();
+                self.publisher.flight_quality(quality);
+            }
+            Err(error) => {
+                log::debug!(target: LOG_TARGET, "count the flights' data quality: {error}")
+            }
+        }
     }
 
     /// Updates the figures from what a step did.

@@ -113,6 +113,14 @@ impl Publisher {
         self.metrics.archive_bytes = sizes.archive_bytes;
     }
 
+    /// The flights' data quality counts, for the metrics file.
+    pub(crate) fn flight_quality(&mut self, quality: crate::store::FlightQuality) {
+        if self.metrics.flight_quality != Some(quality) {
+            self.metrics.flight_quality = Some(quality);
+            self.figures_changed = true;
+        }
+    }
+
     /// How long until a figure that changed may be written, when one did.
     pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         self.figures_changed.then(|| self.publish_wait(now))

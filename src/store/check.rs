@@ -125,7 +125,29 @@ pub const CHECKS: &[Check] = &[
         sqlite: |store, _| super::sqlite::check::crew_fdp(store),
         postgres: |store, _| super::postgres::check::crew_fdp(store),
     },
+    Check {
+        name: "data_quality",
+        at_10m_seconds: |_| 10,
+        sqlite: |store, _| super::sqlite::check::data_quality(store),
+        postgres: |store, _| super::postgres::check::data_quality(store),
+    },
 ];
+
+/// The data quality counts over the whole database at now: how many crew
+/// members each code concerns (the contract's *Data quality*; `ftl` flags the
+/// lines). Informational: it always holds.
+pub(crate) fn data_quality_finding(counts: [i64; 4]) -> Finding {
+    let codes = ["open_flight", "negative_block", "open_duty", "overlap"];
+    let parts: Vec<String> = codes
+        .iter()
+        .zip(counts)
+        .map(|(code, n)| format!("{code} {}", plural(n, "crew member", "crew members")))
+        .collect();
+    Finding::holds(format!(
+        "{} (informational: data that can make a crew figure wrong; never fails)",
+        parts.join(", ")
+    ))
+}
 
 impl Store {
     /// Runs one check on this database. An error is a check that could not run

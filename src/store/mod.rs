@@ -156,6 +156,16 @@ pub struct Totals {
     pub(crate) database_bytes: Option<u64>,
 }
 
+/// The flights whose data can make a crew figure wrong (the contract's *Data
+/// quality*), for `status --json` and the metrics: those with a live off-blocks
+/// and no live on-blocks for over a day, and those whose on-blocks is before
+/// their off-blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlightQuality {
+    pub flights_open: u64,
+    pub flights_negative_block: u64,
+}
+
 /// The database a spoolite writes: `--db` a SQLite file, or a PostgreSQL URI
 /// (`postgres://…`, `postgresql://…`). Each method does the same for both.
 pub enum Store {
@@ -347,6 +357,15 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.totals(),
             Store::Postgres(store) => store.totals(),
+        }
+    }
+
+    /// The flights' data quality counts at now (one pass over the flights'
+    /// off-blocks index).
+    pub fn flight_quality(&mut self) -> Result<FlightQuality, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.flight_quality(),
+            Store::Postgres(store) => store.flight_quality(),
         }
     }
 

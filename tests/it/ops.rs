@@ -724,6 +724,9 @@ fn status_reports_every_number_an_operator_asks_for() {
         "events": 12,
         "retracted_events": 0,
         "quarantined": 2,
+        // A flight of the files has an off-blocks of days ago and no on-blocks.
+        "flights_open": 1,
+        "flights_negative_block": 0,
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
         "oldest_waiting_age_s": null,
@@ -882,6 +885,8 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "events": null,
             "retracted_events": null,
             "quarantined": null,
+            "flights_open": null,
+            "flights_negative_block": null,
             "last_ingest_at": null,
             "incoming_waiting": null,
             "oldest_waiting_age_s": null,
@@ -1306,6 +1311,72 @@ fn sample(families: &BTreeMap<String, Family>, name: &str, labels: &[(&str, &str
         .value
 }
 
+/// A flight without on-blocks for two days and one that lands before it leaves:
+/// `status --json`, its text and the metrics file count them.
+#[test]
+fn flights_that_can_make_a_crew_figure_wrong_are_counted_in_status_and_metrics() {
+    let site = Site::new();
+    let metrics = site.dir.path().join("textfile").join("spoolite.prom");
+    fs::create_dir_all(metrics.parent().expect("parent")).expect("mkdir textfile");
+    let mut daemon = site.start_packaged(&[
+        "--metrics-file",
+        metrics.to_str().expect("UTF-8 path"),
+        "--rescan",
+        "1s",
+    ]);
+    daemon.wait(WAIT, "the first metrics file", || metrics.exists());
+    let two_days_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48);
+    let at = |ts: jiff::Timestamp| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let events = [
+        event(
+            "OPEN-1",
+            "off_blocks",
+            &at(two_days_ago),
+            Some(1),
+            r#"{"crew":["C1"]}"#,
+        ),
+        event(
+            "BACK-1",
+            "off_blocks",
+            "2026-11-30T10:00:00Z",
+            Some(1),
+            r#"{"crew":["C1"]}"#,
+        ),
+        event("BACK-1", "on_blocks", "2026-11-29T12:00:00Z", Some(1), "{}"),
+        event(
+            "FINE-1",
+            "off_blocks",
+            "2026-11-30T10:00:00Z",
+            Some(1),
+            r#"{"crew":["C2"]}"#,
+        ),
+        event("FINE-1", "on_blocks", "2026-11-30T12:00:00Z", Some(1), "{}"),
+    ];
+    site.deliver(&mut daemon, "quality.json", json_batch(&events));
+    let mut families = BTreeMap::new();
+    daemon.wait(WAIT, "the metrics count the two flights", || {
+        families = parse_exposition(&fs::read_to_string(&metrics).unwrap_or_default());
+        families.contains_key("spoolite_flights_open")
+            && sample(&families, "spoolite_flights_open", &[]) == 1.0
+    });
+    assert_eq!(
+        sample(&families, "spoolite_flights_negative_block", &[]),
+        1.0
+    );
+    let status = status_json(&site);
+    assert_eq!(
+        (&status["flights_open"], &status["flights_negative_block"]),
+        (&json!(1), &json!(1))
+    );
+    let (code, text) = status_text_code(&site);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        status_line(&text, "flights"),
+        "1 without on-blocks for over a day, 1 landed before leaving"
+    );
+    daemon.stop();
+}
+
 #[test]
 fn the_metrics_file_counts_files_and_events_by_outcome() {
     let started = unix_now_s();
@@ -1369,6 +1440,8 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
             ("spoolite_files_changed_after_archive_total", "counter"),
             ("spoolite_files_total", "counter"),
             ("spoolite_files_waiting", "gauge"),
+            ("spoolite_flights_negative_block", "gauge"),
+            ("spoolite_flights_open", "gauge"),
             ("spoolite_ingest_duration_seconds", "histogram"),
             ("spoolite_last_success_timestamp_seconds", "gauge"),
             ("spoolite_oldest_waiting_age_seconds", "gauge"),

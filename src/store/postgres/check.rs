@@ -9,8 +9,8 @@ use super::{PgStore, SCHEMA_VERSION};
 use crate::store::StoreError;
 use crate::store::check::{
     CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
-    change_seq_finding, compare_crew, compare_fdp, events_finding, flight_times_finding,
-    inbox_finding, quarantine_finding,
+    change_seq_finding, compare_crew, compare_fdp, data_quality_finding, events_finding,
+    flight_times_finding, inbox_finding, quarantine_finding,
 };
 
 /// The relations spoolite's schema makes, tables and views.
@@ -387,6 +387,45 @@ pub(crate) fn crew_duty(store: &mut PgStore) -> Result<Finding, StoreError> {
         CREW_DUTY_VIEWED,
         Unit::Duty,
     )
+}
+
+/// The data quality counts over the whole database at now (see the SQLite side).
+const DATA_QUALITY_SQL: &str = "WITH bounds AS (
+        SELECT to_char(now() AT TIME ZONE 'UTC' - interval '1 day', 'YYYY-MM-DD\"T\"HH24:MI:SS')
+                   COLLATE \"C\" AS day_ago,
+               to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') COLLATE \"C\" AS now)
+    SELECT
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_flight, bounds
+       WHERE role = 'operating' AND on_blocks_utc IS NULL AND rtrim(off_blocks_utc, 'Z') < day_ago),
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_flight
+       WHERE role = 'operating' AND on_blocks_utc IS NOT NULL AND block_minutes IS NULL),
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_duty, bounds
+       WHERE duty_end_utc IS NULL AND rtrim(duty_start_utc, 'Z') < day_ago),
+      (SELECT count(*) FROM (
+         SELECT crew_id FROM (
+           SELECT crew_id, rtrim(off_blocks_utc, 'Z') AS s,
+                  max(rtrim(on_blocks_utc, 'Z')) OVER (PARTITION BY crew_id ORDER BY off_blocks_utc
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+           FROM spoolite_crew_flight WHERE role = 'operating' AND block_minutes IS NOT NULL) AS f
+         WHERE reach > s
+         UNION
+         SELECT crew_id FROM (
+           SELECT crew_id, rtrim(duty_start_utc, 'Z') AS s,
+                  max(coalesce(rtrim(duty_end_utc, 'Z'), (SELECT now FROM bounds))) OVER (
+                      PARTITION BY crew_id ORDER BY duty_start_utc
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+           FROM spoolite_crew_duty) AS d
+         WHERE reach > s) AS o)";
+
+/// The data quality counts (informational).
+pub(crate) fn data_quality(store: &mut PgStore) -> Result<Finding, StoreError> {
+    let row = store.client.query_one(DATA_QUALITY_SQL, &[])?;
+    Ok(data_quality_finding([
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+    ]))
 }
 
 /// The `crew_fdp` check's three portals of one transaction.

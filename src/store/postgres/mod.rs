@@ -187,6 +187,22 @@ impl PgStore {
             .is_some())
     }
 
+    pub fn flight_quality(&mut self) -> Result<super::FlightQuality, StoreError> {
+        let row = self.client.query_one(
+            "SELECT count(*) FILTER (WHERE on_blocks_utc IS NULL
+                        AND rtrim(off_blocks_utc, 'Z') < to_char(now() AT TIME ZONE 'UTC'
+                            - interval '1 day', 'YYYY-MM-DD\"T\"HH24:MI:SS') COLLATE \"C\"),
+                    count(*) FILTER (WHERE rtrim(on_blocks_utc, 'Z') < rtrim(off_blocks_utc, 'Z'))
+             FROM spoolite_flight WHERE off_blocks_utc IS NOT NULL",
+            &[],
+        )?;
+        let count = |at: usize| row.get::<_, i64>(at).max(0) as u64;
+        Ok(super::FlightQuality {
+            flights_open: count(0),
+            flights_negative_block: count(1),
+        })
+    }
+
     pub fn totals(&mut self) -> Result<Totals, StoreError> {
         if self.schema_version()? == 0 {
             return Ok(Totals::default());

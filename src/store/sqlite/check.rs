@@ -9,8 +9,8 @@ use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::check::{
     CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
-    change_seq_finding, compare_crew, compare_fdp, events_finding, flight_times_finding,
-    inbox_finding, listed, quarantine_finding,
+    change_seq_finding, compare_crew, compare_fdp, data_quality_finding, events_finding,
+    flight_times_finding, inbox_finding, listed, quarantine_finding,
 };
 
 /// The rows of a statement whose rows are `(offender, total)`, the total the same
@@ -435,6 +435,44 @@ pub(crate) fn crew_duty(store: &SqliteStore) -> Result<Finding, StoreError> {
         (CREW_DUTY_VIEWED, CREW_DUTY_ORPHANS),
         Unit::Duty,
     )
+}
+
+/// How many crew members each data quality code concerns over the whole database
+/// at now: operating flights without on-blocks for over a day, with on-blocks
+/// before off-blocks, duties open for over a day, and two operating flights with
+/// block time or two duties over each other (each crew member's rows in start
+/// order by the crew index, each against the latest end before it).
+const DATA_QUALITY_SQL: &str = "WITH day_ago(t) AS (SELECT strftime('%Y-%m-%dT%H:%M:%S', 'now', '-1 day')),
+    now(t) AS (SELECT strftime('%Y-%m-%dT%H:%M:%S', 'now'))
+    SELECT
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_flight, day_ago
+       WHERE role = 'operating' AND on_blocks_utc IS NULL AND rtrim(off_blocks_utc, 'Z') < day_ago.t),
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_flight
+       WHERE role = 'operating' AND on_blocks_utc IS NOT NULL AND block_minutes IS NULL),
+      (SELECT count(DISTINCT crew_id) FROM spoolite_crew_duty, day_ago
+       WHERE duty_end_utc IS NULL AND rtrim(duty_start_utc, 'Z') < day_ago.t),
+      (SELECT count(*) FROM (
+         SELECT crew_id FROM (
+           SELECT crew_id, rtrim(off_blocks_utc, 'Z') AS s,
+                  max(rtrim(on_blocks_utc, 'Z')) OVER (PARTITION BY crew_id ORDER BY off_blocks_utc
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+           FROM spoolite_crew_flight WHERE role = 'operating' AND block_minutes IS NOT NULL)
+         WHERE reach > s
+         UNION
+         SELECT crew_id FROM (
+           SELECT crew_id, rtrim(duty_start_utc, 'Z') AS s,
+                  max(coalesce(rtrim(duty_end_utc, 'Z'), (SELECT t FROM now))) OVER (
+                      PARTITION BY crew_id ORDER BY duty_start_utc
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+           FROM spoolite_crew_duty)
+         WHERE reach > s))";
+
+/// The data quality counts (informational).
+pub(crate) fn data_quality(store: &SqliteStore) -> Result<Finding, StoreError> {
+    let counts = store.conn.query_row(DATA_QUALITY_SQL, [], |row| {
+        Ok([row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?])
+    })?;
+    Ok(data_quality_finding(counts))
 }
 
 /// The `crew_fdp` check's three statements, stepped side by side.

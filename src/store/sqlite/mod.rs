@@ -204,6 +204,21 @@ impl SqliteStore {
         }
     }
 
+    pub fn flight_quality(&self) -> Result<super::FlightQuality, StoreError> {
+        let (open, negative): (i64, i64) = self.conn.query_row(
+            "SELECT count(*) FILTER (WHERE on_blocks_utc IS NULL
+                         AND rtrim(off_blocks_utc, 'Z') < strftime('%Y-%m-%dT%H:%M:%S', 'now', '-1 day')),
+                    count(*) FILTER (WHERE block_minutes < 0)
+             FROM spoolite_flight WHERE off_blocks_utc IS NOT NULL",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        Ok(super::FlightQuality {
+            flights_open: open.max(0) as u64,
+            flights_negative_block: negative.max(0) as u64,
+        })
+    }
+
     pub fn totals(&self) -> Result<Totals, StoreError> {
         let count = |sql: &str| -> Result<u64, StoreError> {
             Ok(self.conn.query_row(sql, [], |row| row.get::<_, i64>(0))? as u64)
