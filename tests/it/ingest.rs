@@ -977,7 +977,7 @@ fn a_dry_run_reports_the_outcomes_and_writes_nothing() {
 
 /// Identities the property draws from: canonical flight_id, event_kind and instant, and
 /// ways of writing that same instant.
-const POOL: [(&str, &str, &str, [&str; 3]); 8] = [
+const POOL: [(&str, &str, &str, [&str; 3]); 11] = [
     (
         "BA0117-20261129",
         "off_blocks",
@@ -1064,6 +1064,41 @@ const POOL: [(&str, &str, &str, [&str; 3]); 8] = [
             "2026-11-29T21:50:00.0Z",
         ],
     ),
+    // The crew system's assignment of BA0117: while live, its crew is the flight's
+    // (its payload choice differs from the off-blocks' as any two identities' do).
+    (
+        "BA0117-20261129",
+        "crew_assignment",
+        "2026-11-29T08:00:00Z",
+        [
+            "2026-11-29T08:00:00Z",
+            "2026-11-29T09:00:00+01:00",
+            "2026-11-29T08:00:00.000Z",
+        ],
+    ),
+    // A sector of another flight id inside the duty EZY8421: the duty's flight
+    // duty period ends at its on-blocks while it is live and has block time, with
+    // the duty otherwise; its crew decides whose period it is.
+    (
+        "EZY8422-20270102",
+        "off_blocks",
+        "2027-01-02T01:00:00Z",
+        [
+            "2027-01-02T01:00:00Z",
+            "2027-01-02T03:00:00+02:00",
+            "2027-01-02T01:00:00.0Z",
+        ],
+    ),
+    (
+        "EZY8422-20270102",
+        "on_blocks",
+        "2027-01-02T03:15:00Z",
+        [
+            "2027-01-02T03:15:00Z",
+            "2027-01-02T04:15:00+01:00",
+            "2027-01-02T03:15:00.00Z",
+        ],
+    ),
 ];
 
 /// Revisions drawn: 0 to 3.
@@ -1110,19 +1145,28 @@ pub(crate) struct Scenario {
 }
 
 /// Payload `choice`, canonical (form 0) or written otherwise. Its crew differ from
-/// choice to choice (a corrected crew list moves the minutes), and choice 2 names
-/// a positioning crew member.
+/// choice to choice (a corrected crew list moves the minutes): choice 1 names a
+/// cabin crew member, choice 2 a positioning one and, on a duty's start, an
+/// airport standby.
 fn payload_text(choice: u8, form: usize) -> String {
     let second = match (choice, form) {
+        (1, 0) => r#"{"function":"cabin_crew","id":"C3"}"#.to_owned(),
+        (1, _) => r#"{"id":"C3","function":"cabin_crew"}"#.to_owned(),
         (2, 0) => r#"{"id":"C2","role":"positioning"}"#.to_owned(),
         (2, 1) => r#"{"role":"positioning","id":"C2"}"#.to_owned(),
         (2, _) => r#"{ "role" : "positioning" , "id" : "C2" }"#.to_owned(),
         _ => format!(r#""C{choice}""#),
     };
+    let duty_type = match choice {
+        2 => r#","duty_type":"airport_standby""#,
+        _ => "",
+    };
     match form {
-        0 => format!(r#"{{"crew":["C1",{second}],"tail":"G-XW{choice}"}}"#),
-        1 => format!(r#"{{"tail":"G-XW{choice}","crew":["C1",{second}]}}"#),
-        _ => format!(r#"{{ "tail" : "G-XW{choice}" ,  "crew" : [ "C1" , {second} ] }}"#),
+        0 => format!(r#"{{"crew":["C1",{second}]{duty_type},"tail":"G-XW{choice}"}}"#),
+        1 => format!(r#"{{"tail":"G-XW{choice}","crew":["C1",{second}]{duty_type}}}"#),
+        _ => {
+            format!(r#"{{ "tail" : "G-XW{choice}" ,  "crew" : [ "C1" , {second} ] {duty_type} }}"#)
+        }
     }
 }
 
@@ -1228,8 +1272,8 @@ fn gen_file() -> impl Strategy<Value = GenFile> {
 }
 
 pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
-    let choice = prop::array::uniform8(prop::array::uniform4(0..3u8));
-    let retract = prop::array::uniform8(prop::array::uniform4(prop::bool::weighted(0.3)));
+    let choice = prop::array::uniform11(prop::array::uniform4(0..3u8));
+    let retract = prop::array::uniform11(prop::array::uniform4(prop::bool::weighted(0.3)));
     (choice, retract, prop::collection::vec(gen_file(), 1..=4)).prop_flat_map(
         |(choice, retract, files)| {
             let count = files.len();
