@@ -571,17 +571,16 @@ fn periods_sql(refs: &str) -> String {
     )
 }
 
-/// Computes the flight duty periods again: of every duty (`Scope::All`, its index
-/// dropped and built again by one sort), or of the duties noted and touched.
+/// Computes the flight duty periods again: of every duty (`Scope::All`: `all_periods`,
+/// the table's index dropped and built again by one sort), or of the duties noted
+/// and touched (by `periods_sql`, a look-up of each duty's crew member's flights).
 fn periods(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     let started = std::time::Instant::now();
     match scope {
         Scope::All => {
             tx.execute_batch("DELETE FROM spoolite_crew_fdp")?;
             let dropped = rebuild::drop_indexes_of(tx, "spoolite_crew_fdp")?;
-            tx.execute_batch(&periods_sql(
-                "SELECT DISTINCT duty_ref AS ref FROM spoolite_crew_duty",
-            ))?;
+            all_periods(tx)?;
             dropped.rebuild(tx)?;
         }
         Scope::Noted => {
@@ -654,6 +653,135 @@ fn duties_sql(refs: &str) -> String {
              ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
              AND d.instant_utc = c.start_utc"
     )
+}
+
+/// Every duty of a crew member that can have a period, in crew id order (a sort:
+/// the duties of one crew member lie all over the table).
+const ALL_DUTIES: &str = "SELECT crew_id, duty_ref, duty_id, function, duty_type,
+        duty_start_utc, duty_end_utc
+    FROM spoolite_crew_duty
+    WHERE duty_type IN ('flight_duty', 'ground_duty', 'airport_standby')
+    ORDER BY +crew_id";
+
+/// Every operating crew row of a flight, in crew id order, with whether it has
+/// block time.
+const ALL_FLIGHTS: &str = "SELECT crew_id, off_blocks_utc, on_blocks_utc,
+        block_minutes IS NOT NULL
+    FROM spoolite_crew_flight WHERE role = 'operating'
+    ORDER BY +crew_id";
+
+/// A period's row, its minutes computed as every crew row's are.
+const PERIOD_ROW: &str = "INSERT INTO spoolite_crew_fdp
+        (duty_ref, crew_id, duty_id, function, fdp_start_utc, fdp_end_utc, fdp_minutes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6,
+            round((julianday(rtrim(?6, 'Z')) - julianday(rtrim(?5, 'Z'))) * 1440, 2))";
+
+/// One crew row of a duty, as `all_periods` reads it.
+struct DutyRow {
+    crew_id: String,
+    duty_ref: i64,
+    duty_id: String,
+    function: String,
+    duty_type: String,
+    start: String,
+    end: Option<String>,
+}
+
+/// One operating crew row of a flight, as `all_periods` reads it.
+struct FlightRow {
+    crew_id: String,
+    off_blocks: String,
+    on_blocks: Option<String>,
+    block_time: bool,
+}
+
+/// The period of every duty, by `crew::flight_duty_period` over each crew
+/// member's duties and flights: both tables read once each, sorted by crew id and
+/// merged, one crew member's rows in memory at a time. A look-up of each duty's
+/// flights (`periods_sql`) costs a random read of the crew index per duty, which
+/// at 10M events was most of an upgrade's time.
+fn all_periods(tx: &Connection) -> Result<(), StoreError> {
+    let micros = |text: &str| crate::ftl::time::parse_instant(text).unwrap_or(i64::MIN);
+    let mut duties_statement = tx.prepare(ALL_DUTIES)?;
+    let mut duties = duties_statement.query_map([], |row| {
+        Ok(DutyRow {
+            crew_id: row.get(0)?,
+            duty_ref: row.get(1)?,
+            duty_id: row.get(2)?,
+            function: row.get(3)?,
+            duty_type: row.get(4)?,
+            start: row.get(5)?,
+            end: row.get(6)?,
+        })
+    })?;
+    let mut flights_statement = tx.prepare(ALL_FLIGHTS)?;
+    let mut flights = flights_statement.query_map([], |row| {
+        Ok(FlightRow {
+            crew_id: row.get(0)?,
+            off_blocks: row.get(1)?,
+            on_blocks: row.get(2)?,
+            block_time: row.get(3)?,
+        })
+    })?;
+    let mut insert = tx.prepare(PERIOD_ROW)?;
+    let mut next_flight = flights.next().transpose()?;
+    let mut next_duty = duties.next().transpose()?;
+    while let Some(first) = next_duty.take() {
+        // One crew member's duties, and their flights in off-blocks order.
+        let crew_id = first.crew_id.clone();
+        let mut of_crew = vec![first];
+        next_duty = duties.next().transpose()?;
+        while let Some(duty) = next_duty.take_if(|d| d.crew_id == crew_id) {
+            of_crew.push(duty);
+            next_duty = duties.next().transpose()?;
+        }
+        while next_flight.as_ref().is_some_and(|f| f.crew_id < crew_id) {
+            next_flight = flights.next().transpose()?;
+        }
+        let mut crew_flights: Vec<(crew::FlightSpan, FlightRow)> = Vec::new();
+        while let Some(flight) = next_flight.take_if(|f| f.crew_id == crew_id) {
+            let span = crew::FlightSpan {
+                off_blocks: micros(&flight.off_blocks),
+                on_blocks: match (&flight.on_blocks, flight.block_time) {
+                    (Some(on), true) => Some(micros(on)),
+                    _ => None,
+                },
+                operating: true,
+            };
+            crew_flights.push((span, flight));
+            next_flight = flights.next().transpose()?;
+        }
+        crew_flights.sort_by_key(|(span, _)| span.off_blocks);
+        let spans: Vec<crew::FlightSpan> = crew_flights.iter().map(|(span, _)| *span).collect();
+        for duty in &of_crew {
+            let span = crew::DutySpan {
+                start: micros(&duty.start),
+                end: duty.end.as_deref().map(micros),
+                duty_type: crew::DutyType::from_text(&duty.duty_type),
+            };
+            let Some((_, end)) = crew::flight_duty_period(&span, &spans) else {
+                continue;
+            };
+            // The end as the rows write it: the duty's own, or that on-blocks.
+            let end_text = match end {
+                None => None,
+                Some(end) if Some(end) == span.end => duty.end.clone(),
+                Some(end) => crew_flights
+                    .iter()
+                    .find(|(s, _)| s.on_blocks == Some(end))
+                    .and_then(|(_, f)| f.on_blocks.clone()),
+            };
+            insert.execute(rusqlite::params![
+                duty.duty_ref,
+                crew_id,
+                duty.duty_id,
+                duty.function,
+                duty.start,
+                end_text
+            ])?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the crew rows of the flights numbered by `refs` that have an off-blocks.
