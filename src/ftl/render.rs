@@ -166,36 +166,7 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> Strin
         })
         .collect();
     let heading = ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM", ""].map(Cow::Borrowed);
-    let mut widths = [0; 7];
-    for row in std::iter::once(&heading).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&heading).chain(&rows) {
-        let start = out.len();
-        write!(
-            out,
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            row[4],
-            row[5],
-            row[6],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3],
-            w4 = widths[4],
-            w5 = widths[5],
-        )
-        .expect("writing to a String");
-        let kept = out[start..].trim_end().len();
-        out.truncate(start + kept);
-        out.push('\n');
-    }
+    columns(&mut out, &heading, &rows, &[false, false, false, true, true, true, false]);
     legend(
         &mut out,
         lines
@@ -295,38 +266,8 @@ pub fn plan_table(lines: &[PlanLine], rules: Rules, at: Micros, base: &TimeBase)
         "CREW", "MEASURE", "WINDOW", "WORST", "AT", "LIMIT", "HEADROOM", "",
     ]
     .map(str::to_owned);
-    let mut widths = [0; 8];
-    for row in std::iter::once(&heading).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&heading).chain(&rows) {
-        let start = out.len();
-        write!(
-            out,
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:<w4$}  {:>w5$}  {:>w6$}  {}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            row[4],
-            row[5],
-            row[6],
-            row[7],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3],
-            w4 = widths[4],
-            w5 = widths[5],
-            w6 = widths[6],
-        )
-        .expect("writing to a String");
-        let kept = out[start..].trim_end().len();
-        out.truncate(start + kept);
-        out.push('\n');
-    }
+    let right = [false, false, false, true, false, true, true, false];
+    columns(&mut out, &heading, &rows, &right);
     legend(
         &mut out,
         lines
@@ -339,4 +280,35 @@ pub fn plan_table(lines: &[PlanLine], rules: Rules, at: Micros, base: &TimeBase)
 /// Microseconds as minutes rounded to 0.01.
 pub fn minutes_hundredths(micros: Micros) -> f64 {
     hundredths(micros) as f64 / 100.0
+}
+
+/// Writes `heading` and `rows` as columns two spaces apart, each as wide as its
+/// widest cell, aligned right where `right` says; a row's trailing blanks cut, so
+/// that an empty last cell leaves no space behind. Rows are never wrapped.
+fn columns<C: AsRef<str>, const N: usize>(
+    out: &mut String,
+    heading: &[C; N],
+    rows: &[[C; N]],
+    right: &[bool; N],
+) {
+    let mut widths = [0; N];
+    for row in std::iter::once(heading).chain(rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.as_ref().chars().count());
+        }
+    }
+    for row in std::iter::once(heading).chain(rows) {
+        let start = out.len();
+        for (at, cell) in row.iter().enumerate() {
+            let (cell, width) = (cell.as_ref(), widths[at]);
+            match right[at] {
+                true => write!(out, "{cell:>width$}  "),
+                false => write!(out, "{cell:<width$}  "),
+            }
+            .expect("writing to a String");
+        }
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
+        out.push('\n');
+    }
 }
