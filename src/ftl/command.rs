@@ -227,11 +227,14 @@ fn explain_window(
     let base = &args.time_zone;
     let mut hours = open(&args.db)?;
     let from = limit.span.start(at, base);
-    let reads_from = Judge::new(rules, at, base.clone()).reads_from();
+    let reads_from = Judge::new(rules, at, base.clone()).duties_from();
     let bound = |at: Micros| time::format_seconds(at).trim_end_matches('Z').to_owned();
+    let after = bound(from.unwrap_or(reads_from) - MICROS_PER_SECOND);
     let span = CrewSpan {
-        after: bound(from.unwrap_or(reads_from) - MICROS_PER_SECOND),
+        duties_after: after.clone(),
+        after,
         before: bound(at + MICROS_PER_SECOND),
+        fdps: true,
     };
     let rows = hours.explain_rows(&span, crew_id)?;
     let judged =
@@ -549,7 +552,9 @@ fn read(
     let bound = |at: Micros| time::format_seconds(at).trim_end_matches('Z').to_owned();
     let span = CrewSpan {
         after: bound(judge.reads_from() - MICROS_PER_SECOND),
+        duties_after: bound(judge.duties_from() - MICROS_PER_SECOND),
         before: bound(at + MICROS_PER_SECOND),
+        fdps: judge.reads_fdps(),
     };
     let (mut unreadable, mut unreadable_duties) = (0u64, 0u64);
     hours.read(

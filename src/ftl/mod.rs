@@ -128,6 +128,10 @@ impl Flag {
     }
 }
 
+/// How far before T a rest window looks for the last qualifying rest: eight
+/// weeks, where a rest is due every week.
+pub const REST_LOOKBACK: Micros = 56 * time::MICROS_PER_DAY;
+
 /// How long a flight may lack its on-blocks, or a duty its end, before a line
 /// says so.
 const OPEN_FOR: Micros = 24 * time::MICROS_PER_HOUR;
@@ -271,15 +275,36 @@ impl Judge {
         }
     }
 
-    /// The earliest instant a row can end at and still count: the widest
-    /// window's start. A rest window looks for the last rest as far back.
+    /// The earliest instant a flight can end at and still count: the widest
+    /// flight time window's start.
     pub fn reads_from(&self) -> Micros {
-        self.starts
-            .iter()
-            .flatten()
-            .copied()
-            .min()
+        self.reads_from_of(|measure| measure == Measure::FlightTime)
             .unwrap_or(self.at)
+    }
+
+    /// The earliest instant a duty or a flight duty period can end at and still
+    /// count: the widest duty or FDP window's start, and `REST_LOOKBACK` before T
+    /// for the rest windows (a crew member with no qualifying rest in those weeks
+    /// is far past any limit: their figure then counts from the first duty read).
+    pub fn duties_from(&self) -> Micros {
+        let windows = self.reads_from_of(|m| matches!(m, Measure::Duty | Measure::Fdp));
+        let rest = self.at - REST_LOOKBACK;
+        windows.map_or(rest, |from| from.min(rest))
+    }
+
+    /// Whether the rule set has a window of flight duty periods.
+    pub fn reads_fdps(&self) -> bool {
+        self.rules
+            .limits()
+            .iter()
+            .any(|l| l.measure == Measure::Fdp)
+    }
+
+    fn reads_from_of(&self, which: impl Fn(Measure) -> bool) -> Option<Micros> {
+        (self.rules.limits().iter().zip(&self.starts))
+            .filter(|(limit, _)| which(limit.measure))
+            .filter_map(|(_, start)| *start)
+            .min()
     }
 
     pub fn at(&self) -> Micros {

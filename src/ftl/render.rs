@@ -166,7 +166,12 @@ pub fn table(lines: &[Line], rules: Rules, at: Micros, base: &TimeBase) -> Strin
         })
         .collect();
     let heading = ["CREW", "MEASURE", "WINDOW", "USED", "LIMIT", "HEADROOM", ""].map(Cow::Borrowed);
-    columns(&mut out, &heading, &rows, &[false, false, false, true, true, true, false]);
+    columns(
+        &mut out,
+        &heading,
+        &rows,
+        &[false, false, false, true, true, true, false],
+    );
     legend(
         &mut out,
         lines

@@ -78,8 +78,13 @@ pub struct EventRef {
 /// the fractions within one second), and reads the crew index as a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrewSpan {
+    /// Where the flights' rows begin to count.
     pub after: String,
+    /// Where the duties' and periods' rows begin to count.
+    pub duties_after: String,
     pub before: String,
+    /// Whether the periods are read at all (a rule set without FDP windows needs none).
+    pub fdps: bool,
 }
 
 /// A read-only connection for `ftl`: nothing is created, locked for writing or

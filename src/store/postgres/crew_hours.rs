@@ -84,6 +84,7 @@ impl PgCrewHours {
         mut duties: impl FnMut(CrewRow<'_>),
     ) -> Result<(), StoreError> {
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&span.after, &span.before];
+        let mut duty_params: Vec<&(dyn ToSql + Sync)> = vec![&span.duties_after, &span.before];
         let sql = |base: &str| match crew.is_empty() {
             true => base.to_owned(),
             false => format!("{base}{NAMED}"),
@@ -91,6 +92,7 @@ impl PgCrewHours {
         let crew = crew.to_vec();
         if !crew.is_empty() {
             params.push(&crew);
+            duty_params.push(&crew);
         }
         let mut tx = self
             .store
@@ -111,7 +113,7 @@ impl PgCrewHours {
             });
         }
         drop(rows);
-        let mut rows = tx.query_raw(&sql(DUTIES_SQL), params.iter().copied())?;
+        let mut rows = tx.query_raw(&sql(DUTIES_SQL), duty_params.iter().copied())?;
         while let Some(row) = rows.next()? {
             duties(CrewRow::Duty {
                 crew_id: row.try_get(0)?,
@@ -122,16 +124,17 @@ impl PgCrewHours {
             });
         }
         drop(rows);
-        let mut rows = tx.query_raw(&sql(FDPS_SQL), params.iter().copied())?;
-        while let Some(row) = rows.next()? {
-            duties(CrewRow::Fdp {
-                crew_id: row.try_get(0)?,
-                function: row.try_get(1)?,
-                fdp_start_utc: row.try_get(2)?,
-                fdp_end_utc: row.try_get(3)?,
-            });
+        if span.fdps {
+            let mut rows = tx.query_raw(&sql(FDPS_SQL), duty_params.iter().copied())?;
+            while let Some(row) = rows.next()? {
+                duties(CrewRow::Fdp {
+                    crew_id: row.try_get(0)?,
+                    function: row.try_get(1)?,
+                    fdp_start_utc: row.try_get(2)?,
+                    fdp_end_utc: row.try_get(3)?,
+                });
+            }
         }
-        drop(rows);
         tx.commit()?;
         Ok(())
     }

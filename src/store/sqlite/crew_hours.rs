@@ -223,10 +223,11 @@ impl<'a> Query<'a> {
     fn rows<'s>(
         &self,
         statement: &'s mut rusqlite::Statement<'_>,
+        after: &str,
     ) -> rusqlite::Result<rusqlite::Rows<'s>> {
         match &self.named {
-            None => statement.query((&self.span.after, &self.span.before)),
-            Some(named) => statement.query((&self.span.after, &self.span.before, named)),
+            None => statement.query((after, &self.span.before)),
+            Some(named) => statement.query((after, &self.span.before, named)),
         }
     }
 
@@ -243,7 +244,7 @@ impl<'a> Query<'a> {
         mut each: impl FnMut(CrewRow<'_>),
     ) -> Result<(), StoreError> {
         let mut statement = conn.prepare(&self.sql(FLIGHTS_SQL))?;
-        let mut rows = self.rows(&mut statement)?;
+        let mut rows = self.rows(&mut statement, &self.span.after)?;
         while let Some(row) = rows.next()? {
             each(CrewRow::Flight {
                 crew_id: text(row, 0)?,
@@ -263,7 +264,7 @@ impl<'a> Query<'a> {
         mut each: impl FnMut(CrewRow<'_>),
     ) -> Result<(), StoreError> {
         let mut statement = conn.prepare(&self.sql(DUTIES_SQL))?;
-        let mut rows = self.rows(&mut statement)?;
+        let mut rows = self.rows(&mut statement, &self.span.duties_after)?;
         while let Some(row) = rows.next()? {
             each(CrewRow::Duty {
                 crew_id: text(row, 0)?,
@@ -274,8 +275,11 @@ impl<'a> Query<'a> {
             });
         }
         drop(rows);
+        if !self.span.fdps {
+            return Ok(());
+        }
         let mut statement = conn.prepare(&self.sql(FDPS_SQL))?;
-        let mut rows = self.rows(&mut statement)?;
+        let mut rows = self.rows(&mut statement, &self.span.duties_after)?;
         while let Some(row) = rows.next()? {
             each(CrewRow::Fdp {
                 crew_id: text(row, 0)?,
