@@ -81,18 +81,22 @@ CREATE TABLE spoolite_crew_duty (
 CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
 CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
 
+-- Keyed by crew member and start, so that one crew member's periods in a time
+-- range are a range of the table itself, and every duty's periods, computed one
+-- crew member at a time in start order, go in at the table's end; a batch finds a
+-- duty's periods by the duty's number.
 CREATE TABLE spoolite_crew_fdp (
+    crew_id         TEXT NOT NULL,
+    fdp_start_utc   TEXT NOT NULL,
     -- The duty's spoolite_flight.ref and id, as in spoolite_crew_duty.
     duty_ref        INTEGER NOT NULL,
-    crew_id         TEXT NOT NULL,
     duty_id         TEXT NOT NULL,
     function        TEXT NOT NULL CHECK (function IN ('flight_crew', 'cabin_crew')),
-    fdp_start_utc   TEXT NOT NULL,
     fdp_end_utc     TEXT,
     fdp_minutes     REAL,
-    PRIMARY KEY (duty_ref, crew_id)
+    PRIMARY KEY (crew_id, fdp_start_utc, duty_ref)
 ) WITHOUT ROWID;
-CREATE INDEX spoolite_crew_fdp_crew ON spoolite_crew_fdp (crew_id, fdp_start_utc);
+CREATE INDEX spoolite_crew_fdp_duty ON spoolite_crew_fdp (duty_ref);
 
 CREATE VIEW crew_flight AS
 SELECT crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc, block_minutes

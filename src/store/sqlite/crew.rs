@@ -697,7 +697,8 @@ struct FlightRow {
 
 /// The period of every duty, by `crew::flight_duty_period` over each crew
 /// member's duties and flights: both tables read once each, sorted by crew id and
-/// merged, one crew member's rows in memory at a time. A look-up of each duty's
+/// merged, one crew member's rows in memory at a time, the periods written in the
+/// table's key order (crew id, start). A look-up of each duty's
 /// flights (`periods_sql`) costs a random read of the crew index per duty, which
 /// at 10M events was most of an upgrade's time.
 fn all_periods(tx: &Connection) -> Result<(), StoreError> {
@@ -753,6 +754,8 @@ fn all_periods(tx: &Connection) -> Result<(), StoreError> {
         }
         crew_flights.sort_by_key(|(span, _)| span.off_blocks);
         let spans: Vec<crew::FlightSpan> = crew_flights.iter().map(|(span, _)| *span).collect();
+        // In the table's key order: at its end, not all over it.
+        of_crew.sort_by(|a, b| (&a.start, a.duty_ref).cmp(&(&b.start, b.duty_ref)));
         for duty in &of_crew {
             let span = crew::DutySpan {
                 start: micros(&duty.start),
