@@ -68,8 +68,7 @@ pub enum Command {
     /// (the daemon upgrades it). Reads the site defaults file (see `spoolite
     /// --help`).
     Changes(ChangesArgs),
-    /// Judge crew flight time, duty, flight duty periods and rest against the
-    /// cumulative limits.
+    /// Judge crew flight time, duty, FDP and rest against the limits.
     ///
     /// Measures each crew member's block time (operating crew), duty (either role,
     /// EASA weighing standby and reserve), flight duty periods (FAA) and the time
@@ -117,8 +116,10 @@ pub enum Command {
     /// One line per check with its result and what it found: integrity (SQLite's
     /// integrity_check; on PostgreSQL the schema version, its tables and views and
     /// the change_seq counter), inbox_counts, quarantine_counts, events_have_batch,
-    /// change_seq_distinct, flight_times, crew_flight and crew_duty (each view
-    /// against what the live events give). Only reads the database (an analyst's
+    /// change_seq_distinct, flight_times, crew_flight, crew_duty and crew_fdp (each
+    /// against what the live events give), and data_quality (informational: the
+    /// crew members with flights or duties that can make a figure wrong; never
+    /// fails). Only reads the database (an analyst's
     /// read-only account suffices), one read snapshot per check, while a daemon
     /// goes on writing. Exits 0 when every
     /// check holds, 1 when any fails, 2 when the database does not exist, cannot be
