@@ -80,6 +80,12 @@ CREATE TABLE spoolite_crew_duty (
 ) WITHOUT ROWID;
 CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
 CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
+-- The open duties and those of over two days, few: with the crew index's range of
+-- the two days before an instant, they find every duty of a crew member that holds
+-- that instant (whose period a flight there may end) without reading every duty of
+-- theirs.
+CREATE INDEX spoolite_crew_duty_long ON spoolite_crew_duty (crew_id, duty_start_utc)
+    WHERE duty_end_utc IS NULL OR duty_minutes > 2880;
 
 -- Keyed by crew member and start, so that one crew member's periods in a time
 -- range are a range of the table itself, and every duty's periods, computed one

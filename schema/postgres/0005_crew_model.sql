@@ -61,6 +61,9 @@ CREATE TABLE spoolite_crew_duty (
 );
 CREATE INDEX spoolite_crew_duty_crew ON spoolite_crew_duty (crew_id, duty_start_utc);
 CREATE INDEX spoolite_crew_duty_time ON spoolite_crew_duty (duty_start_utc);
+-- The open duties and those of over two days (see SQLite's schema 11).
+CREATE INDEX spoolite_crew_duty_long ON spoolite_crew_duty (crew_id, duty_start_utc)
+    WHERE duty_end_utc IS NULL OR duty_minutes > 2880;
 
 CREATE TABLE spoolite_crew_fdp (
     duty_id         text NOT NULL,

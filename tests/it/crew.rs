@@ -583,7 +583,7 @@ fn a_correction_of_most_flights_crew_writes_it_with_the_indexes_built_again() {
     };
     ingest(&db, dir.path(), "a.json", &events(1, "A"));
     let indexes = crew_indexes(&db);
-    assert_eq!(indexes.len(), 5, "{indexes:?}");
+    assert_eq!(indexes.len(), 6, "{indexes:?}");
     assert_eq!(crew_flight(&db).len(), 18);
     // A correction of the first `n` of the 18 flights and duties (the flights
     // first): five stay below a third, through the indexes; six are a third.
@@ -1059,4 +1059,67 @@ fn the_crew_model_gives_assignments_functions_duty_types_and_fdps() {
 #[test]
 fn the_crew_model_gives_assignments_functions_duty_types_and_fdps_on_postgres() {
     check_the_crew_model(&Backend::postgres());
+}
+
+/// A flight that comes in a later batch inside a duty of five days, and inside a
+/// duty open for two weeks: both periods follow it (the duties of over two days
+/// and the open ones are found apart from the two days before a flight).
+fn check_long_and_open_duties_follow_a_later_flight(db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    ingest(
+        db,
+        dir.path(),
+        "duties.json",
+        &[
+            timed(
+                "LONG-1",
+                "duty_start",
+                "2026-11-20T00:00:00Z",
+                1,
+                r#"{"crew":["P5"]}"#,
+            ),
+            timed("LONG-1", "duty_end", "2026-11-25T00:00:00Z", 1, "{}"),
+            timed(
+                "OPEN-1",
+                "duty_start",
+                "2026-11-10T00:00:00Z",
+                1,
+                r#"{"crew":["P6"]}"#,
+            ),
+        ],
+    );
+    assert_eq!(crew_fdp(db), Vec::<String>::new());
+    ingest(
+        db,
+        dir.path(),
+        "flight.json",
+        &[
+            timed(
+                "FL-9",
+                "off_blocks",
+                "2026-11-24T10:00:00Z",
+                1,
+                r#"{"crew":["P5","P6"]}"#,
+            ),
+            timed("FL-9", "on_blocks", "2026-11-24T12:00:00Z", 1, "{}"),
+        ],
+    );
+    assert_eq!(
+        crew_fdp(db),
+        [
+            "P5|flight_crew|LONG-1|2026-11-20T00:00:00Z|2026-11-24T12:00:00Z|648000",
+            "P6|flight_crew|OPEN-1|2026-11-10T00:00:00Z|2026-11-24T12:00:00Z|2088000",
+        ]
+    );
+    assert_eq!(crew_views(db), crew_from_live_rows(db));
+}
+
+#[test]
+fn long_and_open_duties_follow_a_later_flight() {
+    check_long_and_open_duties_follow_a_later_flight(&Backend::sqlite());
+}
+
+#[test]
+fn long_and_open_duties_follow_a_later_flight_on_postgres() {
+    check_long_and_open_duties_follow_a_later_flight(&Backend::postgres());
 }

@@ -168,15 +168,25 @@ const COPY_CREW_DUTY: &str = "COPY spoolite_crew_duty (duty_id, crew_id, role, d
 
 /// The duties whose periods are computed again: those noted, and each duty of a
 /// touched crew member that holds the touched off-blocks (from its start to its
-/// end, or on while open; the index range reads the duties begun by the end of
-/// that second, the exact test orders instants by time).
+/// end, or on while open): the duties begun in the two days before it by the crew
+/// index, and the open ones and those of over two days by a partial index of few
+/// rows (see SQLite's `TOUCHED_DUTIES`); the exact test orders instants by time.
 const FDP_NOTED: &str = "CREATE TEMP TABLE spoolite_fdp_noted ON COMMIT DROP AS
     SELECT flight_id AS duty_id FROM spoolite_crew_noted
     UNION
     SELECT d.duty_id FROM spoolite_crew_touch AS t
     JOIN spoolite_crew_duty AS d
         ON d.crew_id = t.crew_id AND d.duty_start_utc <= left(t.at, 19) || 'Z'
+        AND d.duty_start_utc >= to_char((rtrim(t.at, 'Z') || 'Z')::timestamptz AT TIME ZONE 'UTC'
+                - interval '2 days 1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS') COLLATE \"C\"
     WHERE rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
+        AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))
+    UNION
+    SELECT d.duty_id FROM spoolite_crew_touch AS t
+    JOIN spoolite_crew_duty AS d
+        ON d.crew_id = t.crew_id AND d.duty_start_utc <= left(t.at, 19) || 'Z'
+    WHERE (d.duty_end_utc IS NULL OR d.duty_minutes > 2880)
+        AND rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
         AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))";
 
 /// The flight duty period of each crew member of the duties `{duties}` (a query

@@ -519,13 +519,23 @@ fn touch(tx: &Connection, refs: &str) -> Result<(), StoreError> {
 
 /// The duties whose periods a batch computes again, beyond those it noted: each
 /// duty of a touched crew member that holds the touched off-blocks (from its
-/// start to its end, or on while open; the index range reads the duties begun
-/// by the end of that second, the exact test orders instants by time).
+/// start to its end, or on while open). Two index ranges find them without
+/// reading every duty of the crew member: the duties begun in the two days before
+/// the instant, and the open ones and those of over two days (a partial index of
+/// few rows); the exact test orders instants by time.
 const TOUCHED_DUTIES: &str = "INSERT OR IGNORE INTO temp.crew_fdp_noted (ref)
     SELECT d.duty_ref FROM temp.crew_touch AS t
-    CROSS JOIN spoolite_crew_duty AS d
+    CROSS JOIN spoolite_crew_duty AS d INDEXED BY spoolite_crew_duty_crew
         ON d.crew_id = t.crew_id AND d.duty_start_utc <= substr(t.at, 1, 19) || 'Z'
+        AND d.duty_start_utc >= strftime('%Y-%m-%dT%H:%M:%S', rtrim(t.at, 'Z'), '-2 days', '-1 second')
     WHERE rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
+        AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))
+    UNION
+    SELECT d.duty_ref FROM temp.crew_touch AS t
+    CROSS JOIN spoolite_crew_duty AS d INDEXED BY spoolite_crew_duty_long
+        ON d.crew_id = t.crew_id AND d.duty_start_utc <= substr(t.at, 1, 19) || 'Z'
+    WHERE (d.duty_end_utc IS NULL OR d.duty_minutes > 2880)
+        AND rtrim(d.duty_start_utc, 'Z') <= rtrim(t.at, 'Z')
         AND (d.duty_end_utc IS NULL OR rtrim(d.duty_end_utc, 'Z') >= rtrim(t.at, 'Z'))";
 
 /// The flight duty period of each crew member of the duties numbered by `{refs}`
