@@ -60,6 +60,9 @@ pub(crate) struct Status {
     pub(crate) last_ingest_at: Option<String>,
     /// Every regular file in incoming/, temp-named and unsettled ones included.
     pub(crate) incoming_waiting: Option<u64>,
+    /// The entries of incoming/ that are not regular files (folders, links,
+    /// FIFOs, sockets, devices): never taken, left in place.
+    pub(crate) incoming_never_taken: Option<u64>,
     /// Seconds since the serving daemon first saw the file that has waited longest;
     /// null when nothing waits or no daemon has been watching.
     pub(crate) oldest_waiting_age_s: Option<u64>,
@@ -91,6 +94,9 @@ pub(crate) struct Status {
     /// WAL beside it, rather than one on a server.
     #[serde(skip)]
     pub(crate) db_is_file: bool,
+    /// The first `FILES_NAMED_MAX` entries never taken, each with what it is.
+    #[serde(skip)]
+    pub(crate) never_taken_named: Vec<String>,
     /// What the serving daemon's state file says of the files it saw waiting, by
     /// name (the oldest 1000).
     #[serde(skip)]
@@ -224,6 +230,8 @@ pub(crate) fn gather(spool_dir: &Path, db: &Db, now: SystemTime) -> Status {
         database_bytes: totals.as_ref().and_then(|t| t.database_bytes),
         last_ingest_at: totals.and_then(|t| t.last_ingest_at),
         incoming_waiting: None,
+        incoming_never_taken: None,
+        never_taken_named: Vec::new(),
         oldest_waiting_age_s: None,
         oldest_waiting: None,
         rejected_files: None,
@@ -288,6 +296,13 @@ fn read_spool(spool_dir: &Path, now: SystemTime, status: &mut Status) {
         Err(e) => status.unreadable.push(format!("archive/: {}", cause(&e))),
     }
     status.incoming_waiting = incoming.as_ref().map(|entries| entries.len() as u64);
+    if incoming.is_some()
+        && let Ok(mut others) = not_regular(&spool.incoming)
+    {
+        others.sort();
+        status.incoming_never_taken = Some(others.len() as u64);
+        status.never_taken_named = others.into_iter().take(FILES_NAMED_MAX).collect();
+    }
     status.rejected_files = rejected
         .as_ref()
         .map(|entries| entries.iter().filter(|e| is_rejected_file(&e.name)).count() as u64);
@@ -545,6 +560,39 @@ struct Entry {
 }
 
 /// The regular files directly inside `dir`, links not followed.
+/// The entries of `dir` that are not regular files, each as `NAME: what it is`
+/// (not followed: a link is named as a link).
+fn not_regular(dir: &Path) -> io::Result<Vec<String>> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = match fs::symlink_metadata(entry.path()) {
+            Ok(meta) => meta.file_type(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let what = if kind.is_file() {
+            continue;
+        } else if kind.is_dir() {
+            "a folder"
+        } else if kind.is_symlink() {
+            "a symbolic link"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        out.push(format!(
+            "{}: {what}",
+            names::escaped(&names::lossy(&entry.file_name()))
+        ));
+    }
+    Ok(out)
+}
+
 fn regular_files(dir: &Path) -> io::Result<Vec<Entry>> {
     let mut files = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -652,6 +700,17 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
     let named =
         waiting.map(|file| format!("{}: {}", names::escaped(&file.file), file.state.text()));
     push_named(&mut lines, named, status.incoming_waiting);
+    if let Some(never) = status.incoming_never_taken.filter(|n| *n > 0) {
+        lines.push((
+            "never taken",
+            format!("{never} in incoming/ that are not regular files, left in place"),
+        ));
+        push_named(
+            &mut lines,
+            status.never_taken_named.iter().cloned(),
+            Some(never),
+        );
+    }
     lines.push((
         "rejected",
         in_folder(status.rejected_files, "rejected/", ""),

@@ -675,6 +675,45 @@ fn lock_since(site: &Site) -> String {
     spoolite::clock::format_millis(modified)
 }
 
+/// A folder uploaded with `put -r`, a link and a FIFO are never taken: status
+/// counts them apart from the waiting files and its text names each.
+#[test]
+fn status_counts_and_names_the_entries_of_incoming_that_are_never_taken() {
+    let site = site_with_history();
+    fs::create_dir_all(site.incoming().join("roster-dir")).expect("mkdir");
+    std::os::unix::fs::symlink("/etc/hostname", site.incoming().join("linked.json"))
+        .expect("symlink");
+    let fifo = std::ffi::CString::new(
+        site.incoming()
+            .join("pipe.ndjson")
+            .to_str()
+            .expect("UTF-8")
+            .as_bytes(),
+    )
+    .expect("a path");
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0, "mkfifo");
+    // No daemon serves the site (exit 3): status tells all the same.
+    let (_, status) = status_json_code(&site);
+    assert_eq!(status["incoming_never_taken"], 3, "{status}");
+    assert_eq!(status["incoming_waiting"], 0, "{status}");
+    let (_, text) = status_text_code(&site);
+    assert_eq!(
+        status_line(&text, "never taken"),
+        "3 in incoming/ that are not regular files, left in place"
+    );
+    for named in [
+        "linked.json: a symbolic link",
+        "pipe.ndjson: a FIFO",
+        "roster-dir: a folder",
+    ] {
+        assert!(
+            text.lines().any(|line| line.trim() == named),
+            "{named}: {text}"
+        );
+    }
+}
+
 #[test]
 fn status_reports_every_number_an_operator_asks_for() {
     let site = site_with_history();
@@ -729,6 +768,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         "flights_negative_block": 0,
         "last_ingest_at": last_ingest[0][0],
         "incoming_waiting": 2,
+        "incoming_never_taken": 0,
         "oldest_waiting_age_s": null,
         // In the order the daemon takes them: modification time, then name.
         "oldest_waiting": [
@@ -889,6 +929,7 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
             "flights_negative_block": null,
             "last_ingest_at": null,
             "incoming_waiting": null,
+            "incoming_never_taken": null,
             "oldest_waiting_age_s": null,
             "oldest_waiting": null,
             "rejected_files": null,
