@@ -419,10 +419,10 @@ pub enum FtlAction {
     /// when it exceeds anything, 2 on an operating error (a line that is not such
     /// an item is named, and nothing is judged). Only reads the database.
     Plan(FtlPlanArgs),
-    /// Show where a window's minutes come from: the flights, duties or flight
-    /// duty periods behind one crew member's window at --at, each with the
-    /// events, revisions, batches and files that set its start and end.
+    /// Show where one crew member's window's minutes come from.
     ///
+    /// The flights, duties or flight duty periods behind the window at --at, each
+    /// with the events, revisions, batches and files that set its start and end.
     /// One line per item that puts minutes into the window, in start order; they
     /// add up to the window's used minutes in `spoolite ftl` (an instant covered
     /// twice is listed once, under the item of the highest weight, then the one
