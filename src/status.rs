@@ -464,10 +464,12 @@ fn read_totals(db: &Db, unreadable: &mut Vec<String>) -> (Option<Totals>, Option
     };
     match store.totals() {
         Ok(totals) => {
-            let quality = (totals.batches > 0)
-                .then(|| store.flight_quality().ok())
-                .flatten()
-                .or((totals.batches == 0).then(FlightQuality::default));
+            // An empty database has no flights (nor, while it is being made, the
+            // tables to count them in).
+            let quality = match totals.batches {
+                0 => Some(FlightQuality::default()),
+                _ => store.flight_quality().ok(),
+            };
             (Some(totals), quality)
         }
         Err(e) => {

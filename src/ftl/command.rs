@@ -89,8 +89,9 @@ pub fn run(args: &FtlArgs) -> ExitCode {
 fn judge_stored(args: &FtlArgs, at: Micros) -> Result<(String, bool), FtlError> {
     let crew = named_crew(&args.crew);
     let base = &args.time_zone;
-    let judge = read(&args.db, args.rules, at, base, &crew)?;
-    warn_without_rows(&args.db, &judge, &crew)?;
+    let mut hours = open(&args.db)?;
+    let judge = read(&mut hours, args.rules, at, base, &crew)?;
+    warn_without_rows(&mut hours, &judge, &crew)?;
     let mut lines = judge.lines(&crew);
     let exceeded = lines.iter().any(Line::exceeded);
     let text = if args.json {
@@ -105,13 +106,12 @@ fn judge_stored(args: &FtlArgs, at: Micros) -> Result<(String, bool), FtlError> 
 /// Warns on stderr of each crew id named that has no row in any window read
 /// (its lines are zeros), naming the stored ids that differ from it only in
 /// letter case.
-fn warn_without_rows(db: &Db, judge: &Judge, crew: &[String]) -> Result<(), FtlError> {
-    let without: Vec<&String> = crew.iter().filter(|id| !judge.has_rows(id)).collect();
-    if without.is_empty() {
-        return Ok(());
-    }
-    let mut hours = open(db)?;
-    for id in without {
+fn warn_without_rows(
+    hours: &mut CrewHours,
+    judge: &Judge,
+    crew: &[String],
+) -> Result<(), FtlError> {
+    for id in crew.iter().filter(|id| !judge.has_rows(id)) {
         let twins: Vec<String> = hours
             .case_twins(id)?
             .into_iter()
@@ -149,7 +149,7 @@ fn judge_plan(
     let history = match crew.is_empty() {
         // An empty plan judges nothing: the database is not even asked.
         true => Judge::new(args.rules, at, base.clone()),
-        false => read(&args.db, args.rules, at, base, &crew)?,
+        false => read(&mut open(&args.db)?, args.rules, at, base, &crew)?,
     };
     let mut lines = plan::judge(history, &planned);
     let exceeded = lines.iter().any(plan::PlanLine::exceeded);
@@ -337,7 +337,7 @@ fn explain_window(
         (_, None) => unreachable!("only a rest window starts per crew member"),
     }
     // The window's flags, as `spoolite ftl` gives them.
-    let flags: Vec<&'static str> = read(&args.db, rules, at, base, &crew)?
+    let flags: Vec<&'static str> = read(&mut hours, rules, at, base, &crew)?
         .lines(&crew)
         .into_iter()
         .find(|line| std::ptr::eq(line.limit, limit))
@@ -537,13 +537,12 @@ fn named_crew(crew: &[String]) -> Vec<String> {
 /// Reads the rows that can count at `at` (of the crew named, or everyone's) into
 /// a judge.
 fn read(
-    db: &Db,
+    hours: &mut CrewHours,
     rules: super::Rules,
     at: Micros,
     base: &TimeBase,
     crew: &[String],
 ) -> Result<Judge, FtlError> {
-    let mut hours = open(db)?;
     // One judge per view, each fed on its own thread, merged at the end.
     let mut judge = Judge::new(rules, at, base.clone());
     let mut duties = Judge::new(rules, at, base.clone());

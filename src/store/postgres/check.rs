@@ -291,6 +291,14 @@ struct Side {
 }
 
 impl Side {
+    fn of(portal: Portal) -> Side {
+        Side {
+            portal,
+            rows: VecDeque::new(),
+            done: false,
+        }
+    }
+
     fn next(&mut self, tx: &mut Transaction<'_>) -> Result<Option<Row>, StoreError> {
         if self.rows.is_empty() && !self.done {
             self.rows.extend(tx.query_portal(&self.portal, FETCH_ROWS)?);
@@ -298,6 +306,16 @@ impl Side {
         }
         Ok(self.rows.pop_front())
     }
+}
+
+/// A read-only REPEATABLE READ transaction: one snapshot for a check's portals.
+fn snapshot(store: &mut PgStore) -> Result<Transaction<'_>, StoreError> {
+    Ok(store
+        .client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?)
 }
 
 /// Both sides of a crew check, two portals of one transaction.
@@ -347,19 +365,9 @@ fn crew_view(
     viewed_sql: &str,
     unit: Unit,
 ) -> Result<Finding, StoreError> {
-    let mut tx = store
-        .client
-        .build_transaction()
-        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()?;
-    let side = |portal| Side {
-        portal,
-        rows: VecDeque::new(),
-        done: false,
-    };
-    let live = side(tx.bind(live_sql, &[])?);
-    let viewed = side(tx.bind(viewed_sql, &[])?);
+    let mut tx = snapshot(store)?;
+    let live = Side::of(tx.bind(live_sql, &[])?);
+    let viewed = Side::of(tx.bind(viewed_sql, &[])?);
     let mut sides = Sides { tx, live, viewed };
     let finding = compare_crew(&mut sides, view, unit)?;
     sides.tx.rollback()?;
@@ -475,20 +483,10 @@ impl FdpSides for FdpPortals<'_> {
 /// `crew_fdp` against the periods the crew rows of duties and flights give, in one
 /// read-only REPEATABLE READ transaction.
 pub(crate) fn crew_fdp(store: &mut PgStore) -> Result<Finding, StoreError> {
-    let mut tx = store
-        .client
-        .build_transaction()
-        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()?;
-    let side = |portal| Side {
-        portal,
-        rows: VecDeque::new(),
-        done: false,
-    };
-    let duties = side(tx.bind(FDP_DUTIES, &[])?);
-    let flights = side(tx.bind(FDP_FLIGHTS, &[])?);
-    let periods = side(tx.bind(FDP_PERIODS, &[])?);
+    let mut tx = snapshot(store)?;
+    let duties = Side::of(tx.bind(FDP_DUTIES, &[])?);
+    let flights = Side::of(tx.bind(FDP_FLIGHTS, &[])?);
+    let periods = Side::of(tx.bind(FDP_PERIODS, &[])?);
     let mut portals = FdpPortals {
         tx,
         duties,

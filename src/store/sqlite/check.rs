@@ -495,31 +495,8 @@ fn overlapping_crew(tx: &Connection, sql: &str) -> Result<Vec<String>, StoreErro
     Ok(out)
 }
 
-/// How much memory a check's sort of a crew table may use, in KiB (SQLite's
-/// sorter takes the page cache's size): with the default 2 MiB, a sort of 5M crew
-/// rows spills to hundreds of temporary runs (at 10M events the data quality
-/// check's two sorts took 62 s, against 11 s for the same statements in sqlite3).
-const SORT_CACHE_KIB: i64 = 128 << 10;
-
-/// Runs `check` with the connection's page cache at `SORT_CACHE_KIB`, then puts
-/// it back.
-fn with_sort_cache<T>(
-    conn: &Connection,
-    check: impl FnOnce() -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    let held: i64 = conn.query_row("PRAGMA cache_size", [], |row| row.get(0))?;
-    conn.pragma_update(None, "cache_size", -SORT_CACHE_KIB)?;
-    let result = check();
-    conn.pragma_update(None, "cache_size", held)?;
-    result
-}
-
 /// The data quality counts (informational), in one read transaction.
 pub(crate) fn data_quality(store: &SqliteStore) -> Result<Finding, StoreError> {
-    with_sort_cache(&store.conn, || data_quality_counts(store))
-}
-
-fn data_quality_counts(store: &SqliteStore) -> Result<Finding, StoreError> {
     let tx = store.conn.unchecked_transaction()?;
     let [open, negative, open_duty]: [i64; 3] = tx.query_row(DATA_QUALITY_SQL, [], |row| {
         Ok([row.get(0)?, row.get(1)?, row.get(2)?])
@@ -584,10 +561,6 @@ impl FdpSides for FdpRows<'_> {
 /// `crew_fdp` against the periods the crew rows of duties and flights give, all
 /// read in one read transaction.
 pub(crate) fn crew_fdp(store: &SqliteStore) -> Result<Finding, StoreError> {
-    with_sort_cache(&store.conn, || crew_fdp_compared(store))
-}
-
-fn crew_fdp_compared(store: &SqliteStore) -> Result<Finding, StoreError> {
     let tx = store.conn.unchecked_transaction()?;
     let mut duties = tx.prepare(FDP_DUTIES)?;
     let mut flights = tx.prepare(FDP_FLIGHTS)?;
