@@ -26,8 +26,9 @@ const SETTINGS_HELP: &str = "Every option also reads its SPOOLITE_* variable (--
 boolean ones take 1/0, true/false, yes/no, on/off, and an empty variable is unset. \
 status, ingest, changes, ftl, backup and check take every SPOOLITE_* variable that neither the command \
 line nor the environment sets from /etc/default/spoolite, the site defaults file of \
-a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run does \
-not. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
+a packaged host (SPOOLITE_DEFAULTS_FILE names another, which must exist); run reads \
+only the file SPOOLITE_DEFAULTS_FILE names (its unit hands it /etc/default/spoolite) and \
+logs what it took from it. A line of that file which cannot be used, and a SPOOLITE_* name no option has, \
 are reported with their line number.";
 
 /// The widest a line of `--help` gets, however wide the terminal.
@@ -565,33 +566,7 @@ fn parse_switch(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Reads a duration with a unit: `300ms`, `2s`, `10m`, `1h`, `90d` (a day is 24 h).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 300ms, 2s, 10m or 1h"))?;
-    let millis = match unit.trim() {
-        "ms" => Some(value),
-        "s" => value.checked_mul(1000),
-        "m" | "min" => value.checked_mul(60_000),
-        "h" => value.checked_mul(3_600_000),
-        "d" => value.checked_mul(86_400_000),
-        "" => return Err(format!("{text:?} needs a unit: ms, s, m, h or d")),
-        other => {
-            return Err(format!(
-                "{other:?} is not a unit of time: use ms, s, m, h or d"
-            ));
-        }
-    };
-    millis
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
-}
+pub use crate::units::parse_duration;
 
 /// The site defaults file of a packaged host: the package's conffile, which the
 /// unit reads as its `EnvironmentFile=`.
@@ -620,6 +595,18 @@ pub struct Defaults {
     pub fatal: Option<String>,
 }
 
+impl Defaults {
+    /// The defaults file read, when one was.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// The variables it set.
+    pub fn applied(&self) -> &[String] {
+        &self.applied
+    }
+}
+
 /// What to change in the environment before clap reads it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct EnvironmentPlan {
@@ -644,14 +631,20 @@ pub fn plan_environment(
             plan.unset.push(key.into_owned());
         }
     }
-    let command = args.get(1).map(|a| a.to_string_lossy());
-    let Some(command) = command.filter(|c| COMMANDS_READING_DEFAULTS.contains(&c.as_ref())) else {
-        return plan;
-    };
     let named = environment
         .iter()
         .find(|(key, value)| key == DEFAULTS_FILE_VARIABLE && !value.is_empty())
         .map(|(_, value)| PathBuf::from(value));
+    // `run` reads a defaults file only when one is named: its unit hands it
+    // /etc/default/spoolite, and a daemon started by hand in a test folder must not
+    // serve the packaged site's spool.
+    let reads_defaults = |command: &str| {
+        COMMANDS_READING_DEFAULTS.contains(&command) || (command == "run" && named.is_some())
+    };
+    let command = args.get(1).map(|a| a.to_string_lossy());
+    let Some(command) = command.filter(|c| reads_defaults(c)) else {
+        return plan;
+    };
     let file = named
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULTS_FILE));
@@ -1324,15 +1317,22 @@ mod tests {
             )]
         );
         assert_eq!(plan.defaults.fatal, None);
-        // `run` takes its environment from its unit; `key` needs no site.
-        for command in ["run", "key"] {
-            let plan = plan_environment(&os(&["spoolite", command]), &environment);
-            assert!(
-                plan.set.is_empty() && plan.defaults == Defaults::default(),
-                "{command}"
-            );
-            assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
-        }
+        // `key` needs no site.
+        let plan = plan_environment(&os(&["spoolite", "key"]), &environment);
+        assert!(plan.set.is_empty() && plan.defaults == Defaults::default());
+        assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
+        // `run` takes its environment from its unit, and a file only when one is
+        // named: then the settings it has an option for.
+        let plan = plan_environment(&os(&["spoolite", "run"]), &environment);
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL"]);
+        assert_eq!(plan.defaults.file.as_deref(), Some(file.as_path()));
+        let unnamed: Vec<_> = environment
+            .iter()
+            .filter(|(key, _)| key != DEFAULTS_FILE_VARIABLE)
+            .cloned()
+            .collect();
+        let plan = plan_environment(&os(&["spoolite", "run"]), &unnamed);
+        assert!(plan.set.is_empty() && plan.defaults == Defaults::default());
         // `changes` reads the site's database like `status` does, and only what it
         // has an option for.
         let unset = env(&[("SPOOLITE_DEFAULTS_FILE", &file_text)]);

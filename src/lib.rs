@@ -30,4 +30,5 @@ pub mod spool;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod units;
 pub mod watch;

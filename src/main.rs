@@ -36,7 +36,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     match &cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => {
+            say_defaults_applied(&plan.defaults);
+            run(args)
+        }
         Command::Ingest(args) => commands::ingest(args),
         Command::Status(args) => commands::status(args, &plan.defaults),
         Command::Changes(args) => changes::run(args),
@@ -66,6 +69,27 @@ fn use_password_file(command: &Command) -> Result<(), String> {
             password_file.display(),
             path.display()
         )),
+    }
+}
+
+/// Logs what the daemon took from the defaults file `SPOOLITE_DEFAULTS_FILE` named,
+/// so that a site served from the current folder's defaults is never a surprise.
+fn say_defaults_applied(defaults: &cli::Defaults) {
+    let Some(file) = defaults.file() else {
+        return;
+    };
+    if defaults.applied().is_empty() {
+        log::warn!(
+            "the defaults file {} sets none of run's settings that the environment leaves \
+             unset: serving the command line's and the built-in defaults",
+            file.display()
+        );
+    } else {
+        log::info!(
+            "settings {} from the defaults file {}",
+            defaults.applied().join(", "),
+            file.display()
+        );
     }
 }
 

@@ -74,7 +74,7 @@ pub(crate) const WAITING_KEPT_MAX: usize = 1000;
 pub(crate) struct WaitingFile {
     /// Its name (each byte that is not UTF-8 as U+FFFD).
     pub(crate) name: String,
-    /// Why it waits: `temporary_name` (never taken under that name), `settling`,
+    /// Why it waits: `temp_name` (never taken under that name), `settling`,
     /// `still_arriving` (its content ends early), `backing_off` (a try failed) or
     /// `ready` (next in line, or held back by a database fault).
     pub(crate) state: String,

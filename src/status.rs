@@ -784,17 +784,9 @@ fn wal_text(status: &Status) -> String {
     )
 }
 
-/// `N bytes (M MiB)`, or `unknown`.
+/// `N bytes (x KiB)`, or `unknown`.
 fn bytes_text(bytes: Option<u64>) -> String {
-    bytes.map_or_else(
-        || "unknown".to_owned(),
-        |bytes| {
-            format!(
-                "{bytes} bytes ({:.1} MiB)",
-                bytes as f64 / (1024.0 * 1024.0)
-            )
-        },
-    )
+    bytes.map_or_else(|| "unknown".to_owned(), crate::units::bytes_text)
 }
 
 fn daemon_text(status: &Status) -> String {
@@ -809,12 +801,14 @@ fn daemon_text(status: &Status) -> String {
     }
 }
 
-/// `text` cut at spaces into lines of at most `width` characters (a word longer
-/// than that stands alone on its line).
+/// `text` cut at spaces into lines of at most `width` characters; a word longer
+/// than that (a long file name) stands alone on its line, cut in the middle with
+/// `…` to fit (`--json` keeps it whole).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut current = String::new();
     for word in text.split(' ') {
+        let word = cut_middle(word, width);
         let needed =
             current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
         if !current.is_empty() && needed > width {
@@ -823,10 +817,26 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         if !current.is_empty() {
             current.push(' ');
         }
-        current.push_str(word);
+        current.push_str(&word);
     }
     lines.push(current);
     lines
+}
+
+/// `word` when it fits in `width` characters, else its start and its end with `…`
+/// between them, `width` characters in all (the end one longer when odd: a file
+/// name's extension and time stamp are there).
+fn cut_middle(word: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    let chars = word.chars().count();
+    if chars <= width || width < 3 {
+        return word.into();
+    }
+    let kept = width - 1;
+    let head = kept / 2;
+    let tail = kept - head;
+    let start: String = word.chars().take(head).collect();
+    let end: String = word.chars().skip(chars - tail).collect();
+    format!("{start}…{end}").into()
 }
 
 #[cfg(test)]
@@ -836,8 +846,43 @@ mod tests {
     #[test]
     fn long_values_wrap_within_80_columns() {
         assert_eq!(wrap("a b c", 3), ["a b", "c"]);
-        assert_eq!(wrap("abcdef g", 3), ["abcdef", "g"]);
+        assert_eq!(wrap("abcdef g", 3), ["a…f", "g"]);
+        assert_eq!(wrap("0123456789.json: ready", 8), ["012…son:", "ready"]);
+        assert_eq!(cut_middle("0123456789", 10), "0123456789");
+        assert_eq!(cut_middle("0123456789", 9), "0123…6789");
         assert_eq!(wrap("", 3), [""]);
+    }
+
+    #[test]
+    fn every_line_fits_a_terminal_and_a_long_name_is_cut_in_the_middle() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = Db::Sqlite(dir.path().join("s.db"));
+        let mut status = gather(&dir.path().join("spool"), &db, SystemTime::now());
+        let name = format!("EZY-ops-export-{}-20261205T0930Z.ndjson", "x".repeat(40));
+        status.incoming_waiting = Some(1);
+        status.oldest_waiting = Some(vec![WaitingFile {
+            file: name.clone(),
+            state: WaitState::Settling,
+            bytes: 10,
+            modified_at: "2026-12-05T09:30:00.000Z".to_owned(),
+            first_seen_at: None,
+        }]);
+        let text = render(&status, Some(COLUMNS));
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= COLUMNS,
+                "{} columns: {line}",
+                line.len()
+            );
+        }
+        // The word cut is the name with its colon: 30 characters, `…`, the last 31.
+        let word = format!("{name}:");
+        let cut = format!("{}…{}", &word[..30], &word[word.len() - 31..]);
+        assert!(
+            text.contains(&format!("\n                  {cut}\n")),
+            "{text}"
+        );
+        assert!(render(&status, None).contains(&format!("{name}: settling")));
     }
 
     #[test]

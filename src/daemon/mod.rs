@@ -41,6 +41,7 @@ use crate::service::Notifier;
 use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 use crate::store::{Db, Store, StoreError};
+use crate::units::duration_text;
 
 use archived::Archived;
 use database::Database;
@@ -207,7 +208,14 @@ impl Daemon {
         }
         let name = self.schedule.next().expect("the queue is not empty");
         match self.schedule.not_ready(&self.spool.incoming, &name, now) {
-            None => self.take(name, now),
+            None => {
+                // A take can wait seconds on a lock: status must see the file as
+                // being read meanwhile, not as the settling it last heard of.
+                if self.publisher.shows_settling(&name) {
+                    self.write_figures(now, false);
+                }
+                self.take(name, now)
+            }
             Some(why) => Report::Waiting {
                 name: names::lossy(&name),
                 why,
@@ -342,9 +350,14 @@ impl Daemon {
     /// Writes the metrics and state files when a figure changed, at most once a
     /// second.
     fn publish(&mut self, now: Instant) {
-        if !self.publisher.due(now) {
-            return;
+        if self.publisher.due(now) {
+            self.write_figures(now, true);
         }
+    }
+
+    /// Writes the metrics and state files now; `metered`: as the once-a-second
+    /// publish.
+    fn write_figures(&mut self, now: Instant, metered: bool) {
         let waiting = self.schedule.waiting(now, crate::state::WAITING_KEPT_MAX);
         let archived = self
             .archived
@@ -353,7 +366,12 @@ impl Daemon {
         let sizes = self.sizes(now);
         self.publisher.sizes(sizes);
         let outage = self.database.outage();
-        self.publisher.publish(waiting, outage, now, &*self.clock);
+        if metered {
+            self.publisher.publish(waiting, outage, now, &*self.clock);
+        } else {
+            self.publisher
+                .publish_unmetered(waiting, outage, now, &*self.clock);
+        }
     }
 }
 
@@ -418,16 +436,15 @@ pub fn run(
         })
         .ok();
     log::info!(
-        "serving spool {} into {} (settle {:?}, partial timeout {:?}, rescan {:?}, archive \
-         keep {})",
+        "serving spool {} into {} (settle {}, partial timeout {}, rescan {}, archive keep {})",
         config.spool.display(),
         config.db,
-        config.settle,
-        config.partial_timeout,
-        config.rescan,
+        duration_text(config.settle),
+        duration_text(config.partial_timeout),
+        duration_text(config.rescan),
         config
             .archive_keep
-            .map_or("for ever".to_owned(), |keep| format!("{keep:?}"))
+            .map_or("for ever".to_owned(), duration_text)
     );
     let mut notifier = Notifier::from_env();
     let longest_sleep = notifier

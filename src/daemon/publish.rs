@@ -79,6 +79,16 @@ impl Publisher {
         &self.state
     }
 
+    /// Whether the state file last written shows the file `name` as settling: a
+    /// take that waits on a lock would leave status saying so for seconds.
+    pub(crate) fn shows_settling(&self, name: &std::ffi::OsStr) -> bool {
+        let name = crate::names::lossy(name);
+        self.state
+            .waiting
+            .iter()
+            .any(|file| file.name == name && file.state == "settling")
+    }
+
     /// A figure changed: the next publish writes it.
     pub(crate) fn changed(&mut self) {
         self.figures_changed = true;
@@ -149,6 +159,28 @@ impl Publisher {
     ) {
         self.figures_changed = false;
         self.published_at = Some(now);
+        self.write(waiting, outage, now, clock);
+    }
+
+    /// Writes the state and metrics files now, outside the once-a-second limit and
+    /// without using it up (a take that follows is written as soon as it ends).
+    pub(crate) fn publish_unmetered(
+        &mut self,
+        waiting: WaitingFiles,
+        outage: Option<&Outage>,
+        now: Instant,
+        clock: &dyn Clock,
+    ) {
+        self.write(waiting, outage, now, clock);
+    }
+
+    fn write(
+        &mut self,
+        waiting: WaitingFiles,
+        outage: Option<&Outage>,
+        now: Instant,
+        clock: &dyn Clock,
+    ) {
         self.refresh(waiting, outage, now, clock);
         // The state file first: whoever sees the metrics change (an alert) and
         // then asks `status` reads a state file at least as new.

@@ -350,7 +350,7 @@ impl Schedule {
             .map(|(name, tracked)| Listed {
                 name: name.clone(),
                 state: if spool::is_temp_name(name) {
-                    "temporary_name"
+                    "temp_name"
                 } else {
                     match tracked.readiness(&self.rules, now) {
                         Readiness::Ready => "ready",

@@ -305,8 +305,8 @@ fn waited_out(rejection: &mut Rejection, partial_timeout: Duration) {
         .strip_suffix("; it may still be arriving")
         .unwrap_or(&rejection.detail);
     rejection.detail = format!(
-        "{cut}, and it has not changed for {partial_timeout:?} (--partial-timeout): send it \
-         again whole"
+        "{cut}, and it has not changed for {} (--partial-timeout): send it again whole",
+        crate::units::duration_text(partial_timeout)
     );
 }
 

@@ -439,7 +439,7 @@ fn a_cut_file_waits_out_a_two_hour_partial_timeout_on_the_clock_alone_then_is_re
     assert_eq!(reason["reason"], "truncated");
     let detail = reason["detail"].as_str().expect("a detail");
     assert!(
-        detail.contains("it has not changed for 7200s (--partial-timeout)"),
+        detail.contains("it has not changed for 2h (--partial-timeout)"),
         "{detail}"
     );
     assert_eq!(

@@ -1050,3 +1050,57 @@ fn a_feed_longer_than_a_page_reads_whole_and_in_order() {
         assert_window(&db, &all, since, limit);
     }
 }
+
+#[test]
+fn a_reader_never_sees_a_schema_half_made_while_the_daemon_creates_the_database() {
+    for round in 0..5 {
+        let site = Site::new();
+        fs::create_dir_all(site.db.parent().expect("state")).expect("mkdir");
+        let (done, finished) = mpsc::channel();
+        let db = site.db.clone();
+        // A reader that looks as fast as it can from the moment the file exists.
+        let reader = std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            let started = Instant::now();
+            let mut conn = None;
+            while finished.try_recv().is_err() && started.elapsed() < WAIT {
+                if conn.is_none() && db.exists() {
+                    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+                    conn = rusqlite::Connection::open_with_flags(&db, flags).ok();
+                }
+                let Some(conn) = &conn else { continue };
+                if let Ok(version) =
+                    conn.query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0))
+                {
+                    seen.insert(version);
+                }
+            }
+            seen
+        });
+        let mut daemon = site.spawn(&mut site.run_command());
+        daemon.wait_serving(&site);
+        // Then `changes`, as the analyst who starts it right after the daemon made
+        // the file.
+        daemon.wait(WAIT, "the database file", || site.db.exists());
+        let output = site_changes(&site);
+        done.send(()).expect("stop the reader");
+        let seen = reader.join().expect("reader");
+        let current = query(&site.db, "PRAGMA user_version")[0][0]
+            .parse::<i64>()
+            .expect("n");
+        assert!(
+            seen.iter().all(|v| *v == 0 || *v == current),
+            "round {round}: a reader saw schema versions {seen:?} (current {current})"
+        );
+        assert!(output.status.success(), "{output:?}");
+    }
+}
+
+/// `spoolite changes --db DB` of `site`, once.
+fn site_changes(site: &Site) -> std::process::Output {
+    spoolite()
+        .args(["changes", "--db"])
+        .arg(&site.db)
+        .output()
+        .expect("run changes")
+}

@@ -502,13 +502,17 @@ impl Datasette {
     /// with every time limit at its default. `trace_debug` only lets `?_trace=1` show
     /// the SQL each page ran and its time.
     fn serve(venv: &Path, db: &Path, metadata: &Path, log: PathBuf) -> Datasette {
+        let mut command = Command::new(venv.join("bin/datasette"));
+        command.arg("serve").arg(db).arg("-m").arg(metadata);
+        Datasette::start(command, log)
+    }
+
+    /// `command` (a `datasette serve` without its address) on a free port of
+    /// 127.0.0.1, once it answers.
+    fn start(mut command: Command, log: PathBuf) -> Datasette {
         let out = fs::File::create(&log).expect("create datasette log");
         let err = out.try_clone().expect("clone log");
-        let child = Command::new(venv.join("bin/datasette"))
-            .arg("serve")
-            .arg(db)
-            .arg("-m")
-            .arg(metadata)
+        let child = command
             .args(["--host", "127.0.0.1", "--port", "0"])
             .args(["--setting", "trace_debug", "1"])
             .stdin(Stdio::null())
@@ -902,6 +906,34 @@ fn datasette_serves_a_million_row_database_while_the_daemon_ingests() {
         .parse()
         .expect("count");
     assert_eq!(live_rows, 1 + FLIGHTS * 6);
+
+    // The packaged way to serve it: packaging/datasette/serve, with the metadata and
+    // the time limits of a site of ten million events.
+    {
+        let mut command =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/datasette/serve"));
+        command
+            .env("DATASETTE", venv.join("bin/datasette"))
+            .arg(&site.db);
+        let packaged = Datasette::start(command, site.dir.path().join("packaged.log"));
+        let (status, body) = get_raw(packaged.port, "/-/settings.json").expect("settings");
+        let settings: Value = serde_json::from_str(&body).expect("settings JSON");
+        assert_eq!(
+            (
+                status,
+                &settings["facet_time_limit_ms"],
+                &settings["sql_time_limit_ms"]
+            ),
+            (200, &Value::from(1500), &Value::from(5000))
+        );
+        let (status, body) = get_raw(packaged.port, "/-/metadata.json").expect("metadata");
+        let metadata: Value = serde_json::from_str(&body).expect("metadata JSON");
+        assert_eq!(status, 200);
+        assert!(
+            metadata["databases"]["spoolite"]["tables"]["duty_event"]["title"].is_string(),
+            "{metadata}"
+        );
+    }
 
     // The daemon first, as on a site: it keeps the -wal and -shm files that a
     // read-only reader needs.

@@ -419,3 +419,45 @@ fn in_the_packaged_layout_the_daemon_publishes_its_state_and_a_failing_write_war
         assert!(daemon.wait_exit(Duration::from_secs(5), "exit").success());
     }
 }
+
+#[test]
+fn a_file_held_back_by_a_locked_database_shows_as_being_read_then_the_fault_never_settling() {
+    let site = Site::new();
+    let mut daemon = site.spawn(site.run_command().args(["--settle", "1s"]));
+    daemon.wait_serving(&site);
+    let analyst = rusqlite::Connection::open(&site.db).expect("analyst opens the db");
+    analyst
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("analyst takes the write lock");
+    site.drop_file("held.json", one_event_batch("LK3"));
+    let state_of_held = || -> (String, bool) {
+        let output = site
+            .status_command()
+            .arg("--json")
+            .output()
+            .expect("status");
+        let status: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("status --json");
+        let state = status["oldest_waiting"][0]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        (state, !status["database_fault"].is_null())
+    };
+    // The daemon reads the file and waits for the lock (5 s) before its first try
+    // fails: all that while status says it is being read, not that it settles.
+    let path = fs::canonicalize(site.incoming().join("held.json")).expect("path");
+    let pid = daemon.pid();
+    daemon.wait(Duration::from_secs(20), "held.json taken", || {
+        has_open(pid, &path)
+    });
+    let (state, fault) = state_of_held();
+    assert_eq!((state.as_str(), fault), ("ready", false));
+    daemon.wait(Duration::from_secs(20), "the fault shown", || {
+        state_of_held() == ("waiting_for_database".to_owned(), true)
+    });
+    analyst.execute_batch("COMMIT").expect("release");
+    daemon.wait(Duration::from_secs(40), "held.json archived", || {
+        site.archived() == ["held.json"]
+    });
+}

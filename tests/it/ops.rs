@@ -827,7 +827,13 @@ fn status_reports_every_number_an_operator_asks_for() {
         ["roster.csv: unsupported_type", "list.json: bad_shape"]
     );
     assert_eq!(status_line(&text, "wal"), "0 bytes");
-    let mib = |bytes: u64| format!("{bytes} bytes ({:.1} MiB)", bytes as f64 / 1048576.0);
+    // The size beside the bytes in the largest unit it fills one of: never
+    // "0.0 MiB" for a small archive.
+    let mib = |bytes: u64| match bytes {
+        0..1024 => format!("{bytes} bytes"),
+        1024..1048576 => format!("{bytes} bytes ({:.1} KiB)", bytes as f64 / 1024.0),
+        _ => format!("{bytes} bytes ({:.1} MiB)", bytes as f64 / 1048576.0),
+    };
     assert_eq!(status_line(&text, "database size"), mib(database_bytes));
     assert_eq!(
         status_line(&text, "archive"),
@@ -2318,17 +2324,24 @@ fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
     );
     daemon.stop();
 
-    // `run` takes its settings from its unit's environment, never from the file.
+    // `run` reads a defaults file only when SPOOLITE_DEFAULTS_FILE names one (its
+    // unit hands it /etc/default/spoolite), and then as every command does: a bad
+    // value is named with the file, before anything is made.
     let second = Site::new();
     fs::write(&defaults, "SPOOLITE_SETTLE=5\n").expect("write defaults");
-    let mut daemon = second.spawn(
-        second
-            .run_command()
-            .env("SPOOLITE_DEFAULTS_FILE", &defaults)
-            .current_dir(elsewhere.path()),
+    let output = second
+        .run_command()
+        .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+        .current_dir(elsewhere.path())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("(from SPOOLITE_SETTLE in {})", defaults.display())),
+        "{stderr}"
     );
-    daemon.wait_serving(&second);
-    daemon.stop();
+    assert!(!second.spool.exists());
 }
 
 /// `<N>` of a journal line, when it has one.
@@ -2664,4 +2677,53 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
             "e.json: not yet told of by the daemon",
         ]
     );
+}
+
+#[test]
+fn run_serves_the_site_the_named_defaults_file_sets_and_says_so() {
+    let site = Site::new();
+    let defaults = crate::support::write(
+        site.dir.path(),
+        "second-site.env",
+        format!(
+            "SPOOLITE_SPOOL={}\nSPOOLITE_DB={}\nSPOOLITE_SETTLE=0ms\n",
+            site.spool.display(),
+            site.db.display()
+        ),
+    );
+    // Started by hand from another folder, with no --spool or --db: the file's site
+    // is served, and no second, empty site appears in the current folder.
+    let here = tempfile::tempdir().expect("temp dir");
+    let mut command = spoolite();
+    command
+        .arg("run")
+        .current_dir(here.path())
+        .env("SPOOLITE_DEFAULTS_FILE", &defaults)
+        .env_remove("SPOOLITE_SPOOL")
+        .env_remove("SPOOLITE_DB");
+    let mut daemon = site.spawn(&mut command);
+    daemon.wait_serving(&site);
+    site.drop_file("a.json", crate::support::one_event_batch("DF1"));
+    daemon.wait(Duration::from_secs(20), "a.json archived", || {
+        site.archived() == ["a.json"]
+    });
+    assert_eq!(crate::support::names(here.path()), Vec::<String>::new());
+    let log = site.log();
+    let said = format!(
+        "settings SPOOLITE_SPOOL, SPOOLITE_DB, SPOOLITE_SETTLE from the defaults file {}",
+        defaults.display()
+    );
+    assert!(log.contains(&said), "{log}");
+
+    // A named file that does not exist: refused, naming it, before anything is made.
+    let output = spoolite()
+        .arg("run")
+        .current_dir(here.path())
+        .env("SPOOLITE_DEFAULTS_FILE", here.path().join("missing.env"))
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("missing.env"), "{stderr}");
+    assert_eq!(crate::support::names(here.path()), Vec::<String>::new());
 }

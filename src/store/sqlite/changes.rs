@@ -28,14 +28,7 @@ impl SqliteChangeFeed {
     /// (`StoreError::OlderSchema`): only the daemon upgrades a database.
     pub fn open(path: &Path) -> Result<SqliteChangeFeed, StoreError> {
         let conn = connect::read_only(path)?;
-        let found = connect::user_version(&conn)?;
-        if found < connect::SCHEMA_VERSION {
-            return Err(StoreError::OlderSchema {
-                path: path.to_owned(),
-                found,
-                known: connect::SCHEMA_VERSION,
-            });
-        }
+        connect::wait_for_current_schema(&conn, path)?;
         Ok(SqliteChangeFeed { conn })
     }
 

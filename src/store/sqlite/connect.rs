@@ -110,31 +110,25 @@ pub fn empty_in_memory() -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Applies the migrations the database at `path` lacks, one transaction each.
+/// Applies the migrations the database at `path` lacks, all in one transaction,
+/// `user_version` included: a reader sees the schema before or after, never half
+/// made (PostgreSQL's migrations are one transaction too).
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     // A look without the write lock first: an analyst's lock must not keep a
     // daemon from starting on an up-to-date database.
-    let version = user_version(conn)?;
-    if version == SCHEMA_VERSION {
+    if user_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = user_version(&tx)?;
+    refuse_newer(path, found)?;
+    if found == SCHEMA_VERSION {
         return Ok(());
     }
     // A new database gets one log line; an existing one a line before and after
     // each step, since a step may copy every row.
-    let fresh = version == 0;
-    loop {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version = user_version(&tx)?;
-        refuse_newer(path, version)?;
-        if version == SCHEMA_VERSION {
-            if fresh && path != Path::new(":memory:") {
-                log::info!(
-                    "database {}: created, schema version {SCHEMA_VERSION}",
-                    path.display()
-                );
-            }
-            return Ok(());
-        }
-        let next = version + 1;
+    let fresh = found == 0;
+    for next in found + 1..=SCHEMA_VERSION {
         if !fresh {
             log::info!(
                 "database {}: upgrading schema to version {next}; on a large database \
@@ -142,18 +136,52 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
                 path.display()
             );
         }
-        tx.execute_batch(MIGRATIONS[version as usize])?;
+        tx.execute_batch(MIGRATIONS[next as usize - 1])?;
         if next == CREW_VERSION && super::crew::empty(&tx)? {
             super::crew::recompute(&tx, super::crew::Scope::All, true)?;
         }
-        tx.pragma_update(None, "user_version", next)?;
-        tx.commit()?;
         if !fresh {
-            log::info!(
-                "database {}: schema upgraded to version {next}",
-                path.display()
-            );
+            log::info!("database {}: schema version {next} made", path.display());
         }
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    if fresh && path != Path::new(":memory:") {
+        log::info!(
+            "database {}: created, schema version {SCHEMA_VERSION}",
+            path.display()
+        );
+    } else if !fresh {
+        log::info!(
+            "database {}: schema upgraded from version {found} to {SCHEMA_VERSION}",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Waits, at most `BUSY_TIMEOUT`, for the database a reader opened to have this
+/// spoolite's schema: a daemon may be creating or upgrading it (one transaction,
+/// which the reader sees whole once committed); then refuses an older one
+/// (`StoreError::OlderSchema`): only the daemon upgrades a database.
+pub(in crate::store) fn wait_for_current_schema(
+    conn: &Connection,
+    path: &Path,
+) -> Result<(), StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        let found = user_version(conn)?;
+        if found >= SCHEMA_VERSION {
+            return refuse_newer(path, found);
+        }
+        if started.elapsed() >= BUSY_TIMEOUT || STOPPING.load(Ordering::Relaxed) {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        std::thread::sleep(BUSY_SLEEP * 5);
     }
 }
 

@@ -139,15 +139,7 @@ impl SqliteStore {
     /// Refuses a database whose schema is older than this spoolite's: a dry run
     /// opened read-only cannot upgrade it, and its statements need the current one.
     pub fn require_current_schema(&self) -> Result<(), StoreError> {
-        let found = self.schema_version()?;
-        if found < connect::SCHEMA_VERSION {
-            return Err(StoreError::OlderSchema {
-                path: self.path.clone(),
-                found,
-                known: connect::SCHEMA_VERSION,
-            });
-        }
-        Ok(())
+        connect::wait_for_current_schema(&self.conn, &self.path)
     }
 
     /// Lowers SQLite's limit on one value's size, so that tests can meet a value the
