@@ -404,6 +404,58 @@ fn the_rules_for_commands_are_as_the_module_says() {
     assert_eq!(found[1].command, "x");
 }
 
+/// GitHub's anchor of a heading: lowercase, spaces as `-`, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_between_the_pages_leads_to_a_file_and_a_heading() {
+    let mut checked = 0;
+    for (page, text) in pages() {
+        let dir = repo()
+            .join(&page)
+            .parent()
+            .expect("page's folder")
+            .to_owned();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let target = &rest[..rest.find(')').expect("a link's end")];
+            if target.contains("://") || target.starts_with('#') {
+                continue;
+            }
+            let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let path = dir.join(file);
+            assert!(path.exists(), "{page}: {target}: no such file");
+            if !fragment.is_empty() {
+                let linked = fs::read_to_string(&path).expect("read the linked page");
+                let anchors: Vec<String> = linked
+                    .lines()
+                    .filter(|line| line.starts_with('#'))
+                    .filter_map(|line| line.trim_start_matches('#').strip_prefix(' '))
+                    .map(anchor)
+                    .collect();
+                assert!(
+                    anchors.iter().any(|a| a == fragment),
+                    "{page}: {target}: no such heading"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked}");
+}
+
 // ---------------------------------------------------------------------------------
 // SQL
 
