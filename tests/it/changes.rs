@@ -1013,16 +1013,16 @@ fn the_python_example_handles_each_change_exactly_once() {
 }
 
 #[test]
-fn the_readme_shows_the_example_as_it_is() {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
-    let section = &readme[readme.find("## Following changes").expect("the section")..];
+fn the_analysts_guide_shows_the_example_as_it_is() {
+    let guide = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/analysing.md"))
+        .expect("read docs/analysing.md");
+    let section = &guide[guide.find("## Following changes").expect("the section")..];
     let start = section.find("```python\n").expect("a Python block") + "```python\n".len();
     let shown = &section[start..start + section[start..].find("```").expect("its end")];
     let script = fs::read_to_string(example_script()).expect("read the example");
     assert!(
         script.contains(shown),
-        "the README's excerpt differs from the script:\n{shown}"
+        "the guide's excerpt differs from the script:\n{shown}"
     );
 }
 

@@ -11,6 +11,7 @@ mod copydb;
 mod crew;
 mod daemon;
 mod datasette;
+mod docs;
 mod faults;
 mod flight_case;
 mod fold;

@@ -512,15 +512,16 @@ fn status_names_a_postgres_database_and_says_when_it_cannot_be_read() {
 // ---------------------------------------------------------------------------------
 // The read-only analyst role
 
-/// The SQL block of the README's "Analysts on PostgreSQL", as written there (fenced
-/// `plpgsql`: the README's `sql` blocks are the SQLite queries its tests run).
+/// The SQL block of the operator's guide's "Analysts on PostgreSQL", as written there
+/// (fenced `plpgsql`: the guides' `sql` blocks are the SQLite queries tests/it/docs.rs
+/// runs).
 fn readme_grants() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
-    let section = readme
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operating.md"))
+        .expect("read docs/operating.md");
+    let section = guide
         .split("\n### Analysts on PostgreSQL\n")
         .nth(1)
-        .expect("README has ### Analysts on PostgreSQL");
+        .expect("docs/operating.md has ### Analysts on PostgreSQL");
     let block = section
         .split("```plpgsql\n")
         .nth(1)
