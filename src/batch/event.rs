@@ -395,6 +395,13 @@ pub fn format_utc(utc: jiff::civil::DateTime) -> String {
     out
 }
 
+/// Whether the canonical instant `instant` comes before `other` in time: without
+/// its `Z`, `format_utc`'s text sorts in time order (a fraction sorts after the
+/// whole second it follows).
+pub(crate) fn before(instant: &str, other: &str) -> bool {
+    instant.trim_end_matches('Z') < other.trim_end_matches('Z')
+}
+
 /// A source revision: an integer from 0 to 2^63−1.
 pub(crate) fn parse_revision(value: &Value, field: &str) -> Result<Option<i64>, Invalid> {
     match value {

@@ -14,20 +14,10 @@ use crate::state::{self, DaemonState, WaitingFile};
 
 use super::LOG_TARGET;
 use super::database::Outage;
-use super::schedule::Listed;
+use super::schedule::WaitingFiles;
 
 /// The metrics and state files are rewritten at most this often.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
-
-/// The files waiting in incoming/, as the metrics and the state file tell them.
-#[derive(Debug, Clone)]
-pub(super) struct WaitingFiles {
-    pub(crate) count: u64,
-    /// When the daemon first saw the one that has waited longest.
-    pub(crate) oldest_seen: Option<Instant>,
-    /// The ones seen first, oldest first (at most `state::WAITING_KEPT_MAX`).
-    pub(crate) files: Vec<Listed>,
-}
 
 pub(super) struct Publisher {
     metrics: Metrics,

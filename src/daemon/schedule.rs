@@ -14,7 +14,6 @@ use crate::readiness::{Backoff, Readiness, Rules, Tracked};
 use crate::spool::{self, FileIdentity, Spool};
 
 use super::LOG_TARGET;
-use super::publish::WaitingFiles;
 use super::report::{Fault, Left};
 
 /// Listings caused by the doorbell are at least this far apart, so that a burst of
@@ -50,6 +49,16 @@ pub(super) struct Remembered {
     pub(crate) first_seen: Instant,
     pub(crate) changed_at: Instant,
     pub(crate) version: FileIdentity,
+}
+
+/// The files waiting in incoming/, as the metrics and the state file tell them.
+#[derive(Debug, Clone)]
+pub(super) struct WaitingFiles {
+    pub(crate) count: u64,
+    /// When the daemon first saw the one that has waited longest.
+    pub(crate) oldest_seen: Option<Instant>,
+    /// The ones seen first, oldest first (at most `state::WAITING_KEPT_MAX`).
+    pub(crate) files: Vec<Listed>,
 }
 
 /// A file waiting in incoming/, as the state file tells it.

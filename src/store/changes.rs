@@ -3,7 +3,7 @@
 //! (`PageError`). Each backend reads its pages in its own `changes`
 //! (`sqlite::changes`, `postgres::changes`); `store::ChangeFeed` is either.
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// The most rows one query reads. A page is read in one statement (one snapshot)
 /// and handed over row by row, so memory holds one row at a time, and a reader that

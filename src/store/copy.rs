@@ -20,7 +20,8 @@ use postgres::Transaction;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use super::postgres::{PgStore, copy_row as row};
+use super::postgres::PgStore;
+use super::postgres::copy_text::row;
 use super::sqlite::connect;
 use super::{PgTarget, StoreError};
 

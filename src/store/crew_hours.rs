@@ -3,89 +3,10 @@
 //! every crew member or the named ones, in one read snapshot, handed over as text
 //! as the views hold it. Which rows count, and how much, `ftl` decides.
 
+pub use super::common::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
 use super::postgres::crew_hours::PgCrewHours;
 use super::sqlite::crew_hours::SqliteCrewHours;
 use super::{Db, StoreError};
-
-/// One row of a view, borrowed for the call it is handed to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CrewRow<'a> {
-    /// A flight of an operating crew member: a `crew_flight` row (with block
-    /// time) or a flight without block time (no on-blocks, or one before its
-    /// off-blocks), which counts nothing but the data quality flags.
-    Flight {
-        crew_id: &'a str,
-        role: &'a str,
-        function: &'a str,
-        off_blocks_utc: &'a str,
-        on_blocks_utc: Option<&'a str>,
-        block_time: bool,
-    },
-    /// A `crew_duty` row (either role); `duty_end_utc` is None while it is open.
-    Duty {
-        crew_id: &'a str,
-        function: &'a str,
-        duty_type: &'a str,
-        duty_start_utc: &'a str,
-        duty_end_utc: Option<&'a str>,
-    },
-    /// A `crew_fdp` row; `fdp_end_utc` is None while it is open.
-    Fdp {
-        crew_id: &'a str,
-        function: &'a str,
-        fdp_start_utc: &'a str,
-        fdp_end_utc: Option<&'a str>,
-    },
-}
-
-/// One item of one crew member for `ftl explain`, owned: a flight with block
-/// time (`crew_flight`), a duty (`crew_duty`) or a flight duty period
-/// (`crew_fdp`), with its id (the flight or duty id).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExplainRow {
-    pub id: String,
-    pub role: String,
-    pub function: String,
-    /// A duty's type (a flight or period: empty).
-    pub duty_type: String,
-    pub start: String,
-    pub end: Option<String>,
-}
-
-/// One crew member's items that may overlap a span, for `ftl explain`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExplainRows {
-    pub flights: Vec<ExplainRow>,
-    pub duties: Vec<ExplainRow>,
-    pub fdps: Vec<ExplainRow>,
-}
-
-/// A live event as `ftl explain` names it: what set an item's start or end.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct EventRef {
-    pub idempotency_key: String,
-    pub event_kind: String,
-    pub instant_utc: String,
-    pub source_revision: i64,
-    pub batch_digest: String,
-    pub file_name: String,
-}
-
-/// The span to read: rows that end after `after` and begin before `before`, each
-/// in whole seconds and without its `Z` (`YYYY-MM-DDTHH:MM:SS`), a second wider
-/// than what counts: compared with the views' canonical text, a plain `<` or `>`
-/// then keeps every row that counts (the text orders instants by time but for
-/// the fractions within one second), and reads the crew index as a range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CrewSpan {
-    /// Where the flights' rows begin to count.
-    pub after: String,
-    /// Where the duties' and periods' rows begin to count.
-    pub duties_after: String,
-    pub before: String,
-    /// Whether the periods are read at all (a rule set without FDP windows needs none).
-    pub fdps: bool,
-}
 
 /// A read-only connection for `ftl`: nothing is created, locked for writing or
 /// upgraded, so a role or account that may only read suffices.

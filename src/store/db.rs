@@ -60,7 +60,7 @@ impl PgTarget {
 
     /// The URI with any password in it replaced, for logs and messages.
     pub(crate) fn name(&self) -> String {
-        super::postgres::redacted(&self.uri)
+        redacted(&self.uri)
     }
 }
 
@@ -116,6 +116,40 @@ impl fmt::Display for Db {
     }
 }
 
+/// The URI with any password in it replaced, for logs and error messages.
+pub(crate) fn redacted(uri: &str) -> String {
+    let mut out = uri.to_owned();
+    // postgresql://user:password@host/…
+    if let Some(scheme_end) = out.find("://") {
+        let authority_start = scheme_end + 3;
+        let authority_end = out[authority_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |at| authority_start + at);
+        if let Some(at) = out[authority_start..authority_end].rfind('@') {
+            let userinfo = &out[authority_start..authority_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let start = authority_start + colon + 1;
+                out.replace_range(start..authority_start + at, "***");
+            }
+        }
+    }
+    // …?password=secret&…
+    if let Some(query) = out.find('?') {
+        let (head, tail) = out.split_at(query + 1);
+        let params: Vec<String> = tail
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                    format!("{name}=***")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", params.join("&"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +183,21 @@ mod tests {
         for shown in [db.name(), format!("{db}"), format!("{db:?}")] {
             assert!(!shown.contains("s3cret"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        assert_eq!(
+            redacted("postgresql://ops:s3cret@db.example/spoolite?sslmode=require"),
+            "postgresql://ops:***@db.example/spoolite?sslmode=require"
+        );
+        assert_eq!(
+            redacted("postgres:///spoolite?host=/run/pg&password=s3cret&user=ops"),
+            "postgres:///spoolite?host=/run/pg&password=***&user=ops"
+        );
+        assert_eq!(
+            redacted("postgresql://ops@db/spoolite"),
+            "postgresql://ops@db/spoolite"
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::Finished;
+use super::fold::Finished;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -118,7 +118,7 @@ fn sqlite_text(error: &rusqlite::Error) -> String {
 /// the server's (`db error: ERROR: canceling statement due to statement timeout`),
 /// which the client error's own text leaves out.
 fn pg_text(error: &postgres::Error) -> String {
-    super::postgres::with_causes(error).replace('\n', " ")
+    with_causes(error).replace('\n', " ")
 }
 
 /// A batch whose COMMIT went unacknowledged: what it would have come to.
@@ -324,6 +324,24 @@ fn postgres_class(error: &postgres::Error) -> FaultClass {
         return FaultClass::InFile;
     }
     FaultClass::ThisFile
+}
+
+/// An error's text followed by its causes' (the `postgres` crate's own text says
+/// only "db error" or "error performing TLS handshake"; the server's message and
+/// OpenSSL's reason are its causes).
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        let more = error.to_string();
+        // Some causes repeat their own cause's text in theirs.
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = error.source();
+    }
+    text
 }
 
 #[cfg(test)]

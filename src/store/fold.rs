@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use super::{CaseVariants, Finished, Reasons};
+use super::common::{CaseVariants, Reasons};
 
 /// What two versions of one key with the same revision are compared on: the
 /// canonical payload together with `retracted` (the contract's *content*).
@@ -159,6 +159,19 @@ impl KeyFold {
         self.retracted = version.content.retracted;
         self.present = true;
     }
+}
+
+/// What a committed (or, in a dry run, classified) batch came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub(crate) counts: Counts,
+    /// Another batch with the same `batch_id` and other bytes was ingested before.
+    pub(crate) resent: bool,
+    /// Quarantined events by reason code.
+    pub(crate) reasons: Reasons,
+    /// The batch's flight ids new to the database that differ only in letter
+    /// case from another one, each logged once the batch is committed.
+    pub(crate) case_variants: CaseVariants,
 }
 
 /// The outcome counts of one batch, as written to its inbox row.

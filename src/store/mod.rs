@@ -10,19 +10,23 @@
 pub(crate) mod backup;
 pub(crate) mod changes;
 pub mod check;
+pub(crate) mod common;
 pub(crate) mod copy;
 pub mod crew_hours;
-mod db;
-mod error;
+pub(crate) mod db;
+pub(crate) mod error;
+pub(crate) mod findings;
 pub mod fold;
 pub mod postgres;
 pub mod sqlite;
 
 use std::sync::atomic::AtomicBool;
 
+pub(crate) use common::Reasons;
+pub use common::{FlightQuality, Totals};
 pub use db::{Db, MissingFile, PgTarget, require_file};
 pub use error::{CommitStatus, FaultClass, InDoubt, StoreError};
-pub use fold::Counts;
+pub use fold::{Counts, Finished};
 pub(crate) use sqlite::DatabaseFile;
 pub use sqlite::SqliteStore;
 pub use sqlite::connect::{BUSY_TIMEOUT, stop_waiting_for_locks};
@@ -32,139 +36,6 @@ use changes::{Change, PageError};
 use postgres::PgStore;
 use postgres::changes::PgChangeFeed;
 use sqlite::changes::SqliteChangeFeed;
-
-/// What a committed (or, in a dry run, classified) batch came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finished {
-    pub(crate) counts: Counts,
-    /// Another batch with the same `batch_id` and other bytes was ingested before.
-    pub(crate) resent: bool,
-    /// Quarantined events by reason code.
-    pub(crate) reasons: Reasons,
-    /// The batch's flight ids new to the database that differ only in letter
-    /// case from another one, each logged once the batch is committed.
-    pub(crate) case_variants: CaseVariants,
-}
-
-/// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
-pub(crate) type Reasons = std::collections::BTreeMap<&'static str, u64>;
-
-/// Flight ids that a batch brought into the database and that differ only in
-/// letter case from one it held before (or one the batch brought earlier in the
-/// file): each kept as sent, since the key is computed from it, and told to the
-/// operator. Pairs beyond `CASE_VARIANTS_SHOWN` are only counted, so memory stays
-/// bounded whatever the file holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct CaseVariants {
-    /// `(as sent, the other spelling)`, in the order noted, at most
-    /// `CASE_VARIANTS_SHOWN`.
-    shown: Vec<(String, String)>,
-    total: u64,
-}
-
-/// Pairs of spellings a batch's log names one by one; the rest are counted.
-pub(crate) const CASE_VARIANTS_SHOWN: usize = 10;
-
-impl CaseVariants {
-    /// Notes that `sent`, new to the database, differs from `other` only in case.
-    pub(crate) fn note(&mut self, sent: &str, other: &str) {
-        if self.shown.len() < CASE_VARIANTS_SHOWN {
-            self.shown.push((sent.to_owned(), other.to_owned()));
-        }
-        self.total += 1;
-    }
-
-    /// Sets how many pairs there are in all, those noted included, when more
-    /// were found than noted.
-    pub(crate) fn set_total(&mut self, total: u64) {
-        self.total = total.max(self.total);
-    }
-
-    /// Logs each pair at warn level, naming the file (`shown_name`, escaped for a
-    /// log line), then how many more there are.
-    pub(crate) fn log(&self, shown_name: &str) {
-        for message in self.messages(shown_name) {
-            log::warn!("{message}");
-        }
-    }
-
-    /// The lines `log` writes.
-    fn messages(&self, shown_name: &str) -> Vec<String> {
-        let mut messages: Vec<String> = self
-            .shown
-            .iter()
-            .map(|(sent, other)| {
-                format!(
-                    "{shown_name}: flight id {sent:?} differs only in letter case from \
-                     {other:?}, already stored; kept as sent, as a flight of its own"
-                )
-            })
-            .collect();
-        let more = self.total - self.shown.len() as u64;
-        if more > 0 {
-            let ids = if more == 1 {
-                "id differs"
-            } else {
-                "ids differ"
-            };
-            messages.push(format!(
-                "{shown_name}: {more} more flight {ids} only in letter case from one already \
-                 stored; kept as sent"
-            ));
-        }
-        messages
-    }
-}
-
-/// An event bound for quarantine: its place in the file (from 0), its text as
-/// sent, and why (a reason code and a detail a person can act on).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Quarantined<'a> {
-    pub(crate) index: u64,
-    pub(crate) raw: &'a str,
-    pub(crate) reason: &'static str,
-    pub(crate) detail: &'a str,
-}
-
-impl<'a> Quarantined<'a> {
-    /// `record`, whose event is `invalid`.
-    pub(crate) fn invalid(
-        record: &'a Record,
-        invalid: &'a crate::batch::Invalid,
-    ) -> Quarantined<'a> {
-        Quarantined {
-            index: record.index,
-            raw: &record.raw,
-            reason: invalid.reason.code(),
-            detail: &invalid.detail,
-        }
-    }
-}
-
-/// What `status` reads from the database.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub(crate) batches: u64,
-    /// Live events: the rows of `duty_event`.
-    pub(crate) events: u64,
-    /// Retracted events: the rows of `duty_event_all` that `duty_event` leaves out.
-    pub(crate) retracted_events: u64,
-    pub(crate) quarantined: u64,
-    pub(crate) last_ingest_at: Option<String>,
-    /// The database's size as its server tells it (PostgreSQL's
-    /// `pg_database_size`); `None` for a SQLite file, whose size is the file's.
-    pub(crate) database_bytes: Option<u64>,
-}
-
-/// The flights whose data can make a crew figure wrong (the contract's *Data
-/// quality*), for `status --json` and the metrics: those with a live off-blocks
-/// and no live on-blocks for over a day, and those whose on-blocks is before
-/// their off-blocks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct FlightQuality {
-    pub flights_open: u64,
-    pub flights_negative_block: u64,
-}
 
 /// The database a spoolite writes: `--db` a SQLite file, or a PostgreSQL URI
 /// (`postgres://…`, `postgresql://…`). Each method does the same for both.
@@ -404,44 +275,5 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn limit_value_bytes_for_tests(&self, bytes: i32) {
         self.sqlite_for_tests().limit_value_bytes_for_tests(bytes);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn case_variants_beyond_the_few_shown_are_counted_not_kept() {
-        let mut variants = CaseVariants::default();
-        assert!(variants.messages("f.json").is_empty());
-        variants.note("ba1", "BA1");
-        assert_eq!(
-            variants.messages("f.json"),
-            [
-                "f.json: flight id \"ba1\" differs only in letter case from \"BA1\", already \
-                 stored; kept as sent, as a flight of its own"
-            ]
-        );
-        for n in 2..=CASE_VARIANTS_SHOWN + 2 {
-            variants.note(&format!("ba{n}"), &format!("BA{n}"));
-        }
-        assert_eq!(variants.shown.len(), CASE_VARIANTS_SHOWN);
-        let messages = variants.messages("f.json");
-        assert_eq!(messages.len(), CASE_VARIANTS_SHOWN + 1);
-        assert_eq!(
-            messages[CASE_VARIANTS_SHOWN],
-            "f.json: 2 more flight ids differ only in letter case from one already stored; \
-             kept as sent"
-        );
-        // A count from elsewhere (PostgreSQL's, over every pair) includes those noted.
-        variants.set_total(CASE_VARIANTS_SHOWN as u64 + 1);
-        assert_eq!(
-            variants.messages("f.json")[CASE_VARIANTS_SHOWN],
-            "f.json: 2 more flight ids differ only in letter case from one already stored; \
-             kept as sent"
-        );
-        variants.set_total(CASE_VARIANTS_SHOWN as u64 + 3);
-        assert!(variants.messages("f.json")[CASE_VARIANTS_SHOWN].contains(": 3 more flight ids"));
     }
 }

@@ -25,17 +25,17 @@
 //! Memory is bounded by the cursor's fetch size, not by the number of events.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use postgres::{Client, Transaction};
 
+use super::copy_text::{copy, row};
+
 use crate::batch::{Header, Record};
+use crate::store::common::{CASE_VARIANTS_SHOWN, CaseVariants, Quarantined};
+use crate::store::error::{CommitStatus, InDoubt, StoreError};
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, Outcome, Tally, Version, conflict_detail,
-};
-use crate::store::{
-    CASE_VARIANTS_SHOWN, CaseVariants, CommitStatus, Finished, InDoubt, Quarantined, StoreError,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, Outcome, Tally, Version, conflict_detail,
 };
 
 /// Rows read from the fold's cursor at a time.
@@ -181,51 +181,8 @@ pub(super) fn begin<'c>(
     }))
 }
 
-/// Appends `value` to COPY text as one field (text format: backslash escapes).
-fn field(out: &mut Vec<u8>, value: &str) {
-    for byte in value.bytes() {
-        match byte {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            _ => out.push(byte),
-        }
-    }
-}
-
-/// Appends the fields of one COPY row, tab separated, newline ended; `None` is NULL.
-pub fn row(out: &mut Vec<u8>, fields: &[Option<&str>]) {
-    for (at, value) in fields.iter().enumerate() {
-        if at > 0 {
-            out.push(b'\t');
-        }
-        match value {
-            Some(value) => field(out, value),
-            None => out.extend_from_slice(b"\\N"),
-        }
-    }
-    out.push(b'\n');
-}
-
 fn bool_text(value: bool) -> &'static str {
     if value { "t" } else { "f" }
-}
-
-/// COPYs `data` (COPY text rows) with `sql` and empties it.
-pub(super) fn copy(
-    tx: &mut Transaction<'_>,
-    sql: &str,
-    data: &mut Vec<u8>,
-) -> Result<(), StoreError> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    let mut writer = tx.copy_in(sql)?;
-    writer.write_all(data).map_err(StoreError::Copy)?;
-    writer.finish()?;
-    data.clear();
-    Ok(())
 }
 
 const COPY_STAGE: &str = "COPY spoolite_stage (key, idx, revision, retracted, flight_id,
@@ -694,16 +651,4 @@ pub(super) fn commit_status(client: &mut Client, xid: &str) -> Result<CommitStat
         Some("in progress") => CommitStatus::InProgress,
         _ => CommitStatus::Unknown,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn copy_text_escapes_what_would_end_a_field_or_a_row() {
-        let mut out = Vec::new();
-        row(&mut out, &[Some("a\tb\\c\nd\re"), None, Some("")]);
-        assert_eq!(out, b"a\\tb\\\\c\\nd\\re\t\\N\t\n");
-    }
 }

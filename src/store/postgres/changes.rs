@@ -17,7 +17,8 @@ use postgres::{Client, Statement};
 
 use super::PgStore;
 use crate::store::changes::{Change, PAGE_ROWS, PageError};
-use crate::store::{PgTarget, StoreError};
+use crate::store::db::PgTarget;
+use crate::store::error::StoreError;
 
 /// The columns of `duty_event_all`, in its order. `change_seq > $1 ORDER BY
 /// change_seq` walks the unique index on `spoolite_event.change_seq`.

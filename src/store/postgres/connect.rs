@@ -17,8 +17,8 @@ use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls};
 use postgres_openssl::MakeTlsConnector;
 
-use super::redacted;
-use crate::store::StoreError;
+use crate::store::db::redacted;
+use crate::store::error::{StoreError, with_causes};
 
 /// The password file of this process (`--db-password-file`), set once by `main`
 /// before any connection: one setting for every connection the command opens,
@@ -287,24 +287,6 @@ fn ca_certificates(path: &Path) -> Result<Vec<X509>, String> {
         ));
     }
     Ok(certificates)
-}
-
-/// An error's text followed by its causes' (the `postgres` crate's own text says
-/// only "db error" or "error performing TLS handshake"; the server's message and
-/// OpenSSL's reason are its causes).
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(error) = cause {
-        let more = error.to_string();
-        // Some causes repeat their own cause's text in theirs.
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = error.source();
-    }
-    text
 }
 
 /// What the operator can do about a failed connection, when the failure says.

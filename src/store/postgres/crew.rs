@@ -23,9 +23,9 @@
 
 use postgres::Transaction;
 
-use super::batch::{copy, row};
+use super::copy_text::{copy, row};
 use crate::crew;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Rows read from a cursor at a time.
 const FETCH_ROWS: usize = 10_000;

@@ -6,8 +6,9 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 
 use super::PgStore;
-use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
-use crate::store::{PgTarget, StoreError};
+use crate::store::common::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
+use crate::store::db::PgTarget;
+use crate::store::error::StoreError;
 
 /// Operating crew's flights whose block time may overlap the span (`$1` the
 /// span's start, `$2` its end), and those without block time begun in it, from

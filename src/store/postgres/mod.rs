@@ -9,6 +9,7 @@ mod batch;
 pub(crate) mod changes;
 pub(crate) mod check;
 mod connect;
+pub(crate) mod copy_text;
 pub(crate) mod crew;
 pub mod crew_hours;
 
@@ -17,11 +18,13 @@ use std::path::PathBuf;
 use postgres::Client;
 
 pub(crate) use batch::Batch;
+pub use connect::use_password_file;
 /// One row of COPY's text format (the benchmark's floor writes the same rows).
-pub use batch::row as copy_row;
-pub use connect::{use_password_file, with_causes};
+pub use copy_text::row as copy_row;
 
-use super::{PgTarget, StoreError, Totals};
+use crate::store::common::Totals;
+use crate::store::db::PgTarget;
+use crate::store::error::StoreError;
 
 /// The migrations, in order; `spoolite_schema` holds one row per version applied.
 const MIGRATIONS: &[&str] = &[
@@ -46,40 +49,6 @@ pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// The advisory lock the migrations are applied under (any constant works; this
 /// one is "spoolite" in ASCII), so that writers starting together apply each once.
 const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
-
-/// The URI with any password in it replaced, for logs and error messages.
-pub(crate) fn redacted(uri: &str) -> String {
-    let mut out = uri.to_owned();
-    // postgresql://user:password@host/…
-    if let Some(scheme_end) = out.find("://") {
-        let authority_start = scheme_end + 3;
-        let authority_end = out[authority_start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |at| authority_start + at);
-        if let Some(at) = out[authority_start..authority_end].rfind('@') {
-            let userinfo = &out[authority_start..authority_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let start = authority_start + colon + 1;
-                out.replace_range(start..authority_start + at, "***");
-            }
-        }
-    }
-    // …?password=secret&…
-    if let Some(query) = out.find('?') {
-        let (head, tail) = out.split_at(query + 1);
-        let params: Vec<String> = tail
-            .split('&')
-            .map(|param| match param.split_once('=') {
-                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
-                    format!("{name}=***")
-                }
-                _ => param.to_owned(),
-            })
-            .collect();
-        out = format!("{head}{}", params.join("&"));
-    }
-    out
-}
 
 /// A connection to a spoolite PostgreSQL database.
 pub struct PgStore {
@@ -187,7 +156,7 @@ impl PgStore {
             .is_some())
     }
 
-    pub fn flight_quality(&mut self) -> Result<super::FlightQuality, StoreError> {
+    pub fn flight_quality(&mut self) -> Result<crate::store::common::FlightQuality, StoreError> {
         let row = self.client.query_one(
             "SELECT count(*) FILTER (WHERE on_blocks_utc IS NULL
                         AND rtrim(off_blocks_utc, 'Z') < to_char(now() AT TIME ZONE 'UTC'
@@ -197,7 +166,7 @@ impl PgStore {
             &[],
         )?;
         let count = |at: usize| row.get::<_, i64>(at).max(0) as u64;
-        Ok(super::FlightQuality {
+        Ok(crate::store::common::FlightQuality {
             flights_open: count(0),
             flights_negative_block: count(1),
         })
@@ -242,7 +211,10 @@ impl PgStore {
     }
 
     /// Whether the transaction `xid` committed (`batch::commit_status`).
-    pub fn commit_status(&mut self, xid: &str) -> Result<super::CommitStatus, StoreError> {
+    pub fn commit_status(
+        &mut self,
+        xid: &str,
+    ) -> Result<crate::store::error::CommitStatus, StoreError> {
         batch::commit_status(&mut self.client, xid)
     }
 
@@ -264,25 +236,4 @@ fn schema_version(client: &mut impl postgres::GenericClient) -> Result<i64, Stor
         .query_one("SELECT max(version) FROM spoolite_schema", &[])?
         .get(0);
     Ok(i64::from(version.unwrap_or(0)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_password_never_reaches_a_message() {
-        assert_eq!(
-            redacted("postgresql://ops:s3cret@db.example/spoolite?sslmode=require"),
-            "postgresql://ops:***@db.example/spoolite?sslmode=require"
-        );
-        assert_eq!(
-            redacted("postgres:///spoolite?host=/run/pg&password=s3cret&user=ops"),
-            "postgres:///spoolite?host=/run/pg&password=***&user=ops"
-        );
-        assert_eq!(
-            redacted("postgresql://ops@db/spoolite"),
-            "postgresql://ops@db/spoolite"
-        );
-    }
 }

@@ -19,10 +19,12 @@ use super::flights::{self, Flights};
 use super::rebuild;
 use super::runs::{Runs, Staged};
 use crate::batch::{Event, Header, Record};
+use crate::store::common::{CaseVariants, Quarantined};
+use crate::store::error::StoreError;
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, KeyEnd, Outcome, Tally, Version, conflict_detail,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, Outcome, Tally, Version,
+    conflict_detail,
 };
-use crate::store::{CaseVariants, Finished, Quarantined, StoreError};
 
 /// Rows applied between two looks at the stop flag.
 const STOP_CHECK_ROWS: u64 = 4096;

@@ -7,8 +7,8 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::connect;
-use crate::store::StoreError;
 use crate::store::changes::{Change, PAGE_ROWS, PageError};
+use crate::store::error::StoreError;
 
 /// A read-only connection to a spoolite SQLite database of the current schema,
 /// for reading its change feed.
@@ -90,7 +90,7 @@ fn read_change(row: &rusqlite::Row<'_>) -> rusqlite::Result<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore as Store;
+    use crate::store::sqlite::SqliteStore as Store;
 
     #[test]
     fn a_page_walks_the_change_seq_index() {

@@ -6,8 +6,8 @@ use std::cmp::Ordering;
 use rusqlite::Connection;
 
 use super::SqliteStore;
-use crate::store::StoreError;
-use crate::store::check::{
+use crate::store::error::StoreError;
+use crate::store::findings::{
     CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
     change_seq_finding, compare_crew, compare_fdp, data_quality_finding, events_finding,
     flight_times_finding, inbox_finding, listed, quarantine_finding,

@@ -41,10 +41,10 @@
 
 use rusqlite::Connection;
 
-use super::flights::before;
 use super::rebuild;
+use crate::batch::event::before;
 use crate::crew;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// The event kinds a flight's or duty's crew rows are made of.
 const KINDS: [&str; 5] = [

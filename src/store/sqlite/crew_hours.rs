@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 use super::connect;
-use crate::store::StoreError;
-use crate::store::crew_hours::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
+use crate::store::common::{CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
+use crate::store::error::StoreError;
 
 /// Operating crew's flights whose block time may overlap the span (`?1` the
 /// span's start, `?2` its end), and those without block time begun in it, read

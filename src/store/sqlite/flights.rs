@@ -23,7 +23,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 
 use super::crew;
-use crate::store::{CaseVariants, StoreError};
+use crate::batch::event::before;
+use crate::store::common::CaseVariants;
+use crate::store::error::StoreError;
 
 /// The event kinds a flight's times are made of, in the order of
 /// `spoolite_flight`'s four columns; the first two count their earliest event, the
@@ -114,12 +116,6 @@ fn spellings(tx: &Connection, flight_id: &str) -> Result<(Option<i64>, Vec<Strin
         }
     }
     Ok((found, others))
-}
-
-/// Whether `instant` comes before `other` in time (canonical instants: the text
-/// without its `Z` sorts in time order).
-pub(super) fn before(instant: &str, other: &str) -> bool {
-    instant.trim_end_matches('Z') < other.trim_end_matches('Z')
 }
 
 impl Flights {

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{StoreError, Totals};
+use crate::store::common::Totals;
+use crate::store::error::StoreError;
 
 /// A SQLite database file (or, for a dry run, an empty one in memory).
 pub struct SqliteStore {
@@ -196,7 +197,7 @@ impl SqliteStore {
         }
     }
 
-    pub fn flight_quality(&self) -> Result<super::FlightQuality, StoreError> {
+    pub fn flight_quality(&self) -> Result<crate::store::common::FlightQuality, StoreError> {
         let (open, negative): (i64, i64) = self.conn.query_row(
             "SELECT count(*) FILTER (WHERE on_blocks_utc IS NULL
                          AND rtrim(off_blocks_utc, 'Z') < strftime('%Y-%m-%dT%H:%M:%S', 'now', '-1 day')),
@@ -205,7 +206,7 @@ impl SqliteStore {
             [],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
-        Ok(super::FlightQuality {
+        Ok(crate::store::common::FlightQuality {
             flights_open: open.max(0) as u64,
             flights_negative_block: negative.max(0) as u64,
         })

@@ -12,7 +12,7 @@
 
 use rusqlite::Connection;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// The index the upserts' conflict target is: never dropped.
 const KEY_INDEX: &str = "spoolite_event_key";
