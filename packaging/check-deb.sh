@@ -63,7 +63,9 @@ grep -qxF /etc/default/spoolite "$work/control/conffiles" ||
 
 doc=/usr/share/doc/spoolite
 for pair in README.md:README.md ARCHITECTURE.md:ARCHITECTURE.md \
-    packaging/README.md:packaging.md; do
+    docs/operating.md:operating.md docs/analysing.md:analysing.md \
+    docs/sending.md:sending.md docs/reference.md:reference.md \
+    docs/how-fast.md:how-fast.md packaging/README.md:packaging.md; do
     source=${pair%%:*} installed=$doc/${pair#*:}
     has "$installed"
     cmp -s "$work/root$installed" "$source" || fail "$installed differs from $source"
