@@ -14,8 +14,12 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::BenchResult;
 
-/// The README, whose `sql` blocks are timed as written.
-const README: &str = include_str!("../../README.md");
+/// The pages whose `sql` blocks are timed as written: the README and the analysts'
+/// guide, each by the name its rows carry.
+const PAGES: [(&str, &str); 2] = [
+    ("README", include_str!("../../README.md")),
+    ("docs/analysing.md", include_str!("../../docs/analysing.md")),
+];
 
 /// Timed runs of a query after its warm-up run (the issue's median of 5), and of
 /// one whose warm-up took over `VERY_SLOW_S` (a target missed tenfold: a full pass
@@ -148,10 +152,10 @@ fn block_hours(s: &Samples, tail: &str) -> String {
     )
 }
 
-/// The same join written as the README writes it: the month's off-blocks events,
-/// each joined to its flight (every SQLite here plans the month as one range of the
-/// live off-blocks events' index; with the month on `f.off_blocks_utc` the bundled SQLite keeps
-/// only its lower bound).
+/// The same join written as the analysts' guide (docs/analysing.md) writes it: the
+/// month's off-blocks events, each joined to its flight (every SQLite here plans the
+/// month as one range of the live off-blocks events' index; with the month on
+/// `f.off_blocks_utc` the bundled SQLite keeps only its lower bound).
 fn block_hours_from_events(s: &Samples, tail: &str) -> String {
     format!(
         "SELECT {tail} AS tail, round(sum(f.block_minutes) / 60, 1) AS block_hours \
@@ -172,7 +176,7 @@ fn facet(from: &str) -> String {
 }
 
 /// The issue's queries, each written the plain way with its target, then every
-/// statement of the README's `sql` blocks (≤ 1 s each).
+/// statement of the `sql` blocks of the README and the analysts' guide (≤ 1 s each).
 pub fn queries(s: &Samples) -> Vec<Query> {
     let q = |name: &str, sql: String, target_s: Option<f64>, check: PlanCheck| Query {
         name: name.to_owned(),
@@ -245,7 +249,7 @@ pub fn queries(s: &Samples) -> Vec<Query> {
         Query {
             pg: Pg::Form(block_hours_from_events(s, "d.payload::jsonb ->> 'tail'")),
             ..q(
-                &format!("block hours per tail in {month}, the README's join"),
+                &format!("block hours per tail in {month}, the guide's join"),
                 block_hours_from_events(s, "json_extract(d.payload, '$.tail')"),
                 Some(1.0),
                 PlanCheck::Any,
@@ -282,7 +286,7 @@ pub fn queries(s: &Samples) -> Vec<Query> {
             PlanCheck::Search,
         ),
     ];
-    for (n, sql) in readme_statements().into_iter().enumerate() {
+    for (page, n, sql) in page_statements() {
         let title = sql
             .lines()
             .next()
@@ -290,18 +294,40 @@ pub fn queries(s: &Samples) -> Vec<Query> {
             .map(|t| t.trim().trim_end_matches('.').to_owned())
             .unwrap_or_else(|| format!("statement {}", n + 1));
         all.push(Query {
-            pg: Pg::NotRun("the README shows SQLite's SQL"),
-            ..q(&format!("README: {title}"), sql, Some(1.0), PlanCheck::Any)
+            pg: Pg::NotRun("the README and the analysts' guide show SQLite's SQL"),
+            ..q(&format!("{page}: {title}"), sql, Some(1.0), PlanCheck::Any)
         });
     }
     all
 }
 
-/// The statements of the README's `sql` blocks, split as the README test splits
-/// them (at `;` ending a line).
-pub fn readme_statements() -> Vec<String> {
+/// The statements of the `sql` blocks of `PAGES`, in order: (page, the statement's
+/// number on its page from 0, statement). A statement an earlier one already gave
+/// (the same SQL once its comment lines are left out) is timed once, under the
+/// first page's name.
+fn page_statements() -> Vec<(&'static str, usize, String)> {
+    statements_of(&PAGES)
+}
+
+/// `page_statements` of `pages`.
+fn statements_of(pages: &[(&'static str, &str)]) -> Vec<(&'static str, usize, String)> {
     let mut statements = Vec::new();
-    let mut rest = README;
+    let mut seen = std::collections::HashSet::new();
+    for &(page, text) in pages {
+        for (n, sql) in sql_statements(text).into_iter().enumerate() {
+            if seen.insert(without_comments(&sql)) {
+                statements.push((page, n, sql));
+            }
+        }
+    }
+    statements
+}
+
+/// The statements of the `sql` blocks of `text`, split as the docs test splits
+/// them (at `;` ending a line).
+fn sql_statements(text: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let mut rest = text;
     while let Some(start) = rest.find("```sql\n") {
         let block = &rest[start + "```sql\n".len()..];
         let Some(end) = block.find("```") else { break };
@@ -315,6 +341,15 @@ pub fn readme_statements() -> Vec<String> {
         rest = &block[end + 3..];
     }
     statements
+}
+
+/// `sql` without its whole-line comments, its words separated by single spaces.
+fn without_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// One query timed on one engine.
@@ -655,13 +690,63 @@ mod tests {
                 .pg_sql()
                 .is_some_and(|sql| sql.contains(") AS t WHERE"))
         );
+        let of_a_page = |q: &Query| PAGES.iter().any(|(page, _)| q.name.starts_with(page));
         for q in &all {
-            assert!(!q.sql.contains("CROSS JOIN") || q.name.starts_with("README"));
+            assert!(!q.sql.contains("CROSS JOIN") || of_a_page(q));
             assert!(!q.sql.contains("INDEXED BY"), "{}", q.name);
         }
-        // Every README statement is timed, on SQLite only.
-        let readme = all.iter().filter(|q| q.name.starts_with("README")).count();
-        assert_eq!(readme, readme_statements().len());
-        assert!(readme > 0);
+        // Every statement of the README and the analysts' guide is timed, once, on
+        // SQLite only.
+        let timed: Vec<&Query> = all.iter().filter(|q| of_a_page(q)).collect();
+        assert_eq!(timed.len(), page_statements().len());
+        assert!(timed.iter().all(|q| q.pg_sql().is_none()), "{timed:?}");
+        for (page, text) in PAGES {
+            let written = sql_statements(text);
+            assert!(
+                written.iter().all(|sql| {
+                    let sql = without_comments(sql);
+                    timed.iter().any(|q| without_comments(&q.sql) == sql)
+                }),
+                "{page}: a statement is not timed"
+            );
+        }
+        assert!(
+            !sql_statements(PAGES[1].1).is_empty(),
+            "the analysts' guide has SQL"
+        );
+    }
+
+    #[test]
+    fn a_statement_two_pages_give_is_timed_once_under_the_first() {
+        let first = "Intro.\n\n```sql\n-- Each kind.\n\
+                     SELECT event_kind, count(*) FROM duty_event GROUP BY event_kind;\n```\n";
+        let second = "```sql\n-- Counts.\nSELECT count(*) FROM duty_event;\n\
+                      SELECT event_kind, count(*)\n  FROM duty_event GROUP BY event_kind;\n```\n\
+                      \n```console\n$ spoolite status\n```\n";
+        assert_eq!(
+            statements_of(&[("first", first), ("second", second)]),
+            [
+                (
+                    "first",
+                    0,
+                    "-- Each kind.\nSELECT event_kind, count(*) FROM duty_event GROUP BY event_kind"
+                        .to_owned()
+                ),
+                (
+                    "second",
+                    0,
+                    "-- Counts.\nSELECT count(*) FROM duty_event".to_owned()
+                ),
+            ]
+        );
+        let statements = page_statements();
+        for (i, (page, _, sql)) in statements.iter().enumerate() {
+            assert!(
+                statements[..i]
+                    .iter()
+                    .all(|(_, _, earlier)| without_comments(earlier) != without_comments(sql)),
+                "{page}: timed twice: {sql}"
+            );
+        }
     }
 }
