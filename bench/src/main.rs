@@ -3,7 +3,9 @@
 //! built in the same run), a minimal insert loop of its own (the bench's floor),
 //! SHA-256, the sqlite-utils upsert and a live daemon, times the analysts' queries
 //! on a large database, then prints a Markdown table of every figure with its
-//! baseline and target. See BENCHMARKS.md for how to read it.
+//! baseline and target. See BENCHMARKS.md for how to read it, and
+//! docs/bench-history/2026-11-to-2026-12-05.md (*Run it*, *What is measured, and
+//! how*) for how to run each section and what it measures.
 
 #![warn(clippy::unwrap_used)]
 
@@ -56,7 +58,7 @@ enum Hidden {
     #[command(name = "__floor", hide = true)]
     Floor(child::ChildArgs),
     /// Writes one generated batch file, for profiling a section by hand (see
-    /// BENCHMARKS.md).
+    /// docs/bench-history/2026-11-to-2026-12-05.md, *Growth: where the time goes*).
     #[command(name = "__generate", hide = true)]
     Generate(GenerateArgs),
 }
