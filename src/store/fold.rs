@@ -216,11 +216,12 @@ impl Counts {
     }
 }
 
-/// A file's fold, key by key, as every backend drives it: the backend hands it
-/// the file's valid versions in key order (file order within a key), starts each
-/// key from its stored row (`start_key`), or from the insert of its first
-/// version that proved it had none (`start_key_inserted`), and writes what each
-/// key's end says (`KeyEnd`). The fold counts every version's outcome.
+/// A file's fold, key by key: the backend hands it the file's valid versions in
+/// key order (file order within a key) through `step`, which has the backend's
+/// `KeySink` start each key from its stored row (`start_key`), or from the insert
+/// of its first version that proved it had none (`start_key_inserted`), and
+/// write what each key's end says (`KeyEnd`). The fold counts every version's
+/// outcome.
 #[derive(Debug, Default)]
 pub(crate) struct FileFold {
     fold: KeyFold,
@@ -358,6 +359,63 @@ impl FileFold {
     pub fn counts(&self) -> Counts {
         self.counts
     }
+
+    /// Folds the file's next version, `row`'s (versions come in key order, file
+    /// order within a key): when it opens a new key, ends the key before through
+    /// `sink` and has `sink` start this one; then offers it, and has `sink`
+    /// quarantine it when it conflicts. Every backend's loop over a file's keys
+    /// is this call per row and `end_last_key` after the last.
+    pub(crate) fn step<S: KeySink>(
+        &mut self,
+        sink: &mut S,
+        key: &[u8],
+        row: &S::Row<'_>,
+        version: Version<'_>,
+    ) -> Result<(), S::Error> {
+        if self.is_next_key(key) {
+            if let Some(ended) = self.end_key() {
+                sink.end(ended)?;
+            }
+            sink.start(self, row, version)?;
+        }
+        if self.offer(version) == Outcome::Conflict {
+            sink.conflict(row, version)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the file's last key through `sink`, once every version was folded.
+    pub(crate) fn end_last_key<S: KeySink>(&mut self, sink: &mut S) -> Result<(), S::Error> {
+        match self.end_key() {
+            Some(ended) => sink.end(ended),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What a backend does as `FileFold::step` goes through a file's keys: the
+/// small part of the per-key loop that differs between SQLite and PostgreSQL.
+pub(crate) trait KeySink {
+    /// A version as the backend read it (a merged run's row, a cursor's row).
+    type Row<'r>;
+    type Error;
+
+    /// Starts the key of `row`, whose version `first` comes first in the file:
+    /// `fold.start_key` from its stored row, or `fold.start_key_inserted` when the
+    /// backend inserted `first` as the key's row. The key's columns (flight, kind,
+    /// instant) are `row`'s until the next start.
+    fn start(
+        &mut self,
+        fold: &mut FileFold,
+        row: &Self::Row<'_>,
+        first: Version<'_>,
+    ) -> Result<(), Self::Error>;
+
+    /// Writes what the end of the key started last says.
+    fn end(&mut self, ended: KeyEnd<'_>) -> Result<(), Self::Error>;
+
+    /// Quarantines `row`, whose `version` conflicts with the key's.
+    fn conflict(&mut self, row: &Self::Row<'_>, version: Version<'_>) -> Result<(), Self::Error>;
 }
 
 /// A file's events as they are read and folded: every one is counted as read

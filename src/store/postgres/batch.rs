@@ -35,7 +35,8 @@ use crate::batch::{Header, Record};
 use crate::store::common::{CASE_VARIANTS_SHOWN, CaseVariants, Quarantined};
 use crate::store::error::{CommitStatus, InDoubt, StoreError};
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, Finished, Outcome, Tally, Version, conflict_detail,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, Tally, Version,
+    conflict_detail,
 };
 
 /// Rows read from the fold's cursor at a time.
@@ -370,8 +371,8 @@ impl Batch<'_> {
     }
 
     /// Reads the staged events joined to their stored rows through a cursor, a
-    /// page at a time, and folds them (`FileFold`); what each page decides is
-    /// sent before the next is read.
+    /// page at a time, and folds them (`FileFold::step`, through `CursorKeys`);
+    /// what each page decides is sent before the next is read.
     fn fold_staged(
         &mut self,
         default_revision: i64,
@@ -379,7 +380,11 @@ impl Batch<'_> {
     ) -> Result<FileFold, StoreError> {
         self.tx.batch_execute(FOLD_CURSOR)?;
         let mut fold = FileFold::new();
-        let mut columns = KeyColumns::default();
+        let mut keys = CursorKeys {
+            effects: &mut *self.effects,
+            digest: &self.digest,
+            columns: KeyColumns::default(),
+        };
         let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_fold");
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -387,13 +392,22 @@ impl Batch<'_> {
             }
             let rows = self.tx.query(&fetch, &[])?;
             for row in &rows {
-                self.fold_row(&mut fold, &mut columns, row, default_revision);
+                let key: &str = row.get(0);
+                let revision: Option<i64> = row.get(2);
+                let incoming = Version {
+                    revision: revision.unwrap_or(default_revision),
+                    content: Content {
+                        payload: row.get(4),
+                        retracted: row.get(3),
+                    },
+                };
+                fold.step(&mut keys, key.as_bytes(), row, incoming)?;
             }
             let done = rows.len() < FETCH_ROWS;
-            if done && let Some(version) = fold.end_key().and_then(|ended| ended.write) {
-                self.effects.winner(&columns, version);
+            if done {
+                fold.end_last_key(&mut keys)?;
             }
-            self.effects.flush(&mut self.tx)?;
+            keys.effects.flush(&mut self.tx)?;
             if done {
                 break;
             }
@@ -401,49 +415,58 @@ impl Batch<'_> {
         self.tx.batch_execute("CLOSE spoolite_fold")?;
         Ok(fold)
     }
+}
 
-    /// Folds one row of the cursor: a staged event, with its key's stored row.
-    fn fold_row(
+/// The fold's keys from the cursor's rows (`FOLD_CURSOR`): each started from the
+/// stored row the cursor joined to it; winners and conflicts buffered in the
+/// effects, sent a page at a time.
+struct CursorKeys<'b> {
+    effects: &'b mut dyn Effects,
+    digest: &'b str,
+    columns: KeyColumns,
+}
+
+impl KeySink for CursorKeys<'_> {
+    type Row<'r> = postgres::Row;
+    type Error = StoreError;
+
+    fn start(
         &mut self,
         fold: &mut FileFold,
-        columns: &mut KeyColumns,
         row: &postgres::Row,
-        default_revision: i64,
-    ) {
-        let key: &str = row.get(0);
-        if fold.is_next_key(key.as_bytes()) {
-            if let Some(version) = fold.end_key().and_then(|ended| ended.write) {
-                self.effects.winner(columns, version);
-            }
-            columns.take(row);
-            let revision: Option<i64> = row.get(9);
-            let stored = revision.map(|revision| Version {
-                revision,
-                content: Content {
-                    payload: row.get(10),
-                    retracted: row.get(11),
-                },
-            });
-            fold.start_key(key.as_bytes(), stored);
-        }
-        let revision: Option<i64> = row.get(2);
-        let incoming = Version {
-            revision: revision.unwrap_or(default_revision),
+        _: Version<'_>,
+    ) -> Result<(), StoreError> {
+        self.columns.take(row);
+        let revision: Option<i64> = row.get(9);
+        let stored = revision.map(|revision| Version {
+            revision,
             content: Content {
-                payload: row.get(4),
-                retracted: row.get(3),
+                payload: row.get(10),
+                retracted: row.get(11),
             },
-        };
-        if fold.offer(incoming) == Outcome::Conflict {
-            let index: i64 = row.get(1);
-            let event = Quarantined {
-                index: index as u64,
-                raw: row.get(5),
-                reason: CONFLICT_REASON,
-                detail: &conflict_detail(incoming),
-            };
-            self.effects.quarantine(&self.digest, event);
+        });
+        let key: &str = row.get(0);
+        fold.start_key(key.as_bytes(), stored);
+        Ok(())
+    }
+
+    fn end(&mut self, ended: KeyEnd<'_>) -> Result<(), StoreError> {
+        if let Some(version) = ended.write {
+            self.effects.winner(&self.columns, version);
         }
+        Ok(())
+    }
+
+    fn conflict(&mut self, row: &postgres::Row, version: Version<'_>) -> Result<(), StoreError> {
+        let index: i64 = row.get(1);
+        let event = Quarantined {
+            index: index as u64,
+            raw: row.get(5),
+            reason: CONFLICT_REASON,
+            detail: &conflict_detail(version),
+        };
+        self.effects.quarantine(self.digest, event);
+        Ok(())
     }
 }
 

@@ -22,7 +22,7 @@ use crate::batch::{Event, Header, Record};
 use crate::store::common::{CaseVariants, Quarantined};
 use crate::store::error::StoreError;
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, Outcome, Tally, Version,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, Tally, Version,
     conflict_detail,
 };
 
@@ -356,15 +356,10 @@ impl Effects for DryRun {
             stop,
             ..
         } = staged;
-        let mut lookup = tx.prepare(LOOKUP)?;
-        fold_runs(
-            runs,
-            default_revision,
-            stop,
-            |fold, row, _| start_from_stored(&mut lookup, row.key, fold).map(drop),
-            |_, _| Ok(()),
-            |_, _| Ok(()),
-        )
+        let mut keys = LookOnly {
+            lookup: tx.prepare(LOOKUP)?,
+        };
+        fold_runs(runs, default_revision, stop, &mut keys)
     }
 
     fn case_variants(&mut self) -> CaseVariants {
@@ -405,20 +400,19 @@ impl KeyColumns {
 const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM spoolite_event
      WHERE lower(hex(key)) = lower(hex(?1))";
 
-/// Drives the file's fold (`FileFold`) over the merged runs, in key order (file
-/// order within a key): `start` starts each key from its first row and version,
-/// `end` writes what a key's end says (with the key's columns), `conflict`
-/// quarantines a conflicting row. Returns the fold, with its counts.
-fn fold_runs(
+/// Folds the merged runs, in key order (file order within a key), through
+/// `sink` (`FileFold::step`), looking at the stop flag every `STOP_CHECK_ROWS`
+/// rows. Returns the fold, with its counts.
+fn fold_runs<S>(
     runs: Runs,
     default_revision: i64,
     stop: &AtomicBool,
-    mut start: impl FnMut(&mut FileFold, &Staged<'_>, Version<'_>) -> Result<(), StoreError>,
-    mut end: impl FnMut(KeyEnd<'_>, &KeyColumns) -> Result<(), StoreError>,
-    mut conflict: impl FnMut(&Staged<'_>, Version<'_>) -> Result<(), StoreError>,
-) -> Result<FileFold, StoreError> {
+    sink: &mut S,
+) -> Result<FileFold, StoreError>
+where
+    S: for<'r> KeySink<Row<'r> = Staged<'r>, Error = StoreError>,
+{
     let mut fold = FileFold::new();
-    let mut columns = KeyColumns::default();
     let mut applied: u64 = 0;
     runs.for_each(StoreError::Spill, |row| {
         applied += 1;
@@ -432,22 +426,131 @@ fn fold_runs(
                 retracted: row.retracted,
             },
         };
-        if fold.is_next_key(row.key) {
-            if let Some(ended) = fold.end_key() {
-                end(ended, &columns)?;
-            }
-            columns.take(row);
-            start(&mut fold, row, incoming)?;
+        fold.step(sink, row.key, row, incoming)
+    })?;
+    fold.end_last_key(sink)?;
+    Ok(fold)
+}
+
+/// A dry run's keys: each started from its stored row, nothing written.
+struct LookOnly<'t> {
+    lookup: Statement<'t>,
+}
+
+impl KeySink for LookOnly<'_> {
+    type Row<'r> = Staged<'r>;
+    type Error = StoreError;
+
+    fn start(
+        &mut self,
+        fold: &mut FileFold,
+        row: &Staged<'_>,
+        _: Version<'_>,
+    ) -> Result<(), StoreError> {
+        start_from_stored(&mut self.lookup, row.key, fold).map(drop)
+    }
+
+    fn end(&mut self, _: KeyEnd<'_>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn conflict(&mut self, _: &Staged<'_>, _: Version<'_>) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// The writer's keys. A key is expected to be new while the last one was: its
+/// first version is then inserted outright, and looked up only when the insert
+/// meets a stored row; after a key that was stored, the next one is looked up
+/// first. Either way the fold decides from the stored row or the proof that there
+/// is none. A row written notes its flight's crew rows (`Flights::written`).
+struct WriteKeys<'w, 't> {
+    writer: &'w Writer,
+    tx: &'t Connection,
+    flights: &'w mut Flights,
+    insert_new: Statement<'t>,
+    lookup: Statement<'t>,
+    /// The upserts that set `retracted` (1) or leave it (0), each prepared at the
+    /// first winner that needs it: prepared before the apply, SQLite's lookaside
+    /// memory ran short during it (five times the fallbacks to malloc) and the
+    /// ingest took 1.9% more instructions (cachegrind, 20k events).
+    upserts: [Option<Statement<'t>>; 2],
+    expect_new: bool,
+    /// The batch that wrote the table's row of the key being folded (`None`: no
+    /// row), whose `rows_last_written` a write over it takes one from.
+    table_batch: Option<i64>,
+    columns: KeyColumns,
+}
+
+impl KeySink for WriteKeys<'_, '_> {
+    type Row<'r> = Staged<'r>;
+    type Error = StoreError;
+
+    fn start(
+        &mut self,
+        fold: &mut FileFold,
+        row: &Staged<'_>,
+        first: Version<'_>,
+    ) -> Result<(), StoreError> {
+        self.columns.take(row);
+        if self.expect_new && self.writer.insert_new(&mut self.insert_new, row, first)? {
+            fold.start_key_inserted(row.key, first);
+            self.table_batch = Some(self.writer.batch_ref);
+            return self
+                .flights
+                .written(self.tx, row.flight_ref, row.event_kind);
         }
-        if fold.offer(incoming) == Outcome::Conflict {
-            conflict(row, incoming)?;
+        let stored_by = start_from_stored(&mut self.lookup, row.key, fold)?;
+        self.expect_new = stored_by.is_none();
+        self.table_batch = stored_by;
+        Ok(())
+    }
+
+    fn end(&mut self, ended: KeyEnd<'_>) -> Result<(), StoreError> {
+        let columns = &self.columns;
+        if let Some(version) = ended.write {
+            // The stored row's `retracted` differs from the version's.
+            let retracted_changes = ended
+                .table_live
+                .is_some_and(|live| live == version.content.retracted);
+            let upsert = match &mut self.upserts[usize::from(retracted_changes)] {
+                Some(upsert) => upsert,
+                slot => slot.insert(
+                    self.writer
+                        .prepare_row_statement(self.tx, &upsert_sql(retracted_changes))?,
+                ),
+            };
+            self.writer.upsert(upsert, columns, version)?;
+            if let Some(batch_ref) = self.table_batch {
+                *self
+                    .writer
+                    .replaced
+                    .borrow_mut()
+                    .entry(batch_ref)
+                    .or_default() += 1;
+            }
+            // A new revision of the same payload, live as before, leaves the crew
+            // rows as they are.
+            if ended.changes_content {
+                self.flights
+                    .written(self.tx, columns.flight_ref, &columns.event_kind)?;
+            }
+        }
+        if ended.left_live && flights::is_timed(&columns.event_kind) {
+            self.flights.recompute(self.tx, columns.flight_ref)?;
         }
         Ok(())
-    })?;
-    if let Some(ended) = fold.end_key() {
-        end(ended, &columns)?;
     }
-    Ok(fold)
+
+    fn conflict(&mut self, row: &Staged<'_>, version: Version<'_>) -> Result<(), StoreError> {
+        let event = Quarantined {
+            index: row.index,
+            raw: row.raw,
+            reason: CONFLICT_REASON,
+            detail: &conflict_detail(version),
+        };
+        self.writer.quarantine(self.tx, event)
+    }
 }
 
 /// Starts the fold of `key` from its stored row; returns the batch that last
@@ -544,11 +647,8 @@ fn execute_row(
 }
 
 impl Writer {
-    /// Folds the merged events and writes every winner and conflict. A key is
-    /// expected to be new while the last one was: its first version is then
-    /// inserted outright, and looked up only when the insert meets a stored row;
-    /// after a key that was stored, the next one is looked up first. Either way
-    /// the fold decides from the stored row or the proof that there is none.
+    /// Folds the merged events and writes every winner and conflict
+    /// (`WriteKeys`).
     fn write(
         &self,
         tx: &Connection,
@@ -557,73 +657,18 @@ impl Writer {
         stop: &AtomicBool,
         flights: &mut Flights,
     ) -> Result<FileFold, StoreError> {
-        let mut insert_new = self.prepare_row_statement(tx, &insert_new_sql())?;
-        let mut lookup = tx.prepare(LOOKUP)?;
-        let mut expect_new = true;
-        // Both `start` and `end` write rows, and a row written notes its flight's
-        // crew rows (`Flights::written`).
-        let flights = RefCell::new(flights);
-        // The batch that wrote the table's row of the key being folded (`None`:
-        // no row), whose `rows_last_written` a write over it takes one from.
-        let table_batch = Cell::new(None);
-        let start = |fold: &mut FileFold, row: &Staged<'_>, first: Version<'_>| {
-            if expect_new && self.insert_new(&mut insert_new, row, first)? {
-                fold.start_key_inserted(row.key, first);
-                table_batch.set(Some(self.batch_ref));
-                flights
-                    .borrow_mut()
-                    .written(tx, row.flight_ref, row.event_kind)?;
-                return Ok(());
-            }
-            let stored_by = start_from_stored(&mut lookup, row.key, fold)?;
-            expect_new = stored_by.is_none();
-            table_batch.set(stored_by);
-            Ok(())
+        let mut keys = WriteKeys {
+            writer: self,
+            tx,
+            flights,
+            insert_new: self.prepare_row_statement(tx, &insert_new_sql())?,
+            lookup: tx.prepare(LOOKUP)?,
+            upserts: [None, None],
+            expect_new: true,
+            table_batch: None,
+            columns: KeyColumns::default(),
         };
-        // The upsert is prepared at the first winner that needs it: prepared before
-        // the apply, SQLite's lookaside memory ran short during it (five times the
-        // fallbacks to malloc) and the ingest took 1.9% more instructions
-        // (cachegrind, 20k events).
-        let mut upserts: [Option<Statement<'_>>; 2] = [None, None];
-        let end = |ended: KeyEnd<'_>, columns: &KeyColumns| {
-            if let Some(version) = ended.write {
-                // The stored row's `retracted` differs from the version's.
-                let retracted_changes = ended
-                    .table_live
-                    .is_some_and(|live| live == version.content.retracted);
-                let upsert = match &mut upserts[usize::from(retracted_changes)] {
-                    Some(upsert) => upsert,
-                    slot => {
-                        slot.insert(self.prepare_row_statement(tx, &upsert_sql(retracted_changes))?)
-                    }
-                };
-                self.upsert(upsert, columns, version)?;
-                if let Some(batch_ref) = table_batch.get() {
-                    *self.replaced.borrow_mut().entry(batch_ref).or_default() += 1;
-                }
-                // A new revision of the same payload, live as before, leaves the
-                // crew rows as they are.
-                if ended.changes_content {
-                    flights
-                        .borrow_mut()
-                        .written(tx, columns.flight_ref, &columns.event_kind)?;
-                }
-            }
-            if ended.left_live && flights::is_timed(&columns.event_kind) {
-                flights.borrow_mut().recompute(tx, columns.flight_ref)?;
-            }
-            Ok(())
-        };
-        let conflict = |row: &Staged<'_>, version: Version<'_>| {
-            let event = Quarantined {
-                index: row.index,
-                raw: row.raw,
-                reason: CONFLICT_REASON,
-                detail: &conflict_detail(version),
-            };
-            self.quarantine(tx, event)
-        };
-        fold_runs(runs, default_revision, stop, start, end, conflict)
+        fold_runs(runs, default_revision, stop, &mut keys)
     }
 
     /// The `change_seq` of the next row written, once it is written.
