@@ -7,14 +7,10 @@
 
 #![warn(clippy::unwrap_used)]
 
-pub mod backup;
 pub mod batch;
-pub mod changes;
-pub mod check;
 pub mod cli;
 pub mod clock;
-pub mod commands;
-pub mod copydb;
+pub mod cmd;
 pub mod crew;
 pub mod daemon;
 pub mod ftl;

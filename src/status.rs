@@ -650,12 +650,23 @@ pub(crate) fn render(status: &Status, columns: Option<usize>) -> String {
 
 /// The text form's lines, each a label and its value, in order.
 fn lines(status: &Status) -> Vec<(&'static str, String)> {
-    let figure = |value: Option<u64>| value.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
-    let mut lines = vec![
-        ("database", database_text(status)),
-        ("spool", status.spool.clone()),
-        ("daemon", daemon_text(status)),
-    ];
+    let mut lines = Vec::new();
+    database_lines(status, &mut lines);
+    folder_lines(status, &mut lines);
+    size_lines(status, &mut lines);
+    lines
+}
+
+/// A count, or `unknown`.
+fn figure(value: Option<u64>) -> String {
+    value.map_or_else(|| "unknown".to_owned(), |v| v.to_string())
+}
+
+/// Where the site is, who serves it, and what the database holds.
+fn database_lines(status: &Status, lines: &mut Vec<(&'static str, String)>) {
+    lines.push(("database", database_text(status)));
+    lines.push(("spool", status.spool.clone()));
+    lines.push(("daemon", daemon_text(status)));
     if let Some(fault) = &status.database_fault {
         let state = if fault.unreachable {
             "unreachable"
@@ -684,6 +695,10 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
         (None, None) => "unknown".to_owned(),
     };
     lines.push(("last ingest", last));
+}
+
+/// What waits in incoming/ and why, what is never taken, and what was rejected.
+fn folder_lines(status: &Status, lines: &mut Vec<(&'static str, String)>) {
     let oldest = status
         .oldest_waiting_age_s
         .map(|s| format!(" (oldest seen {s} s ago)"))
@@ -701,17 +716,13 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
     let waiting = status.oldest_waiting.iter().flatten();
     let named =
         waiting.map(|file| format!("{}: {}", names::escaped(&file.file), file.state.text()));
-    push_named(&mut lines, named, status.incoming_waiting);
+    push_named(lines, named, status.incoming_waiting);
     if let Some(never) = status.incoming_never_taken.filter(|n| *n > 0) {
         lines.push((
             "never taken",
             format!("{never} in incoming/ that are not regular files, left in place"),
         ));
-        push_named(
-            &mut lines,
-            status.never_taken_named.iter().cloned(),
-            Some(never),
-        );
+        push_named(lines, status.never_taken_named.iter().cloned(), Some(never));
     }
     lines.push((
         "rejected",
@@ -722,7 +733,12 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
         let reason = file.reason.as_deref().unwrap_or("(no reason file)");
         format!("{}: {reason}", names::escaped(&file.file))
     });
-    push_named(&mut lines, named, status.rejected_files);
+    push_named(lines, named, status.rejected_files);
+}
+
+/// What the site takes on disk, where the settings came from, and what could
+/// not be read.
+fn size_lines(status: &Status, lines: &mut Vec<(&'static str, String)>) {
     lines.push(("database size", bytes_text(status.database_bytes)));
     // PostgreSQL keeps its own WAL: no line for it.
     if status.db_is_file {
@@ -740,7 +756,6 @@ fn lines(status: &Status) -> Vec<(&'static str, String)> {
     for problem in &status.unreadable {
         lines.push(("cannot read", problem.clone()));
     }
-    lines
 }
 
 /// The named files of a folder as lines of their own under its count, and how

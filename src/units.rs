@@ -96,4 +96,19 @@ mod tests {
         assert_eq!(bytes_text(734_003_200), "734003200 bytes (700.0 MiB)");
         assert_eq!(bytes_text(3 << 30), "3221225472 bytes (3.0 GiB)");
     }
+
+    #[test]
+    fn durations_need_a_unit_and_fit() {
+        assert_eq!(parse_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(
+            parse_duration("400d"),
+            Ok(Duration::from_secs(400 * 86_400))
+        );
+        assert!(parse_duration("5").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-5s").is_err());
+    }
 }

@@ -408,24 +408,15 @@ pub fn run(
         Ok(_) => {}
         Err(error) => log::warn!("clean rejected/ of temporary files: {error}"),
     }
-    // A database that cannot be used for a passing reason (read-only, locked, disk
-    // full) does not stop the daemon: it serves and tries again with back-off.
-    let store = match Store::open(&config.db) {
-        Ok(store) => Some(store),
-        Err(error) if error.is_fatal_at_start() => return Err(error.into()),
-        Err(error) => {
-            log::warn!("{error}; serving the spool and trying again");
-            None
-        }
-    };
+    let store = open_at_start(&config.db)?;
     // The watch goes in before the first listing, so nothing dropped between the
     // two is missed.
-    let watch_error = |path: &PathBuf| {
-        let path = path.clone();
-        move |source| DaemonError::Watch { path, source }
-    };
-    let _watcher = crate::watch::watch(&spool.incoming, doorbell.clone())
-        .map_err(watch_error(&spool.incoming))?;
+    let _watcher = crate::watch::watch(&spool.incoming, doorbell.clone()).map_err(|source| {
+        DaemonError::Watch {
+            path: spool.incoming.clone(),
+            source,
+        }
+    })?;
     // Without it a write in archive/ is seen at the next listing: a warning.
     let _archive_watcher = crate::watch::watch_archive(&spool.archive, doorbell)
         .map_err(|error| {
@@ -435,32 +426,13 @@ pub fn run(
             )
         })
         .ok();
-    log::info!(
-        "serving spool {} into {} (settle {}, partial timeout {}, rescan {}, archive keep {})",
-        config.spool.display(),
-        config.db,
-        duration_text(config.settle),
-        duration_text(config.partial_timeout),
-        duration_text(config.rescan),
-        config
-            .archive_keep
-            .map_or("for ever".to_owned(), duration_text)
-    );
+    log_serving(&config);
     let mut notifier = Notifier::from_env();
     let longest_sleep = notifier
         .watchdog_every()
         .map_or(config.rescan, |w| w.min(config.rescan));
     let clock = SystemClock;
-    let before = match crate::state::read(&spool.root) {
-        Ok(before) => before,
-        Err(error) => {
-            log::warn!(
-                "read {}: {error}; the ages of waiting files start again",
-                crate::state::path(&spool.root).display()
-            );
-            None
-        }
-    };
+    let before = state_before(&spool);
     let mut daemon = Daemon::new(spool, store, config, stop.clone(), Box::new(clock));
     if let Some(before) = &before {
         daemon.remember(before);
@@ -483,6 +455,47 @@ pub fn run(
     notifier.stopping();
     log::info!("stopped");
     Ok(())
+}
+
+/// The store, opened at start. A database that cannot be used for a passing
+/// reason (read-only, locked, disk full) does not stop the daemon (`None`): it
+/// serves and tries again with back-off.
+fn open_at_start(db: &Db) -> Result<Option<Store>, DaemonError> {
+    match Store::open(db) {
+        Ok(store) => Ok(Some(store)),
+        Err(error) if error.is_fatal_at_start() => Err(error.into()),
+        Err(error) => {
+            log::warn!("{error}; serving the spool and trying again");
+            Ok(None)
+        }
+    }
+}
+
+/// The start-up line: what is served, into what, with which timings.
+fn log_serving(config: &Config) {
+    log::info!(
+        "serving spool {} into {} (settle {}, partial timeout {}, rescan {}, archive keep {})",
+        config.spool.display(),
+        config.db,
+        duration_text(config.settle),
+        duration_text(config.partial_timeout),
+        duration_text(config.rescan),
+        config
+            .archive_keep
+            .map_or("for ever".to_owned(), duration_text)
+    );
+}
+
+/// What the daemon before this one told `status` (when each waiting file was
+/// first seen), so that those ages go on across a restart.
+fn state_before(spool: &Spool) -> Option<DaemonState> {
+    crate::state::read(&spool.root).unwrap_or_else(|error| {
+        log::warn!(
+            "read {}: {error}; the ages of waiting files start again",
+            crate::state::path(&spool.root).display()
+        );
+        None
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 //! of `crew_flight` and `crew_duty` through `store::CrewHours` and hands them to
 //! a `Judge`.
 
-pub mod command;
 pub mod explain;
 pub mod plan;
 pub mod render;

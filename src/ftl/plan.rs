@@ -124,28 +124,11 @@ fn item(object: &Map<String, Value>) -> Result<Planned, String> {
             FIELDS.join(", ")
         ));
     }
-    let text = |name: &str| -> Result<Option<&str>, String> {
-        match object.get(name) {
-            None => Ok(None),
-            Some(Value::String(text)) => Ok(Some(text)),
-            Some(other) => Err(format!("{name} must be a string, not {other}")),
-        }
-    };
-    let required = |name: &str| -> Result<&str, String> {
-        text(name)?.ok_or_else(|| format!("{name} is missing"))
-    };
-    let instant = |name: &str| -> Result<Micros, String> {
-        let value = required(name)?;
-        time::parse_instant(value.trim()).ok_or_else(|| {
-            format!(
-                "{name} {value:?} is not an RFC 3339 instant with an offset (2026-12-02T05:00:00Z)"
-            )
-        })
-    };
-    let crew_id = crew::crew_id(required("crew_id")?)
+    let fields = Fields(object);
+    let crew_id = crew::crew_id(fields.required("crew_id")?)
         .ok_or("crew_id must be 1-64 characters from ! to ~ once trimmed")?
         .to_owned();
-    let role = match text("role")? {
+    let role = match fields.text("role")? {
         None | Some("operating") => Role::Operating,
         Some("positioning") => Role::Positioning,
         Some(other) => {
@@ -154,31 +137,26 @@ fn item(object: &Map<String, Value>) -> Result<Planned, String> {
             ));
         }
     };
-    let function = match text("function")? {
+    let function = match fields.text("function")? {
         None => Function::FlightCrew,
         Some(other) => Function::parse(other)
             .ok_or_else(|| format!("function {other:?} is neither flight_crew nor cabin_crew"))?,
     };
-    let only = |kind: &str, fields: &[&str]| -> Result<(), String> {
-        match fields.iter().find(|field| object.contains_key(**field)) {
-            Some(field) => Err(format!("a {kind} has no field {field}")),
-            None => Ok(()),
-        }
-    };
-    let item = match required("kind")? {
+    let item = match fields.required("kind")? {
         "duty" => {
-            only("duty", &["off_blocks", "on_blocks"])?;
+            fields.none_of("duty", &["off_blocks", "on_blocks"])?;
             PlannedItem::Duty {
-                start: instant("start")?,
-                end: instant("end")?,
-                duty_type: text("duty_type")?.map_or(DutyType::FlightDuty, DutyType::from_text),
+                start: fields.instant("start")?,
+                end: fields.instant("end")?,
+                duty_type: (fields.text("duty_type")?)
+                    .map_or(DutyType::FlightDuty, DutyType::from_text),
             }
         }
         "flight" => {
-            only("flight", &["start", "end", "duty_type"])?;
+            fields.none_of("flight", &["start", "end", "duty_type"])?;
             PlannedItem::Flight {
-                off_blocks: instant("off_blocks")?,
-                on_blocks: instant("on_blocks")?,
+                off_blocks: fields.instant("off_blocks")?,
+                on_blocks: fields.instant("on_blocks")?,
             }
         }
         other => return Err(format!("kind {other:?} is neither duty nor flight")),
@@ -189,6 +167,44 @@ fn item(object: &Map<String, Value>) -> Result<Planned, String> {
         role,
         function,
     })
+}
+
+/// A planned item's object, read field by field with a message for each way a
+/// field can be wrong.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    /// The string field `name`, if present.
+    fn text(&self, name: &str) -> Result<Option<&'a str>, String> {
+        match self.0.get(name) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(other) => Err(format!("{name} must be a string, not {other}")),
+        }
+    }
+
+    /// The string field `name`, which must be present.
+    fn required(&self, name: &str) -> Result<&'a str, String> {
+        self.text(name)?.ok_or_else(|| format!("{name} is missing"))
+    }
+
+    /// The instant field `name`, which must be present.
+    fn instant(&self, name: &str) -> Result<Micros, String> {
+        let value = self.required(name)?;
+        time::parse_instant(value.trim()).ok_or_else(|| {
+            format!(
+                "{name} {value:?} is not an RFC 3339 instant with an offset (2026-12-02T05:00:00Z)"
+            )
+        })
+    }
+
+    /// Refuses any of `fields`, which a `kind` has not.
+    fn none_of(&self, kind: &str, fields: &[&str]) -> Result<(), String> {
+        match fields.iter().find(|field| self.0.contains_key(**field)) {
+            Some(field) => Err(format!("a {kind} has no field {field}")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One crew member's judgement of one window over the plan.

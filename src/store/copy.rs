@@ -159,7 +159,7 @@ pub(crate) fn sqlite_into_postgres(
         source: source.into(),
     };
     let mut source = open_source(from)?;
-    let mut store = PgStore::connect(to, true).map_err(|source| CopyError::Target {
+    let mut store = PgStore::connect_writer(to).map_err(|source| CopyError::Target {
         target: target.clone(),
         source,
     })?;
@@ -181,18 +181,52 @@ pub(crate) fn sqlite_into_postgres(
     if before.rows() > 0 && !options.into_non_empty {
         return Err(CopyError::NotEmpty { target, before });
     }
-    // Every copied change_seq is above every one the target has given, so that a
-    // follower of its feed sees the copied rows as changes after those.
-    let shift = next_change_seq(&mut tx).map_err(target_error)? - 1;
+    let shift = fill_target(
+        &snapshot,
+        &mut tx,
+        (from, &target),
+        counted.rows(),
+        progress,
+    )?;
+    let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
+    tx.commit().map_err(target_error)?;
+    drop(snapshot);
+    Ok(Copied {
+        source: counted,
+        change_seq_shift: shift,
+        next_change_seq,
+    })
+}
+
+/// Fills the target (`tx`) from the source's snapshot: every table, its rows'
+/// `change_seq` shifted above every one the target has given (so that a follower
+/// of its feed sees them as changes after those), then the flight ids and the
+/// flights' times and crew rows as their batches would have kept them. Returns
+/// the shift.
+fn fill_target(
+    snapshot: &Connection,
+    tx: &mut Transaction<'_>,
+    (from, target): (&Path, &str),
+    rows: u64,
+    progress: &dyn Fn(CopyProgress),
+) -> Result<i64, CopyError> {
+    let target_error = |source: StoreError| CopyError::Target {
+        target: target.to_owned(),
+        source,
+    };
+    let shift = next_change_seq(tx).map_err(|e| target_error(e.into()))? - 1;
     let mut sent = Sent {
         done: 0,
-        total: counted.rows(),
+        total: rows,
         progress,
     };
     for table in &TABLES {
-        copy_table(&snapshot, &mut tx, table, shift, &mut sent).map_err(|e| match e {
-            TableError::Source(e) => source_error(e),
-            TableError::Target(e) => overlap(&target, table.name, e),
+        copy_table(snapshot, tx, table, shift, &mut sent).map_err(|e| match e {
+            TableError::Source(source) => CopyError::Source {
+                path: from.to_owned(),
+                source,
+            },
+            TableError::Target(e) => overlap(target, table.name, e),
         })?;
     }
     // Every flight id the target now holds, for the look-up that tells a later
@@ -202,22 +236,11 @@ pub(crate) fn sqlite_into_postgres(
          ON CONFLICT DO NOTHING",
         &[],
     )
-    .map_err(target_error)?;
-    // The copied flights' times and crew rows, as their batches would have kept
-    // them: every copied row's change_seq is above `shift`.
-    super::postgres::crew::keep(&mut tx, super::postgres::crew::Scope::ChangedAfter(shift))
-        .map_err(|source| CopyError::Target {
-            target: target.clone(),
-            source,
-        })?;
-    let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
-    tx.commit().map_err(target_error)?;
-    drop(snapshot);
-    Ok(Copied {
-        source: counted,
-        change_seq_shift: shift,
-        next_change_seq,
-    })
+    .map_err(|e| target_error(e.into()))?;
+    // Every copied row's change_seq is above `shift`.
+    super::postgres::crew::keep(tx, super::postgres::crew::Scope::ChangedAfter(shift))
+        .map_err(target_error)?;
+    Ok(shift)
 }
 
 /// Opens the source read-only, refusing a file that is missing, no spoolite

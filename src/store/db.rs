@@ -45,17 +45,25 @@ pub enum Db {
 }
 
 /// A PostgreSQL database as libpq names it: `postgres://…` or `postgresql://…`
-/// (`host=` a socket folder included). Its text may hold a password, so it is
-/// shown only through `name`.
+/// (`host=` a socket folder included), and the file holding its password when
+/// the URI holds none (`--db-password-file`). Its text may hold a password, so
+/// it is shown only through `name`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PgTarget {
     uri: String,
+    password_file: Option<PathBuf>,
 }
 
 impl PgTarget {
     /// The URI as given, password included: for the connection only.
     pub(crate) fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// The file whose one line is the password of every connection to this
+    /// database, read at each connection.
+    pub(crate) fn password_file(&self) -> Option<&Path> {
+        self.password_file.as_deref()
     }
 
     /// The URI with any password in it replaced, for logs and messages.
@@ -81,6 +89,7 @@ impl Db {
             // (which refuses it, by name), never a SQLite file under `postgres:`.
             return Db::Postgres(PgTarget {
                 uri: lossy.into_owned(),
+                password_file: None,
             });
         }
         Db::Sqlite(PathBuf::from(text))
@@ -101,6 +110,24 @@ impl Db {
         match self {
             Db::Sqlite(path) => Some(path),
             Db::Postgres(_) => None,
+        }
+    }
+
+    /// The database with the file of its password (`--db-password-file`);
+    /// refused beside a SQLite file, which has no password.
+    pub fn with_password_file(self, password_file: &Path) -> Result<Db, String> {
+        match self {
+            Db::Postgres(target) => Ok(Db::Postgres(PgTarget {
+                password_file: Some(password_file.to_owned()),
+                ..target
+            })),
+            Db::Sqlite(path) => Err(format!(
+                "--db-password-file {} (SPOOLITE_DB_PASSWORD_FILE) is for a PostgreSQL \
+                 database, but --db {} is a SQLite file, which has no password: leave the \
+                 password file out, or point --db at a postgresql:// URI",
+                password_file.display(),
+                path.display()
+            )),
         }
     }
 

@@ -126,7 +126,7 @@ impl Store {
     pub fn open(db: &Db) -> Result<Store, StoreError> {
         Ok(match db {
             Db::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
-            Db::Postgres(target) => Store::Postgres(PgStore::connect(target, true)?),
+            Db::Postgres(target) => Store::Postgres(PgStore::connect_writer(target)?),
         })
     }
 
@@ -136,7 +136,7 @@ impl Store {
     pub fn open_read_only(db: &Db) -> Result<Store, StoreError> {
         Ok(match db {
             Db::Sqlite(path) => Store::Sqlite(SqliteStore::open_read_only(path)?),
-            Db::Postgres(target) => Store::Postgres(PgStore::connect(target, false)?),
+            Db::Postgres(target) => Store::Postgres(PgStore::connect_reader(target)?),
         })
     }
 
@@ -156,7 +156,7 @@ impl Store {
                 Ok(Store::Sqlite(store))
             }
             Db::Postgres(target) => {
-                let mut store = PgStore::connect(target, false)?;
+                let mut store = PgStore::connect_reader(target)?;
                 if store.schema_version()? == 0 {
                     return empty();
                 }

@@ -37,7 +37,7 @@ impl PgChangeFeed {
     /// Connects to the database `db` names and refuses a schema older (only the
     /// daemon upgrades a database) or newer than this spoolite's.
     pub fn open(target: &PgTarget) -> Result<PgChangeFeed, StoreError> {
-        let mut store = PgStore::connect(target, false)?;
+        let mut store = PgStore::connect_reader(target)?;
         store.require_current_schema()?;
         let mut client = store.client;
         let page = client.prepare(PAGE_SQL)?;

@@ -7,7 +7,6 @@
 //! database by its redacted URI and says what to do; none holds the password.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
@@ -17,13 +16,8 @@ use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls};
 use postgres_openssl::MakeTlsConnector;
 
-use crate::store::db::redacted;
+use crate::store::db::{PgTarget, redacted};
 use crate::store::error::{StoreError, with_causes};
-
-/// The password file of this process (`--db-password-file`), set once by `main`
-/// before any connection: one setting for every connection the command opens,
-/// as `store::stop_waiting_for_locks` is one for every lock it waits on.
-static PASSWORD_FILE: OnceLock<PathBuf> = OnceLock::new();
 
 /// The socket folder a URI without a host connects to, as Debian's libpq does.
 const DEFAULT_SOCKET_DIR: &str = "/run/postgresql";
@@ -35,13 +29,6 @@ const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 /// What `pg_stat_activity` shows for spoolite's sessions, unless the URI says
 /// `application_name=`.
 const APPLICATION_NAME: &str = "spoolite";
-
-/// Names the file whose content (one line) is the password of every PostgreSQL
-/// connection this process opens, when the URI holds none.
-pub fn use_password_file(path: PathBuf) {
-    // Set once, by `main`; a second call changes nothing.
-    let _ = PASSWORD_FILE.set(path);
-}
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,7 +168,8 @@ fn password_from(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// Opens a connection to the database `uri` names (see the module's comment).
-pub fn connect(uri: &str) -> Result<Client, StoreError> {
+pub fn connect(db: &PgTarget) -> Result<Client, StoreError> {
+    let uri = db.uri();
     let name = redacted(uri);
     let problem = |problem: String| StoreError::PgConnection {
         db: name.clone(),
@@ -202,7 +190,7 @@ pub fn connect(uri: &str) -> Result<Client, StoreError> {
         config.application_name(APPLICATION_NAME);
     }
     if config.get_password().is_none()
-        && let Some(file) = PASSWORD_FILE.get()
+        && let Some(file) = db.password_file()
     {
         config.password(password_from(file).map_err(problem)?);
     }

@@ -60,7 +60,7 @@ pub struct PgCrewHours {
 impl PgCrewHours {
     pub fn open(target: &PgTarget) -> Result<PgCrewHours, StoreError> {
         Ok(PgCrewHours {
-            store: PgStore::connect(target, false)?,
+            store: PgStore::connect_reader(target)?,
         })
     }
 

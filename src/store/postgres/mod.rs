@@ -18,7 +18,6 @@ use std::path::PathBuf;
 use postgres::Client;
 
 pub(crate) use batch::Batch;
-pub use connect::use_password_file;
 /// One row of COPY's text format (the benchmark's floor writes the same rows).
 pub use copy_text::row as copy_row;
 
@@ -58,19 +57,27 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connects and brings the schema up to date (`migrate`), or, for `status`
-    /// and dry runs (`migrate` false), only refuses a newer schema.
-    pub fn connect(target: &PgTarget, migrate: bool) -> Result<PgStore, StoreError> {
-        let name = target.name();
-        let client = connect::connect(target.uri())?;
-        let mut store = PgStore { client, name };
-        if migrate {
-            store.migrate()?;
-        } else {
-            let found = store.schema_version()?;
-            store.refuse_newer(found)?;
-        }
+    /// Connects to write: the schema is created or brought up to date first.
+    pub fn connect_writer(target: &PgTarget) -> Result<PgStore, StoreError> {
+        let mut store = PgStore::connect(target)?;
+        store.migrate()?;
         Ok(store)
+    }
+
+    /// Connects to read: nothing is created or upgraded (a role that may only
+    /// read suffices), and a newer schema is refused.
+    pub fn connect_reader(target: &PgTarget) -> Result<PgStore, StoreError> {
+        let mut store = PgStore::connect(target)?;
+        let found = store.schema_version()?;
+        store.refuse_newer(found)?;
+        Ok(store)
+    }
+
+    fn connect(target: &PgTarget) -> Result<PgStore, StoreError> {
+        Ok(PgStore {
+            client: connect::connect(target)?,
+            name: target.name(),
+        })
     }
 
     fn path(&self) -> PathBuf {

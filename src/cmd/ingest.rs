@@ -1,41 +1,30 @@
-//! The one-shot commands: `ingest`, `status` and `key`. Each returns its exit code.
+//! `spoolite ingest`: each file through the same `ingest` as the daemon's, a line
+//! per file, a progress bar on a terminal, and an exit code for the worst outcome.
 
 use std::io::IsTerminal;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::batch::Event;
-use crate::cli::{Defaults, IngestArgs, KeyArgs, StatusArgs};
+use crate::cli::IngestArgs;
 use crate::ingest::{self, Outcome};
 use crate::names;
 use crate::report;
-use crate::status;
 use crate::store::{FaultClass, Store};
 
 /// Exit code when any file was rejected.
-const EXIT_REJECTED: u8 = 1;
+pub(super) const EXIT_REJECTED: u8 = 1;
 /// Exit code for an operating error (database, permissions, bad arguments).
 const EXIT_ERROR: u8 = 2;
 
 pub fn ingest(args: &IngestArgs) -> ExitCode {
     // An argument that names no batch file is the operator's error: nothing is
     // ingested (or created) until every one does.
-    let mut refused = false;
-    for (path, why) in args
-        .files
-        .iter()
-        .filter_map(|path| Some((path, not_a_batch_file(path)?)))
-    {
-        let shown_path = names::escaped(&path.to_string_lossy());
-        eprintln!("spoolite: ingest {shown_path}: {why}");
-        refused = true;
-    }
-    if refused {
+    if refuse_what_is_no_batch_file(&args.files) {
         return ExitCode::from(EXIT_ERROR);
     }
     let opened = match args.dry_run {
@@ -51,49 +40,76 @@ pub fn ingest(args: &IngestArgs) -> ExitCode {
     };
     let stop = AtomicBool::new(false);
     let bars = std::io::stderr().is_terminal();
-    let mut code = 0;
-    for path in &args.files {
-        // The name as recorded goes into JSON (which escapes it); the text line and
-        // the logs get the escaped form, so that no name can split or forge a line.
-        let file = names::base_name(path);
-        let shown = names::escaped(&file);
-        let bar = bars.then(|| ProgressLine::start(&shown, path));
-        let report_progress = |progress: ingest::Progress| {
-            if let Some(bar) = &bar {
-                bar.update(progress);
-            }
-        };
-        let options = ingest::Options {
-            file_bytes_max: args.file_bytes_max.file_bytes_max,
-            limits: args.event_bytes_max.limits(),
-            progress: bar
-                .as_ref()
-                .map(|_| &report_progress as &dyn Fn(ingest::Progress)),
-            dry_run: args.dry_run,
-            stop: &stop,
-            clock: &crate::clock::SystemClock,
-        };
-        let started = Instant::now();
-        let result = ingest_waiting_out_locks(&mut store, path, &shown, options);
-        let elapsed = started.elapsed();
+    let codes = args
+        .files
+        .iter()
+        .map(|path| ingest_one(args, &mut store, path, &stop, bars));
+    ExitCode::from(codes.max().unwrap_or(0))
+}
+
+/// Names on stderr each path that names no batch file; whether there was one.
+fn refuse_what_is_no_batch_file(files: &[std::path::PathBuf]) -> bool {
+    let mut refused = false;
+    for (path, why) in files
+        .iter()
+        .filter_map(|path| Some((path, not_a_batch_file(path)?)))
+    {
+        let shown_path = names::escaped(&path.to_string_lossy());
+        eprintln!("spoolite: ingest {shown_path}: {why}");
+        refused = true;
+    }
+    refused
+}
+
+/// Ingests one file, with a progress bar when `bars`, and prints its line;
+/// returns its exit code (0, `EXIT_REJECTED` or `EXIT_ERROR`).
+fn ingest_one(
+    args: &IngestArgs,
+    store: &mut Store,
+    path: &Path,
+    stop: &AtomicBool,
+    bars: bool,
+) -> u8 {
+    // The name as recorded goes into JSON (which escapes it); the text line and
+    // the logs get the escaped form, so that no name can split or forge a line.
+    let file = names::base_name(path);
+    let shown = names::escaped(&file);
+    let bar = bars.then(|| ProgressLine::start(&shown, path));
+    let report_progress = |progress: ingest::Progress| {
         if let Some(bar) = &bar {
-            bar.finish();
+            bar.update(progress);
         }
-        match result {
-            Ok(outcome) => {
-                if matches!(outcome, Outcome::Rejected { .. }) {
-                    code = code.max(EXIT_REJECTED);
-                }
-                print_outcome(args, (&file, &shown), &outcome, elapsed);
+    };
+    let options = ingest::Options {
+        file_bytes_max: args.file_bytes_max.file_bytes_max,
+        limits: args.event_bytes_max.limits(),
+        progress: bar
+            .as_ref()
+            .map(|_| &report_progress as &dyn Fn(ingest::Progress)),
+        dry_run: args.dry_run,
+        stop,
+        clock: &crate::clock::SystemClock,
+    };
+    let started = Instant::now();
+    let result = ingest_waiting_out_locks(store, path, &shown, options);
+    let elapsed = started.elapsed();
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    match result {
+        Ok(outcome) => {
+            print_outcome(args, (&file, &shown), &outcome, elapsed);
+            match outcome {
+                Outcome::Rejected { .. } => EXIT_REJECTED,
+                _ => 0,
             }
-            Err(error) => {
-                // The error may name the path itself: escaped too, it stays one line.
-                eprintln!("spoolite: {}", names::escaped(&error_line(path, &error)));
-                code = EXIT_ERROR;
-            }
+        }
+        Err(error) => {
+            // The error may name the path itself: escaped too, it stays one line.
+            eprintln!("spoolite: {}", names::escaped(&error_line(path, &error)));
+            EXIT_ERROR
         }
     }
-    ExitCode::from(code)
 }
 
 /// Why `path` names nothing `ingest` reads, an operator's error: standard input,
@@ -225,54 +241,6 @@ fn ingest_waiting_out_locks(
                 });
             }
             result => return result,
-        }
-    }
-}
-
-/// `spoolite status`: prints what it could read (text or one JSON object), says on
-/// stderr what it could not, and exits 0 (served), 1 (served, the database
-/// failing), 3 (not served) or 2 (missing or
-/// unreadable).
-pub fn status(args: &StatusArgs, defaults: &Defaults) -> ExitCode {
-    let mut status = status::gather(&args.spool, &args.db, SystemTime::now());
-    if let (Some(file), false) = (&defaults.file, defaults.applied.is_empty()) {
-        status.settings_from = Some(status::SettingsFrom {
-            file: file.display().to_string(),
-            variables: defaults.applied.clone(),
-        });
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&status).expect("status serialises")
-        );
-    } else {
-        // Wrapped only for a person at a terminal: a pipe gets each value whole.
-        let columns = std::io::stdout().is_terminal().then_some(status::COLUMNS);
-        print!("{}", status::render(&status, columns));
-    }
-    if !status.unreadable.is_empty() {
-        eprintln!(
-            "spoolite: read status: {}; {}",
-            status.unreadable.join("; "),
-            status::advice(&status)
-        );
-    }
-    ExitCode::from(status.exit_code())
-}
-
-pub fn key(args: &KeyArgs) -> ExitCode {
-    match Event::identity(&args.flight_id, &args.event_kind, &args.instant) {
-        Ok(event) => {
-            println!("flight_id        {}", event.flight_id());
-            println!("event_kind       {}", event.event_kind());
-            println!("instant_utc      {}", event.instant_utc());
-            println!("idempotency_key  {}", event.key_hex());
-            ExitCode::SUCCESS
-        }
-        Err(invalid) => {
-            eprintln!("spoolite: {}: {}", invalid.reason.code(), invalid.detail);
-            ExitCode::from(EXIT_REJECTED)
         }
     }
 }

@@ -8,12 +8,14 @@ use std::io::{self, Read, Write};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::span::{self, FULL, Weighted};
-use super::time::{self, MICROS_PER_SECOND, Micros, TimeBase};
-use super::{DutyType, Function, Judge, Limit, Line, Measure, Role, Rules, duty_weight};
-use super::{explain, plan, render};
 use crate::cli::{FtlAction, FtlArgs, FtlExplainArgs, FtlPlanArgs};
-use crate::store::crew_hours::{CrewHours, CrewRow, CrewSpan, EventRef, ExplainRow};
+use crate::ftl::span::{self, FULL, Weighted};
+use crate::ftl::time::{self, MICROS_PER_SECOND, Micros, TimeBase};
+use crate::ftl::{
+    DutyType, Function, Judge, Limit, Line, Measure, Role, Rules, duty_weight, explain, plan,
+    render,
+};
+use crate::store::crew_hours::{CrewHours, CrewRow, CrewSpan, EventRef, ExplainRow, ExplainRows};
 use crate::store::{Db, MissingFile, StoreError, require_file};
 
 /// Exit code when any limit is exceeded.
@@ -97,7 +99,7 @@ fn judge_stored(args: &FtlArgs, at: Micros) -> Result<(String, bool), FtlError> 
     let text = if args.json {
         render::json_lines(&lines, args.rules, at)
     } else {
-        super::by_headroom(&mut lines);
+        crate::ftl::by_headroom(&mut lines);
         render::table(&lines, args.rules, at, base)
     };
     Ok((text, exceeded))
@@ -237,105 +239,11 @@ fn explain_window(
         fdps: true,
     };
     let rows = hours.explain_rows(&span, crew_id)?;
-    let judged =
-        |row: &ExplainRow| rules == Rules::Easa || row.function == Function::FlightCrew.as_str();
-    let parse = |text: &str| time::parse_instant(text);
-    let item = |row: &ExplainRow, weight| -> Option<explain::Item> {
-        Some(explain::Item {
-            id: row.id.clone(),
-            start: parse(&row.start)?,
-            end: match &row.end {
-                Some(end) => Some(parse(end)?),
-                None => None,
-            },
-            weight,
-        })
-    };
-    let mut lines = Vec::new();
-    let mut total: Micros = 0;
-    match (limit.measure, from) {
-        (Measure::Rest, _) => {
-            let busy: Vec<Weighted> = (rows.duties.iter())
-                .filter(|row| judged(row))
-                .filter_map(|row| item(row, FULL))
-                .map(|i| Weighted {
-                    start: i.start,
-                    end: i.end.unwrap_or(at).min(at),
-                    weight: FULL,
-                })
-                .collect();
-            if let Some((free, used)) =
-                explain::free_span(limit.span, &span::pieces(&busy), at, base)
-            {
-                total = used;
-                let mut events = Vec::new();
-                // The duty that ends where the free span begins, and the one that
-                // begins where it ends.
-                for row in rows.duties.iter().filter(|row| judged(row)) {
-                    let (start, end) = (parse(&row.start), row.end.as_deref().and_then(parse));
-                    if free.start.is_some() && end == free.start {
-                        events.extend(hours.event(
-                            &row.id,
-                            "duty_end",
-                            row.end.as_deref().unwrap_or_default(),
-                        )?);
-                    }
-                    if start == Some(free.end) && free.end < at {
-                        events.extend(hours.event(&row.id, "duty_start", &row.start)?);
-                    }
-                }
-                lines.push(ExplainLine {
-                    item: "free_span",
-                    id: None,
-                    start: free.start.map(time::format_millis),
-                    end: Some(time::format_millis(free.end)),
-                    weight: 1.0,
-                    micros: used,
-                    events,
-                });
-            }
-        }
-        (measure, Some(from)) => {
-            let (source, what): (&[ExplainRow], &'static str) = match measure {
-                Measure::FlightTime => (&rows.flights, "flight"),
-                Measure::Duty => (&rows.duties, "duty"),
-                _ => (&rows.fdps, "fdp"),
-            };
-            let items: Vec<explain::Item> = source
-                .iter()
-                .filter(|row| {
-                    judged(row) && (measure != Measure::FlightTime || row.role == "operating")
-                })
-                .filter_map(|row| {
-                    let weight = match measure {
-                        Measure::Duty => duty_weight(DutyType::from_text(&row.duty_type)),
-                        _ => FULL,
-                    };
-                    item(row, weight)
-                })
-                .collect();
-            for found in explain::lines(items, from, at) {
-                total += found.micros;
-                let row = source
-                    .iter()
-                    .find(|row| {
-                        row.id == found.item.id && parse(&row.start) == Some(found.item.start)
-                    })
-                    .expect("an item comes from a row");
-                let events = item_events(&mut hours, measure, row, &rows)?;
-                lines.push(ExplainLine {
-                    item: what,
-                    id: Some(row.id.clone()),
-                    start: Some(row.start.clone()),
-                    end: row.end.clone(),
-                    weight: f64::from(found.item.weight) / f64::from(FULL),
-                    micros: found.micros,
-                    events,
-                });
-            }
-        }
+    let (lines, total) = match (limit.measure, from) {
+        (Measure::Rest, _) => rest_lines(&mut hours, &rows, limit, rules, at, base)?,
+        (measure, Some(from)) => measured_lines(&mut hours, &rows, measure, rules, from, at)?,
         (_, None) => unreachable!("only a rest window starts per crew member"),
-    }
+    };
     // The window's flags, as `spoolite ftl` gives them.
     let flags: Vec<&'static str> = read(&mut hours, rules, at, base, &crew)?
         .lines(&crew)
@@ -348,6 +256,125 @@ fn explain_window(
         false => explain_table(&lines, (crew_id, &flags), rules, at, limit, total),
     };
     Ok((text, false))
+}
+
+/// Whether `row` counts under `rules`: FAA's limits are flight crew's alone.
+fn judged(rules: Rules, row: &ExplainRow) -> bool {
+    rules == Rules::Easa || row.function == Function::FlightCrew.as_str()
+}
+
+/// `row` as an item of `explain`, at `weight`; `None` when its instants do not
+/// read (a view never holds such a row).
+fn explain_item(row: &ExplainRow, weight: u16) -> Option<explain::Item> {
+    Some(explain::Item {
+        id: row.id.clone(),
+        start: time::parse_instant(&row.start)?,
+        end: match &row.end {
+            Some(end) => Some(time::parse_instant(end)?),
+            None => None,
+        },
+        weight,
+    })
+}
+
+/// A rest window's line: the free span that ends the rest, with the duty end
+/// where it begins and the duty start where it ends; and the minutes it holds.
+fn rest_lines(
+    hours: &mut CrewHours,
+    rows: &ExplainRows,
+    limit: &Limit,
+    rules: Rules,
+    at: Micros,
+    base: &TimeBase,
+) -> Result<(Vec<ExplainLine>, Micros), FtlError> {
+    let duties = || rows.duties.iter().filter(|row| judged(rules, row));
+    let busy: Vec<Weighted> = duties()
+        .filter_map(|row| explain_item(row, FULL))
+        .map(|i| Weighted {
+            start: i.start,
+            end: i.end.unwrap_or(at).min(at),
+            weight: FULL,
+        })
+        .collect();
+    let Some((free, used)) = explain::free_span(limit.span, &span::pieces(&busy), at, base) else {
+        return Ok((Vec::new(), 0));
+    };
+    let mut events = Vec::new();
+    // The duty that ends where the free span begins, and the one that begins
+    // where it ends.
+    for row in duties() {
+        let start = time::parse_instant(&row.start);
+        let end = row.end.as_deref().and_then(time::parse_instant);
+        if free.start.is_some() && end == free.start {
+            let text = row.end.as_deref().unwrap_or_default();
+            events.extend(hours.event(&row.id, "duty_end", text)?);
+        }
+        if start == Some(free.end) && free.end < at {
+            events.extend(hours.event(&row.id, "duty_start", &row.start)?);
+        }
+    }
+    let line = ExplainLine {
+        item: "free_span",
+        id: None,
+        start: free.start.map(time::format_millis),
+        end: Some(time::format_millis(free.end)),
+        weight: 1.0,
+        micros: used,
+        events,
+    };
+    Ok((vec![line], used))
+}
+
+/// A summed window's lines: each flight, duty or flight duty period with the
+/// minutes it puts into the window from `from` to `at`, and their total.
+fn measured_lines(
+    hours: &mut CrewHours,
+    rows: &ExplainRows,
+    measure: Measure,
+    rules: Rules,
+    from: Micros,
+    at: Micros,
+) -> Result<(Vec<ExplainLine>, Micros), FtlError> {
+    let (source, what): (&[ExplainRow], &'static str) = match measure {
+        Measure::FlightTime => (&rows.flights, "flight"),
+        Measure::Duty => (&rows.duties, "duty"),
+        _ => (&rows.fdps, "fdp"),
+    };
+    let items: Vec<explain::Item> = source
+        .iter()
+        .filter(|row| {
+            judged(rules, row) && (measure != Measure::FlightTime || row.role == "operating")
+        })
+        .filter_map(|row| {
+            let weight = match measure {
+                Measure::Duty => duty_weight(DutyType::from_text(&row.duty_type)),
+                _ => FULL,
+            };
+            explain_item(row, weight)
+        })
+        .collect();
+    let mut lines = Vec::new();
+    let mut total: Micros = 0;
+    for found in explain::lines(items, from, at) {
+        total += found.micros;
+        let row = source
+            .iter()
+            .find(|row| {
+                row.id == found.item.id && time::parse_instant(&row.start) == Some(found.item.start)
+            })
+            .expect("an item comes from a row");
+        let events = item_events(hours, measure, row, rows)?;
+        lines.push(ExplainLine {
+            item: what,
+            id: Some(row.id.clone()),
+            start: Some(row.start.clone()),
+            end: row.end.clone(),
+            weight: f64::from(found.item.weight) / f64::from(FULL),
+            micros: found.micros,
+            events,
+        });
+    }
+    Ok((lines, total))
 }
 
 /// The events that set an item's start and end: a flight's off-blocks and
@@ -538,7 +565,7 @@ fn named_crew(crew: &[String]) -> Vec<String> {
 /// a judge.
 fn read(
     hours: &mut CrewHours,
-    rules: super::Rules,
+    rules: crate::ftl::Rules,
     at: Micros,
     base: &TimeBase,
     crew: &[String],

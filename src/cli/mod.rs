@@ -3,7 +3,7 @@
 //! `--help` text.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::TypedValueParser;
@@ -11,6 +11,11 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::store::Db;
+
+mod defaults;
+mod envfile;
+
+pub use defaults::{Defaults, EnvironmentPlan};
 
 /// spoolite: ingests flight duty event batches from a spool directory into SQLite
 /// or PostgreSQL, exactly once, however often a file arrives.
@@ -130,19 +135,24 @@ pub enum Command {
 }
 
 impl Command {
-    /// `--db` and `--db-password-file` of a command that takes them.
-    pub fn database(&self) -> Option<(&Db, Option<&Path>)> {
+    /// Hands `--db-password-file` to the database it is for (`Db::Postgres`'s
+    /// target, which reads it at every connection); refused beside a SQLite
+    /// `--db`, which has no password.
+    pub fn attach_password_file(&mut self) -> Result<(), String> {
         let (db, password_file) = match self {
-            Command::Run(args) => (&args.db.db, &args.db.password_file),
-            Command::Ingest(args) => (&args.db.db, &args.db.password_file),
-            Command::Status(args) => (&args.db, &args.password_file),
-            Command::Changes(args) => (&args.db, &args.password_file),
-            Command::Ftl(args) => (&args.db, &args.password_file),
-            Command::CopyDb(args) => (&args.to, &args.password_file),
-            Command::Check(args) => (&args.db, &args.password_file),
-            Command::Key(_) | Command::Backup(_) => return None,
+            Command::Run(args) => (&mut args.db.db, &args.db.password_file),
+            Command::Ingest(args) => (&mut args.db.db, &args.db.password_file),
+            Command::Status(args) => (&mut args.db, &args.password_file),
+            Command::Changes(args) => (&mut args.db, &args.password_file),
+            Command::Ftl(args) => (&mut args.db, &args.password_file),
+            Command::CopyDb(args) => (&mut args.to, &args.password_file),
+            Command::Check(args) => (&mut args.db, &args.password_file),
+            Command::Key(_) | Command::Backup(_) => return Ok(()),
         };
-        Some((db, password_file.db_password_file.as_deref()))
+        if let Some(file) = &password_file.db_password_file {
+            *db = db.clone().with_password_file(file)?;
+        }
+        Ok(())
     }
 }
 
@@ -154,13 +164,7 @@ pub struct DbArg {
     /// postgresql://spoolite@db.example/spoolite?sslmode=verify-full for a server
     /// (sslmode disable, prefer, require, verify-ca or verify-full; add
     /// &sslrootcert=/etc/spoolite/db-ca.pem for a CA of the site's own).
-    #[arg(
-        long,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub db: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -288,13 +292,7 @@ pub struct StatusArgs {
     /// postgresql://…); it must exist (`spoolite run` creates a SQLite file and a
     /// PostgreSQL schema) and is only read. Without the option or its variable, the variable from the site
     /// defaults file (/etc/default/spoolite) applies.
-    #[arg(
-        long,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub(crate) db: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -310,13 +308,7 @@ pub struct ChangesArgs {
     /// creates and upgrades it) and is only read, so a role that may only read
     /// suffices. Without the option or its variable, the variable from the site
     /// defaults file (/etc/default/spoolite) applies.
-    #[arg(
-        long,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub(crate) db: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -343,14 +335,7 @@ pub struct FtlArgs {
     /// creates and upgrades it) and is only read, so a role that may only read
     /// suffices. Without the option or its variable, the variable from the site
     /// defaults file (/etc/default/spoolite) applies.
-    #[arg(
-        long,
-        global = true,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, global = true, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub(crate) db: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -471,13 +456,7 @@ pub struct CheckArgs {
     /// postgresql://…); it must exist with the current schema and is only read.
     /// Without the option or its variable, the variable from the site defaults
     /// file (/etc/default/spoolite) applies.
-    #[arg(
-        long,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub(crate) db: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -508,7 +487,7 @@ pub struct CopyDbArgs {
     /// The PostgreSQL database to copy into, a libpq URI (postgres://… or
     /// postgresql://…, as --db takes it). It must hold no rows yet, unless
     /// --into-non-empty.
-    #[arg(long, env = "SPOOLITE_TO", value_name = "URI", value_parser = db_value_parser())]
+    #[arg(long, env = "SPOOLITE_TO", value_name = "URI", value_parser = db())]
     pub(crate) to: Db,
     #[command(flatten)]
     pub(crate) password_file: DbPasswordFileArg,
@@ -525,13 +504,7 @@ pub struct BackupArgs {
     /// The SQLite database file to copy; it must exist and is only read. Without
     /// the option or its variable, the variable from the site defaults file
     /// (/etc/default/spoolite) applies.
-    #[arg(
-        long,
-        env = "SPOOLITE_DB",
-        default_value = "./spoolite.db",
-        value_name = "FILE",
-        value_parser = db_value_parser()
-    )]
+    #[arg(long, env = "SPOOLITE_DB", default_value = DB, value_name = "FILE", value_parser = db())]
     pub(crate) db: Db,
     /// The new file to write the copy to; a file of that name is never replaced.
     #[arg(long, env = "SPOOLITE_TO", value_name = "FILE")]
@@ -548,9 +521,22 @@ pub struct KeyArgs {
     pub(crate) instant: String,
 }
 
+/// Works out, from the command line and the environment, which empty `SPOOLITE_*`
+/// variables to remove and which ones the defaults file fills in (for the commands
+/// that read it). Reads the defaults file; changes nothing.
+pub fn plan_environment(
+    args: &[OsString],
+    environment: &[(OsString, OsString)],
+) -> EnvironmentPlan {
+    defaults::plan_environment(args, environment, &Cli::command())
+}
+
+/// Where `--db` points without the option or its variable.
+const DB: &str = "./spoolite.db";
+
 /// `--db` (and `copy-db --to`) read once into a `Db`: which backend is decided
 /// here, at the edge, and never again.
-fn db_value_parser() -> impl TypedValueParser<Value = Db> {
+fn db() -> impl TypedValueParser<Value = Db> {
     clap::builder::OsStringValueParser::new().map(|text| Db::parse(&text))
 }
 
@@ -567,459 +553,6 @@ fn parse_switch(text: &str) -> Result<bool, String> {
 }
 
 pub use crate::units::parse_duration;
-
-/// The site defaults file of a packaged host: the package's conffile, which the
-/// unit reads as its `EnvironmentFile=`.
-pub(crate) const DEFAULTS_FILE: &str = "/etc/default/spoolite";
-
-/// The variable that names another defaults file (tests, a second site).
-pub(crate) const DEFAULTS_FILE_VARIABLE: &str = "SPOOLITE_DEFAULTS_FILE";
-
-/// The commands that read the defaults file: one-shot commands an operator types on
-/// a packaged host. `run` does not: its unit hands it its environment.
-const COMMANDS_READING_DEFAULTS: [&str; 6] =
-    ["status", "ingest", "changes", "ftl", "backup", "check"];
-
-/// What the defaults file gave, for `status` to say where its settings came from.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Defaults {
-    /// The file read, when one was.
-    pub(crate) file: Option<PathBuf>,
-    /// The variables it set: those of the command that the environment left unset.
-    pub(crate) applied: Vec<String>,
-    /// What to warn of on stderr: a default file that exists but cannot be read, and
-    /// each line of the file that is not used (`FILE:LINE: why`).
-    pub warnings: Vec<String>,
-    /// Why the command must not run: `SPOOLITE_DEFAULTS_FILE` names a file that
-    /// cannot be read (exit 2).
-    pub fatal: Option<String>,
-}
-
-impl Defaults {
-    /// The defaults file read, when one was.
-    pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
-    }
-
-    /// The variables it set.
-    pub fn applied(&self) -> &[String] {
-        &self.applied
-    }
-}
-
-/// What to change in the environment before clap reads it.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct EnvironmentPlan {
-    /// `SPOOLITE_*` variables set to the empty string: an empty value means unset.
-    pub unset: Vec<String>,
-    /// Variables to set from the defaults file.
-    pub set: Vec<(String, String)>,
-    pub defaults: Defaults,
-}
-
-/// Works out, from the command line and the environment, which empty `SPOOLITE_*`
-/// variables to remove and which ones the defaults file fills in (for the commands
-/// that read it). Reads the defaults file; changes nothing.
-pub fn plan_environment(
-    args: &[OsString],
-    environment: &[(OsString, OsString)],
-) -> EnvironmentPlan {
-    let mut plan = EnvironmentPlan::default();
-    for (key, value) in environment {
-        let key = key.to_string_lossy();
-        if key.starts_with("SPOOLITE_") && value.is_empty() {
-            plan.unset.push(key.into_owned());
-        }
-    }
-    let named = environment
-        .iter()
-        .find(|(key, value)| key == DEFAULTS_FILE_VARIABLE && !value.is_empty())
-        .map(|(_, value)| PathBuf::from(value));
-    // `run` reads a defaults file only when one is named: its unit hands it
-    // /etc/default/spoolite, and a daemon started by hand in a test folder must not
-    // serve the packaged site's spool.
-    let reads_defaults = |command: &str| {
-        COMMANDS_READING_DEFAULTS.contains(&command) || (command == "run" && named.is_some())
-    };
-    let command = args.get(1).map(|a| a.to_string_lossy());
-    let Some(command) = command.filter(|c| reads_defaults(c)) else {
-        return plan;
-    };
-    let file = named
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULTS_FILE));
-    let bytes = match std::fs::read(&file) {
-        Ok(bytes) => bytes,
-        Err(e) if named.is_some() => {
-            plan.defaults.fatal = Some(format!(
-                "read the defaults file {} (named by {DEFAULTS_FILE_VARIABLE}): {e}; \
-                 name a file that exists, or unset {DEFAULTS_FILE_VARIABLE} to read {DEFAULTS_FILE}",
-                file.display()
-            ));
-            return plan;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return plan,
-        Err(e) => {
-            let warning = format!("read the defaults file {}: {e}", file.display());
-            plan.defaults.warnings.push(warning);
-            plan.defaults.file = Some(file);
-            return plan;
-        }
-    };
-    let is_set = |name: &str| {
-        environment
-            .iter()
-            .any(|(key, value)| key == name && !value.is_empty())
-    };
-    let (values, warnings) = site_settings(&parse_environment_file(&bytes), &command);
-    for warning in warnings {
-        plan.defaults
-            .warnings
-            .push(format!("{}:{warning}", file.display()));
-    }
-    for (name, value) in values {
-        if !value.is_empty() && !is_set(&name) {
-            plan.defaults.applied.push(name.clone());
-            plan.set.push((name, value));
-        }
-    }
-    plan.defaults.file = Some(file);
-    plan
-}
-
-/// The settings of `command` among a defaults file's entries (a later assignment of
-/// a name wins), and what to warn of (`LINE: why`): each problem of the file, each
-/// `SPOOLITE_*` name that no option of any command reads (a typo), and
-/// `SPOOLITE_DEFAULTS_FILE`, which only the environment sets. Other names
-/// (`RUST_LOG`) and the settings of other commands (the daemon's `SPOOLITE_SETTLE`)
-/// are left to whoever reads them.
-fn site_settings(entries: &[Entry], command: &str) -> (Vec<(String, String)>, Vec<String>) {
-    let known = variables_of(None);
-    let read = variables_of(Some(command));
-    let mut values: Vec<(String, String)> = Vec::new();
-    let mut warnings = Vec::new();
-    for entry in entries {
-        let (line, name, value) = match entry {
-            Entry::Problem { line, why } => {
-                warnings.push(format!("{line}: {why}"));
-                continue;
-            }
-            Entry::Assignment { line, name, value } => (line, name, value),
-        };
-        if !name.starts_with("SPOOLITE_") {
-            continue;
-        }
-        if name == DEFAULTS_FILE_VARIABLE {
-            warnings.push(format!(
-                "{line}: {name} names the defaults file, so only the environment sets it; ignored"
-            ));
-        } else if !known.contains(name) {
-            warnings.push(format!(
-                "{line}: {name} is no setting of spoolite (no option reads it: a typo?); ignored"
-            ));
-        } else if read.contains(name) {
-            values.retain(|(known, _)| known != name);
-            values.push((name.clone(), value.clone()));
-        }
-    }
-    (values, warnings)
-}
-
-/// The variables of the options of the command `name`, or of every command.
-fn variables_of(name: Option<&str>) -> Vec<String> {
-    let command = Cli::command();
-    command
-        .get_subcommands()
-        .filter(|sub| name.is_none_or(|name| sub.get_name() == name))
-        .flat_map(|sub| sub.get_arguments())
-        .filter_map(|arg| arg.get_env())
-        .map(|env| env.to_string_lossy().into_owned())
-        .collect()
-}
-
-/// One entry of an environment file, with the line (from 1) it starts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Entry {
-    /// `NAME=value`, with the value as systemd reads it.
-    Assignment {
-        line: usize,
-        name: String,
-        value: String,
-    },
-    /// Text that systemd would not use (or would use by accident), and why.
-    Problem { line: usize, why: String },
-}
-
-/// The entries of an environment file, read as systemd reads an `EnvironmentFile=`
-/// (its `parse_env_file_internal` state machine, then its check of each name):
-/// lines starting with `#` or `;` are comments; whitespace around the name and
-/// before the value is dropped; an unquoted value keeps its inner whitespace and
-/// quotes, loses its trailing whitespace, and takes `\` as an escape of the next
-/// character (`\` at a line's end continues the value on the next line); a value in
-/// single quotes is taken verbatim, one in double quotes with `\` escaping `"`,
-/// `\`, `` ` ``, `$` and a line end, and either may span lines; quoted and unquoted
-/// parts next to each other join. Where systemd drops a line without a word (no
-/// `=`, a name such as `export SPOOLITE_DB`, text that is not UTF-8), this says so
-/// in an `Entry::Problem`, as it does of a quote that is never closed (systemd
-/// takes the rest of the file as the value).
-pub(crate) fn parse_environment_file(bytes: &[u8]) -> Vec<Entry> {
-    let mut parser = EnvironmentParser::default();
-    for &byte in bytes {
-        parser.feed(byte);
-    }
-    parser.finish()
-}
-
-/// Where `EnvironmentParser` is within an entry: systemd's states.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum EnvState {
-    #[default]
-    PreKey,
-    Key,
-    PreValue,
-    Value,
-    ValueEscape,
-    SingleQuote,
-    DoubleQuote,
-    DoubleQuoteEscape,
-    Comment,
-    CommentEscape,
-}
-
-/// The environment file's reader, fed one byte at a time.
-#[derive(Debug)]
-struct EnvironmentParser {
-    state: EnvState,
-    /// The line of the byte being read.
-    line: usize,
-    /// The line the entry being read starts on.
-    entry_line: usize,
-    /// The line of the quote last opened.
-    quote_line: usize,
-    name: Vec<u8>,
-    /// Where the name's trailing whitespace begins, if it has some.
-    name_end: Option<usize>,
-    value: Vec<u8>,
-    /// Where an unquoted value's trailing whitespace begins, if it has some.
-    value_end: Option<usize>,
-    entries: Vec<Entry>,
-}
-
-impl Default for EnvironmentParser {
-    fn default() -> Self {
-        EnvironmentParser {
-            state: EnvState::PreKey,
-            line: 1,
-            entry_line: 1,
-            quote_line: 1,
-            name: Vec::new(),
-            name_end: None,
-            value: Vec::new(),
-            value_end: None,
-            entries: Vec::new(),
-        }
-    }
-}
-
-/// systemd's `WHITESPACE` and `NEWLINE`.
-fn is_space(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-fn is_line_end(byte: u8) -> bool {
-    matches!(byte, b'\n' | b'\r')
-}
-
-impl EnvironmentParser {
-    fn feed(&mut self, byte: u8) {
-        use EnvState::*;
-        match self.state {
-            PreKey if byte == b'#' || byte == b';' => self.state = Comment,
-            PreKey if !is_space(byte) => {
-                self.state = Key;
-                self.entry_line = self.line;
-                self.name_end = None;
-                self.name.push(byte);
-            }
-            PreKey => {}
-            Key if is_line_end(byte) => {
-                self.state = PreKey;
-                self.no_equals_sign();
-            }
-            Key if byte == b'=' => {
-                self.state = PreValue;
-                self.value_end = None;
-            }
-            Key => {
-                track_trailing_space(&mut self.name_end, self.name.len(), byte);
-                self.name.push(byte);
-            }
-            PreValue if is_line_end(byte) => {
-                self.state = PreKey;
-                self.push();
-            }
-            PreValue => self.pre_value(byte),
-            Value if is_line_end(byte) => {
-                self.state = PreKey;
-                self.chomp_value();
-                self.push();
-            }
-            Value if byte == b'\\' => {
-                self.state = ValueEscape;
-                self.value_end = None;
-            }
-            Value => {
-                track_trailing_space(&mut self.value_end, self.value.len(), byte);
-                self.value.push(byte);
-            }
-            ValueEscape => {
-                self.state = Value;
-                // An escaped line end continues the value on the next line.
-                if !is_line_end(byte) {
-                    self.value.push(byte);
-                }
-            }
-            SingleQuote if byte == b'\'' => self.state = PreValue,
-            SingleQuote => self.value.push(byte),
-            DoubleQuote if byte == b'"' => self.state = PreValue,
-            DoubleQuote if byte == b'\\' => self.state = DoubleQuoteEscape,
-            DoubleQuote => self.value.push(byte),
-            DoubleQuoteEscape => {
-                self.state = DoubleQuote;
-                if b"\"\\`$".contains(&byte) {
-                    self.value.push(byte);
-                } else if byte != b'\n' {
-                    self.value.extend([b'\\', byte]);
-                }
-            }
-            Comment if byte == b'\\' => self.state = CommentEscape,
-            Comment if is_line_end(byte) => self.state = PreKey,
-            Comment => {}
-            CommentEscape if is_line_end(byte) => self.state = PreKey,
-            CommentEscape => self.state = Comment,
-        }
-        if byte == b'\n' {
-            self.line += 1;
-        }
-    }
-
-    /// After the `=` and between a value's quoted and unquoted parts.
-    fn pre_value(&mut self, byte: u8) {
-        match byte {
-            b'\'' => {
-                self.state = EnvState::SingleQuote;
-                self.quote_line = self.line;
-            }
-            b'"' => {
-                self.state = EnvState::DoubleQuote;
-                self.quote_line = self.line;
-            }
-            b'\\' => self.state = EnvState::ValueEscape,
-            byte if !is_space(byte) => {
-                self.state = EnvState::Value;
-                self.value.push(byte);
-            }
-            _ => {}
-        }
-    }
-
-    fn chomp_value(&mut self) {
-        if let Some(end) = self.value_end.take() {
-            self.value.truncate(end);
-        }
-    }
-
-    /// A line with no `=`, which systemd drops.
-    fn no_equals_sign(&mut self) {
-        let text = String::from_utf8_lossy(&self.name).into_owned();
-        self.name.clear();
-        let why = format!("{text:?} is not NAME=value (it has no '='); ignored");
-        self.problem(self.entry_line, why);
-    }
-
-    fn problem(&mut self, line: usize, why: String) {
-        self.entries.push(Entry::Problem { line, why });
-    }
-
-    /// The entry read, checked as systemd checks it: UTF-8, a name of letters,
-    /// digits and `_` not starting with a digit (and, for `set_var`, no NUL).
-    fn push(&mut self) {
-        if let Some(end) = self.name_end.take() {
-            self.name.truncate(end);
-        }
-        let name = std::mem::take(&mut self.name);
-        let value = std::mem::take(&mut self.value);
-        let line = self.entry_line;
-        let Ok(name) = String::from_utf8(name) else {
-            return self.problem(line, "the name is not UTF-8; ignored".to_owned());
-        };
-        if let Some(why) = bad_name(&name) {
-            return self.problem(line, why);
-        }
-        let Ok(value) = String::from_utf8(value) else {
-            return self.problem(line, format!("the value of {name} is not UTF-8; ignored"));
-        };
-        if value.contains('\0') {
-            return self.problem(line, format!("the value of {name} holds a NUL; ignored"));
-        }
-        self.entries.push(Entry::Assignment { line, name, value });
-    }
-
-    fn finish(mut self) -> Vec<Entry> {
-        use EnvState::*;
-        match self.state {
-            Key => self.no_equals_sign(),
-            Value => {
-                self.chomp_value();
-                self.push();
-            }
-            PreValue | ValueEscape => self.push(),
-            SingleQuote | DoubleQuote | DoubleQuoteEscape => {
-                let name = String::from_utf8_lossy(&self.name).into_owned();
-                let why = format!(
-                    "the quote opened on this line is never closed, so the value of {name} \
-                     runs to the end of the file"
-                );
-                self.problem(self.quote_line, why);
-                self.push();
-            }
-            PreKey | Comment | CommentEscape => {}
-        }
-        self.entries
-    }
-}
-
-/// Keeps `end` at the start of the whitespace that ends the text so far.
-fn track_trailing_space(end: &mut Option<usize>, length: usize, byte: u8) {
-    if !is_space(byte) {
-        *end = None;
-    } else if end.is_none() {
-        *end = Some(length);
-    }
-}
-
-/// Why `name` is not a variable name systemd sets, if it is not.
-fn bad_name(name: &str) -> Option<String> {
-    let valid = name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if valid {
-        return None;
-    }
-    if let Some(rest) = name
-        .strip_prefix("export")
-        .filter(|r| r.starts_with([' ', '\t']))
-    {
-        let rest = rest.trim_start();
-        return Some(format!(
-            "{name:?} is not a variable name: an EnvironmentFile= takes no `export`, \
-             write {rest}=… alone; ignored"
-        ));
-    }
-    Some(format!(
-        "{name:?} is not a variable name (letters, digits and _, not starting with a \
-         digit); ignored"
-    ))
-}
 
 /// The command line's definition as `--help` shows it: each option's variable
 /// reads `[env: SPOOLITE_SPOOL]` while unset and `[env: SPOOLITE_SPOOL=/srv/spool]`
@@ -1113,161 +646,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("300ms"), Ok(Duration::from_millis(300)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(
-            parse_duration("400d"),
-            Ok(Duration::from_secs(400 * 86_400))
-        );
-        assert!(parse_duration("5").unwrap_err().contains("needs a unit"));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("-5s").is_err());
-    }
-
-    fn os(items: &[&str]) -> Vec<OsString> {
-        items.iter().map(OsString::from).collect()
-    }
-
-    fn env(items: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        items
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect()
-    }
-
-    /// Reads `text` as an environment file and compares its entries: `(line, name,
-    /// value)` for an assignment, `(line, "!", why)` for a problem.
-    fn check(text: &[u8], expected: &[(usize, &str, &str)]) {
-        let entries: Vec<(usize, String, String)> = parse_environment_file(text)
-            .into_iter()
-            .map(|entry| match entry {
-                Entry::Assignment { line, name, value } => (line, name, value),
-                Entry::Problem { line, why } => (line, "!".to_owned(), why),
-            })
-            .collect();
-        let expected: Vec<(usize, String, String)> = expected
-            .iter()
-            .map(|(line, name, value)| (*line, (*name).to_owned(), (*value).to_owned()))
-            .collect();
-        assert_eq!(entries, expected, "{:?}", String::from_utf8_lossy(text));
-    }
-
-    #[test]
-    fn environment_files_read_as_systemd_reads_them() {
-        // Comments, blank lines, whitespace around the name and before the value.
-        check(
-            b"# comment\n; also a comment\n\n  A = 1\n\tB=\n",
-            &[(4, "A", "1"), (5, "B", "")],
-        );
-        // Unquoted: inner whitespace and quotes kept, trailing whitespace dropped,
-        // `\` escapes the next character, and at a line's end continues the value.
-        check(
-            b"A=x  y \t\nB=it's \"so\"\nC=a\\ b\\\\ \nD=one\\\ntwo\nE=last",
-            &[
-                (1, "A", "x  y"),
-                (2, "B", "it's \"so\""),
-                (3, "C", "a b\\"),
-                (4, "D", "onetwo"),
-                (6, "E", "last"),
-            ],
-        );
-        // Single quotes verbatim, double quotes with the shell's escapes; either may
-        // span lines, and quoted and unquoted parts join.
-        check(
-            b"A='x\\y \"z\" '\nB=\"a\\\"b\\\\c\\$d\\e\"\nC=\"l1\nl2\"\nD=\"con\\\ntinued\"\nE=\"x\" y\nF=\n",
-            &[
-                (1, "A", "x\\y \"z\" "),
-                (2, "B", "a\"b\\c$d\\e"),
-                (3, "C", "l1\nl2"),
-                (5, "D", "continued"),
-                (7, "E", "xy"),
-                (8, "F", ""),
-            ],
-        );
-        // CRLF line ends; a comment ending in `\` does not swallow the next line.
-        check(b"A=b\r\n# c \\\nC=d\r\n", &[(1, "A", "b"), (3, "C", "d")]);
-    }
-
-    #[test]
-    fn what_systemd_drops_is_reported_with_its_line() {
-        check(
-            b"export SPOOLITE_DB=/x\njunk\n1BAD=x\n=x\nA B=1\nOK=\xff\n\xffK=1\nN=\"a\\\nb",
-            &[
-                (
-                    1,
-                    "!",
-                    "\"export SPOOLITE_DB\" is not a variable name: an EnvironmentFile= takes \
-                     no `export`, write SPOOLITE_DB=… alone; ignored",
-                ),
-                (
-                    2,
-                    "!",
-                    "\"junk\" is not NAME=value (it has no '='); ignored",
-                ),
-                (
-                    3,
-                    "!",
-                    "\"1BAD\" is not a variable name (letters, digits and _, not starting with \
-                     a digit); ignored",
-                ),
-                (4, "!", "\"=x\" is not NAME=value (it has no '='); ignored"),
-                (
-                    5,
-                    "!",
-                    "\"A B\" is not a variable name (letters, digits and _, not starting with \
-                     a digit); ignored",
-                ),
-                (6, "!", "the value of OK is not UTF-8; ignored"),
-                (7, "!", "the name is not UTF-8; ignored"),
-                (
-                    8,
-                    "!",
-                    "the quote opened on this line is never closed, so the value of N runs to \
-                     the end of the file",
-                ),
-                (8, "N", "ab"),
-            ],
-        );
-        // A last line without `=` and without a line end.
-        check(
-            b"A=1\nlast",
-            &[
-                (1, "A", "1"),
-                (
-                    2,
-                    "!",
-                    "\"last\" is not NAME=value (it has no '='); ignored",
-                ),
-            ],
-        );
-    }
-
-    #[test]
-    fn a_defaults_file_sets_the_commands_own_variables_and_reports_the_rest() {
-        let text = b"SPOOLITE_DB=/a\nSPOOLITE_BOGUS=1\nSPOOLITE_SETTLE=5s\nRUST_LOG=debug\n\
-                     SPOOLITE_DEFAULTS_FILE=/other\nSPOOLITE_DB=/b\nSPOOLITE_JSON=\n";
-        let (values, warnings) = site_settings(&parse_environment_file(text), "status");
-        // A later assignment wins; the daemon's SPOOLITE_SETTLE and RUST_LOG are not
-        // status's to take, nor to warn of.
-        assert_eq!(
-            values,
-            [("SPOOLITE_DB", "/b"), ("SPOOLITE_JSON", "")]
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        );
-        assert_eq!(
-            warnings,
-            [
-                "2: SPOOLITE_BOGUS is no setting of spoolite (no option reads it: a typo?); ignored",
-                "5: SPOOLITE_DEFAULTS_FILE names the defaults file, so only the environment sets \
-                 it; ignored",
-            ]
-        );
-    }
-
-    #[test]
     fn switches_from_the_environment_take_yes_and_no_words_and_list_them() {
         for word in ["1", "true", "YES", "On", "y", "t"] {
             assert_eq!(parse_switch(word), Ok(true), "{word}");
@@ -1282,75 +660,6 @@ mod tests {
                     .to_owned()
             )
         );
-    }
-
-    #[test]
-    fn the_defaults_file_fills_in_what_the_environment_leaves_unset() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let file = dir.path().join("spoolite");
-        std::fs::write(
-            &file,
-            "SPOOLITE_SPOOL=/srv/spool\nSPOOLITE_DB=/srv/db\nSPOOLITE_JSON=yes\nRUST_LOG=debug\n\
-             SPOOLITE_TYPO=1\n",
-        )
-        .expect("write defaults");
-        let file_text = file.to_string_lossy().into_owned();
-        let environment = env(&[
-            ("SPOOLITE_DEFAULTS_FILE", &file_text),
-            ("SPOOLITE_DB", "/mine.db"),
-            ("SPOOLITE_JSON", ""),
-        ]);
-        let plan = plan_environment(&os(&["spoolite", "status"]), &environment);
-        assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
-        assert_eq!(
-            plan.set,
-            [("SPOOLITE_SPOOL", "/srv/spool"), ("SPOOLITE_JSON", "yes")]
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        );
-        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL", "SPOOLITE_JSON"]);
-        assert_eq!(plan.defaults.file.as_deref(), Some(file.as_path()));
-        assert_eq!(
-            plan.defaults.warnings,
-            [format!(
-                "{file_text}:5: SPOOLITE_TYPO is no setting of spoolite (no option reads it: a \
-                 typo?); ignored"
-            )]
-        );
-        assert_eq!(plan.defaults.fatal, None);
-        // `key` needs no site.
-        let plan = plan_environment(&os(&["spoolite", "key"]), &environment);
-        assert!(plan.set.is_empty() && plan.defaults == Defaults::default());
-        assert_eq!(plan.unset, ["SPOOLITE_JSON"]);
-        // `run` takes its environment from its unit, and a file only when one is
-        // named: then the settings it has an option for.
-        let plan = plan_environment(&os(&["spoolite", "run"]), &environment);
-        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL"]);
-        assert_eq!(plan.defaults.file.as_deref(), Some(file.as_path()));
-        let unnamed: Vec<_> = environment
-            .iter()
-            .filter(|(key, _)| key != DEFAULTS_FILE_VARIABLE)
-            .cloned()
-            .collect();
-        let plan = plan_environment(&os(&["spoolite", "run"]), &unnamed);
-        assert!(plan.set.is_empty() && plan.defaults == Defaults::default());
-        // `changes` reads the site's database like `status` does, and only what it
-        // has an option for.
-        let unset = env(&[("SPOOLITE_DEFAULTS_FILE", &file_text)]);
-        let plan = plan_environment(&os(&["spoolite", "changes", "--follow"]), &unset);
-        assert_eq!(plan.defaults.applied, ["SPOOLITE_DB"]);
-        // A file named that does not exist stops the command; the packaged one
-        // missing does not.
-        let missing = env(&[("SPOOLITE_DEFAULTS_FILE", "/nonexistent/spoolite")]);
-        let plan = plan_environment(&os(&["spoolite", "ingest"]), &missing);
-        assert_eq!(
-            plan.defaults.fatal.as_deref(),
-            Some(
-                "read the defaults file /nonexistent/spoolite (named by SPOOLITE_DEFAULTS_FILE): \
-                 No such file or directory (os error 2); name a file that exists, or unset \
-                 SPOOLITE_DEFAULTS_FILE to read /etc/default/spoolite"
-            )
-        );
-        assert!(plan.set.is_empty() && plan.defaults.applied.is_empty());
     }
 
     #[test]
