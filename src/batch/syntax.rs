@@ -122,6 +122,23 @@ enum State {
     Literal(&'static [u8], u8),
 }
 
+impl State {
+    /// Inside a number: after its sign, digits, point or exponent.
+    fn in_number(self) -> bool {
+        matches!(
+            self,
+            State::Minus
+                | State::Zero
+                | State::Integer
+                | State::Point
+                | State::Fraction
+                | State::Exponent
+                | State::ExponentSign
+                | State::ExponentDigits
+        )
+    }
+}
+
 /// A stack of open brackets, one bit each: set for an object, clear for an array.
 #[derive(Debug, Default)]
 struct Nesting {
@@ -383,14 +400,7 @@ impl Syntax {
                         return Ok(Some(mark));
                     }
                 }
-                State::Minus
-                | State::Zero
-                | State::Integer
-                | State::Point
-                | State::Fraction
-                | State::Exponent
-                | State::ExponentSign
-                | State::ExponentDigits => {
+                state if state.in_number() => {
                     if let Some(mark) = self.number(input, i)? {
                         return Ok(Some(mark));
                     }
@@ -574,14 +584,7 @@ impl Syntax {
             State::String(Text::Value) | State::Escape(_) | State::Hex(..) => {
                 Err("inside a string")
             }
-            State::Minus
-            | State::Zero
-            | State::Integer
-            | State::Point
-            | State::Fraction
-            | State::Exponent
-            | State::ExponentSign
-            | State::ExponentDigits => Err("inside a number"),
+            state if state.in_number() => Err("inside a number"),
             State::Literal(..) => Err("inside true, false or null"),
             State::Colon => Err("after an object key"),
             _ if self.nesting.top_is_object() == Some(true) => Err("inside an object"),

@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
+use crate::store::common::Columns;
 use crate::store::error::StoreError;
 
 /// What one check found.
@@ -160,6 +161,21 @@ pub(crate) struct CrewLine {
 }
 
 impl CrewLine {
+    /// A row of a crew view's side: id, crew id, role, function, duty type,
+    /// from, to, minutes.
+    pub(crate) fn read(row: &impl Columns) -> Result<CrewLine, StoreError> {
+        Ok(CrewLine {
+            id: row.column(0)?,
+            crew_id: row.column(1)?,
+            role: row.column(2)?,
+            function: row.column(3)?,
+            duty_type: row.column(4)?,
+            from: row.column(5)?,
+            to: row.column(6)?,
+            minutes: row.column(7)?,
+        })
+    }
+
     /// The same row but for its key: role, function, type, times and minutes
     /// rounded to 0.01.
     fn same(&self, other: &CrewLine) -> bool {
@@ -186,6 +202,19 @@ pub(crate) struct Crewed {
     pub to: Option<String>,
     pub minutes: Option<f64>,
     pub payload: String,
+}
+
+impl Crewed {
+    /// A row of a crew check's live side: id, from, to, minutes, payload.
+    pub(crate) fn read(row: &impl Columns) -> Result<Crewed, StoreError> {
+        Ok(Crewed {
+            id: row.column(0)?,
+            from: row.column(1)?,
+            to: row.column(2)?,
+            minutes: row.column(3)?,
+            payload: row.column(4)?,
+        })
+    }
 }
 
 /// What a crew check's live side lists.
@@ -327,6 +356,21 @@ pub(crate) struct FdpInput {
     pub tag: String,
 }
 
+impl FdpInput {
+    /// A row of the duties' or the flights' side: crew id, id, from, to, kind,
+    /// tag.
+    pub(crate) fn read(row: &impl Columns) -> Result<FdpInput, StoreError> {
+        Ok(FdpInput {
+            crew_id: row.column(0)?,
+            id: row.column(1)?,
+            from: row.column(2)?,
+            to: row.column(3)?,
+            kind: row.column(4)?,
+            tag: row.column(5)?,
+        })
+    }
+}
+
 /// One row of `crew_fdp` as the check compares it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FdpLine {
@@ -336,6 +380,20 @@ pub(crate) struct FdpLine {
     pub from: String,
     pub to: Option<String>,
     pub minutes: Option<f64>,
+}
+
+impl FdpLine {
+    /// A row of the periods' side: crew id, duty id, function, from, to, minutes.
+    pub(crate) fn read(row: &impl Columns) -> Result<FdpLine, StoreError> {
+        Ok(FdpLine {
+            crew_id: row.column(0)?,
+            duty_id: row.column(1)?,
+            function: row.column(2)?,
+            from: row.column(3)?,
+            to: row.column(4)?,
+            minutes: row.column(5)?,
+        })
+    }
 }
 
 /// The three sides of the `crew_fdp` check, each in crew id (byte) order: the

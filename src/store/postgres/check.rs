@@ -330,29 +330,14 @@ impl CrewSides for Sides<'_> {
         let Some(row) = self.live.next(&mut self.tx)? else {
             return Ok(None);
         };
-        Ok(Some(Crewed {
-            id: row.try_get(0)?,
-            from: row.try_get(1)?,
-            to: row.try_get(2)?,
-            minutes: row.try_get(3)?,
-            payload: row.try_get(4)?,
-        }))
+        Crewed::read(&row).map(Some)
     }
 
     fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
         let Some(row) = self.viewed.next(&mut self.tx)? else {
             return Ok(None);
         };
-        Ok(Some(CrewLine {
-            id: row.try_get(0)?,
-            crew_id: row.try_get(1)?,
-            role: row.try_get(2)?,
-            function: row.try_get(3)?,
-            duty_type: row.try_get(4)?,
-            from: row.try_get(5)?,
-            to: row.try_get(6)?,
-            minutes: row.try_get(7)?,
-        }))
+        CrewLine::read(&row).map(Some)
     }
 }
 
@@ -444,39 +429,24 @@ struct FdpPortals<'t> {
     periods: Side,
 }
 
-fn fdp_input(row: Option<Row>) -> Result<Option<FdpInput>, StoreError> {
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(FdpInput {
-        crew_id: row.try_get(0)?,
-        id: row.try_get(1)?,
-        from: row.try_get(2)?,
-        to: row.try_get(3)?,
-        kind: row.try_get(4)?,
-        tag: row.try_get(5)?,
-    }))
-}
-
 impl FdpSides for FdpPortals<'_> {
     fn duty(&mut self) -> Result<Option<FdpInput>, StoreError> {
-        fdp_input(self.duties.next(&mut self.tx)?)
+        (self.duties.next(&mut self.tx)?)
+            .map(|row| FdpInput::read(&row))
+            .transpose()
     }
 
     fn flight(&mut self) -> Result<Option<FdpInput>, StoreError> {
-        fdp_input(self.flights.next(&mut self.tx)?)
+        (self.flights.next(&mut self.tx)?)
+            .map(|row| FdpInput::read(&row))
+            .transpose()
     }
 
     fn period(&mut self) -> Result<Option<FdpLine>, StoreError> {
         let Some(row) = self.periods.next(&mut self.tx)? else {
             return Ok(None);
         };
-        Ok(Some(FdpLine {
-            crew_id: row.try_get(0)?,
-            duty_id: row.try_get(1)?,
-            function: row.try_get(2)?,
-            from: row.try_get(3)?,
-            to: row.try_get(4)?,
-            minutes: row.try_get(5)?,
-        }))
+        FdpLine::read(&row).map(Some)
     }
 }
 

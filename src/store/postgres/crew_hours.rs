@@ -156,18 +156,7 @@ impl PgCrewHours {
             .start()?;
         let mut read = |sql: &str| -> Result<Vec<ExplainRow>, StoreError> {
             let rows = tx.query(sql, &[&span.after, &span.before, &crew_id])?;
-            rows.iter()
-                .map(|row| {
-                    Ok(ExplainRow {
-                        id: row.try_get(0)?,
-                        role: row.try_get(1)?,
-                        function: row.try_get(2)?,
-                        duty_type: row.try_get(3)?,
-                        start: row.try_get(4)?,
-                        end: row.try_get(5)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(ExplainRow::read).collect()
         };
         let rows = ExplainRows {
             flights: read(EXPLAIN_FLIGHTS_SQL)?,
@@ -201,13 +190,6 @@ impl PgCrewHours {
         let Some(row) = rows.first() else {
             return Ok(None);
         };
-        Ok(Some(EventRef {
-            idempotency_key: row.try_get(0)?,
-            event_kind: row.try_get(1)?,
-            instant_utc: row.try_get(2)?,
-            source_revision: row.try_get(3)?,
-            batch_digest: row.try_get(4)?,
-            file_name: row.try_get(5)?,
-        }))
+        EventRef::read(row).map(Some)
     }
 }

@@ -244,3 +244,9 @@ fn schema_version(client: &mut impl postgres::GenericClient) -> Result<i64, Stor
         .get(0);
     Ok(i64::from(version.unwrap_or(0)))
 }
+
+impl crate::store::common::Columns for postgres::Row {
+    fn column<T: crate::store::common::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
+        Ok(self.try_get(at)?)
+    }
+}

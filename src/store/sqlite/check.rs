@@ -343,38 +343,19 @@ struct Sides<'c, 's> {
     orphan_statement: Option<&'s mut rusqlite::Statement<'c>>,
 }
 
-fn crew_line(row: &rusqlite::Row<'_>) -> Result<CrewLine, StoreError> {
-    Ok(CrewLine {
-        id: row.get(0)?,
-        crew_id: row.get(1)?,
-        role: row.get(2)?,
-        function: row.get(3)?,
-        duty_type: row.get(4)?,
-        from: row.get(5)?,
-        to: row.get(6)?,
-        minutes: row.get(7)?,
-    })
-}
-
 impl CrewSides for Sides<'_, '_> {
     fn live(&mut self) -> Result<Option<Crewed>, StoreError> {
         let Some(row) = self.live.next()? else {
             return Ok(None);
         };
-        Ok(Some(Crewed {
-            id: row.get(0)?,
-            from: row.get(1)?,
-            to: row.get(2)?,
-            minutes: row.get(3)?,
-            payload: row.get(4)?,
-        }))
+        Crewed::read(row).map(Some)
     }
 
     fn viewed(&mut self) -> Result<Option<CrewLine>, StoreError> {
         if self.orphan_rows.is_none() {
             if let Some(row) = self.viewed.next()? {
                 self.seen += 1;
-                return crew_line(row).map(Some);
+                return CrewLine::read(row).map(Some);
             }
             let Some(statement) = self.orphan_statement.take() else {
                 return Ok(None);
@@ -386,7 +367,7 @@ impl CrewSides for Sides<'_, '_> {
         }
         let orphans = self.orphan_rows.as_mut().expect("opened above");
         match orphans.next()? {
-            Some(row) => crew_line(row).map(Some),
+            Some(row) => CrewLine::read(row).map(Some),
             None => Ok(None),
         }
     }
@@ -522,39 +503,20 @@ struct FdpRows<'s> {
     periods: rusqlite::Rows<'s>,
 }
 
-fn fdp_input(row: Option<&rusqlite::Row<'_>>) -> Result<Option<FdpInput>, StoreError> {
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(FdpInput {
-        crew_id: row.get(0)?,
-        id: row.get(1)?,
-        from: row.get(2)?,
-        to: row.get(3)?,
-        kind: row.get(4)?,
-        tag: row.get(5)?,
-    }))
-}
-
 impl FdpSides for FdpRows<'_> {
     fn duty(&mut self) -> Result<Option<FdpInput>, StoreError> {
-        fdp_input(self.duties.next()?)
+        self.duties.next()?.map(FdpInput::read).transpose()
     }
 
     fn flight(&mut self) -> Result<Option<FdpInput>, StoreError> {
-        fdp_input(self.flights.next()?)
+        self.flights.next()?.map(FdpInput::read).transpose()
     }
 
     fn period(&mut self) -> Result<Option<FdpLine>, StoreError> {
         let Some(row) = self.periods.next()? else {
             return Ok(None);
         };
-        Ok(Some(FdpLine {
-            crew_id: row.get(0)?,
-            duty_id: row.get(1)?,
-            function: row.get(2)?,
-            from: row.get(3)?,
-            to: row.get(4)?,
-            minutes: row.get(5)?,
-        }))
+        FdpLine::read(row).map(Some)
     }
 }
 

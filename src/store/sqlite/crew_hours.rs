@@ -107,17 +107,12 @@ impl SqliteCrewHours {
         let tx = self.conn.unchecked_transaction()?;
         let read = |sql: &str| -> Result<Vec<ExplainRow>, StoreError> {
             let mut statement = tx.prepare(sql)?;
-            let rows = statement.query_map((&span.after, &span.before, crew_id), |row| {
-                Ok(ExplainRow {
-                    id: row.get(0)?,
-                    role: row.get(1)?,
-                    function: row.get(2)?,
-                    duty_type: row.get(3)?,
-                    start: row.get(4)?,
-                    end: row.get(5)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
+            let mut rows = statement.query((&span.after, &span.before, crew_id))?;
+            let mut read = Vec::new();
+            while let Some(row) = rows.next()? {
+                read.push(ExplainRow::read(row)?);
+            }
+            Ok(read)
         };
         let rows = ExplainRows {
             flights: read(EXPLAIN_FLIGHTS_SQL)?,
@@ -145,14 +140,7 @@ impl SqliteCrewHours {
         let Some(row) = rows.next()? else {
             return Ok(None);
         };
-        Ok(Some(EventRef {
-            idempotency_key: row.get(0)?,
-            event_kind: row.get(1)?,
-            instant_utc: row.get(2)?,
-            source_revision: row.get(3)?,
-            batch_digest: row.get(4)?,
-            file_name: row.get(5)?,
-        }))
+        EventRef::read(row).map(Some)
     }
 
     /// Reads the two views at once, each on its own connection and thread (a

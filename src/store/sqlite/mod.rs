@@ -312,6 +312,12 @@ pub(super) fn query_plan(setup: &str, sql: &str) -> Vec<String> {
         .expect("plan rows")
 }
 
+impl crate::store::common::Columns for rusqlite::Row<'_> {
+    fn column<T: crate::store::common::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
+        Ok(self.get(at)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,6 +65,19 @@ pub(super) struct Staged<'a> {
     pub(crate) raw: &'a str,
 }
 
+impl<'a> Staged<'a> {
+    /// Its texts, in the order a run encodes them.
+    fn texts(&self) -> [&'a str; TEXTS] {
+        [
+            self.flight_id,
+            self.event_kind,
+            self.instant_utc,
+            self.payload,
+            self.raw,
+        ]
+    }
+}
+
 /// The sort entry of an encoded event in the run being built.
 struct Entry {
     key: [u8; 32],
@@ -116,13 +129,7 @@ impl Run {
 
 /// Appends the encoding of `event` (without its key) to `out`.
 fn encode(event: &Staged<'_>, out: &mut Vec<u8>) {
-    let texts = [
-        event.flight_id,
-        event.event_kind,
-        event.instant_utc,
-        event.payload,
-        event.raw,
-    ];
+    let texts = event.texts();
     out.extend_from_slice(&event.index.to_le_bytes());
     out.extend_from_slice(&event.flight_ref.to_le_bytes());
     out.extend_from_slice(&event.revision.unwrap_or(NO_REVISION).to_le_bytes());
@@ -440,14 +447,7 @@ impl Block {
 
     fn push(&mut self, event: &Staged<'_>) {
         let mut ends = [0; TEXTS];
-        let texts = [
-            event.flight_id,
-            event.event_kind,
-            event.instant_utc,
-            event.payload,
-            event.raw,
-        ];
-        for (end, text) in ends.iter_mut().zip(texts) {
+        for (end, text) in ends.iter_mut().zip(event.texts()) {
             self.text.push_str(text);
             *end = self.text.len();
         }
