@@ -497,7 +497,7 @@ fn every_sql_statement_in_the_readme_and_the_guides_runs_on_a_real_database() {
     assert!(statements.len() >= 10, "{statements:?}");
     assert!(
         statements.iter().any(|(page, _)| page == "README.md"),
-        "the README has SQL (the bench times it)"
+        "the README has SQL (the tour queries the database)"
     );
     // `query` panics with the statement when SQLite refuses it.
     for (page, sql) in &statements {
