@@ -62,14 +62,20 @@ grep -qxF /etc/default/spoolite "$work/control/conffiles" ||
     fail "/etc/default/spoolite is not a conffile (upgrades would overwrite site settings)"
 
 doc=/usr/share/doc/spoolite
-for pair in README.md:README.md ARCHITECTURE.md:ARCHITECTURE.md \
-    docs/operating.md:operating.md docs/analysing.md:analysing.md \
-    docs/sending.md:sending.md docs/reference.md:reference.md \
-    docs/how-fast.md:how-fast.md packaging/README.md:packaging.md; do
-    source=${pair%%:*} installed=$doc/${pair#*:}
+# The documents as laid out in the repository, so that their links hold.
+for source in README.md ARCHITECTURE.md BENCHMARKS.md docs/*.md packaging/README.md; do
+    installed=$doc/$source
     has "$installed"
     cmp -s "$work/root$installed" "$source" || fail "$installed differs from $source"
 done
+for source in serve metadata.yml; do
+    installed=/usr/share/spoolite/datasette/$source
+    has "$installed"
+    cmp -s "$work/root$installed" "packaging/datasette/$source" ||
+        fail "$installed differs from packaging/datasette/$source"
+done
+[ -x "$work/root/usr/share/spoolite/datasette/serve" ] ||
+    fail "/usr/share/spoolite/datasette/serve is not executable"
 has "$doc/copyright"
 for sql in schema/*.sql; do
     has "$doc/schema/$(basename "$sql")"

@@ -637,7 +637,13 @@ pub(crate) fn render(status: &Status, columns: Option<usize>) -> String {
     let mut out = String::new();
     for (label, value) in lines(status) {
         let values = match columns {
-            Some(columns) => wrap(&value, columns.saturating_sub(LABEL_WIDTH)),
+            // A named file's line is cut to fit; a path or a message stays whole,
+            // to be copied.
+            Some(columns) => wrap(
+                &value,
+                columns.saturating_sub(LABEL_WIDTH),
+                label.is_empty(),
+            ),
             None => vec![value],
         };
         for (i, text) in values.iter().enumerate() {
@@ -745,7 +751,10 @@ fn size_lines(status: &Status, lines: &mut Vec<(&'static str, String)>) {
         lines.push(("wal", wal_text(status)));
     }
     let archive = match (status.archive_bytes, status.archive_files) {
-        (Some(bytes), Some(files)) => format!("{} in {files} files", bytes_text(Some(bytes))),
+        (Some(bytes), Some(files)) => {
+            let noun = if files == 1 { "file" } else { "files" };
+            format!("{} in {files} {noun}", bytes_text(Some(bytes)))
+        }
         _ => "unknown".to_owned(),
     };
     lines.push(("archive", archive));
@@ -817,13 +826,16 @@ fn daemon_text(status: &Status) -> String {
 }
 
 /// `text` cut at spaces into lines of at most `width` characters; a word longer
-/// than that (a long file name) stands alone on its line, cut in the middle with
-/// `…` to fit (`--json` keeps it whole).
-fn wrap(text: &str, width: usize) -> Vec<String> {
+/// than that stands alone on its line, cut in the middle with `…` to fit when
+/// `cut_long` (a long file name; `--json` keeps it whole).
+fn wrap(text: &str, width: usize, cut_long: bool) -> Vec<String> {
     let mut lines = Vec::new();
     let mut current = String::new();
     for word in text.split(' ') {
-        let word = cut_middle(word, width);
+        let word = match cut_long {
+            true => cut_middle(word, width),
+            false => word.into(),
+        };
         let needed =
             current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
         if !current.is_empty() && needed > width {
@@ -860,12 +872,16 @@ mod tests {
 
     #[test]
     fn long_values_wrap_within_80_columns() {
-        assert_eq!(wrap("a b c", 3), ["a b", "c"]);
-        assert_eq!(wrap("abcdef g", 3), ["a…f", "g"]);
-        assert_eq!(wrap("0123456789.json: ready", 8), ["012…son:", "ready"]);
+        assert_eq!(wrap("a b c", 3, true), ["a b", "c"]);
+        assert_eq!(wrap("abcdef g", 3, true), ["a…f", "g"]);
+        assert_eq!(wrap("abcdef g", 3, false), ["abcdef", "g"]);
+        assert_eq!(
+            wrap("0123456789.json: ready", 8, true),
+            ["012…son:", "ready"]
+        );
         assert_eq!(cut_middle("0123456789", 10), "0123456789");
         assert_eq!(cut_middle("0123456789", 9), "0123…6789");
-        assert_eq!(wrap("", 3), [""]);
+        assert_eq!(wrap("", 3, true), [""]);
     }
 
     #[test]
@@ -898,6 +914,18 @@ mod tests {
             "{text}"
         );
         assert!(render(&status, None).contains(&format!("{name}: settling")));
+    }
+
+    #[test]
+    fn a_long_path_stays_whole_on_a_terminal_to_be_copied() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let long = dir
+            .path()
+            .join("a-folder-name-long-enough-to-pass-eighty-columns/spoolite.db");
+        let db = Db::Sqlite(long.clone());
+        let status = gather(&dir.path().join("spool"), &db, SystemTime::now());
+        let text = render(&status, Some(COLUMNS));
+        assert!(text.contains(&long.display().to_string()), "{text}");
     }
 
     #[test]

@@ -118,13 +118,33 @@ pub fn plan_environment(
             .push(format!("{}:{warning}", file.display()));
     }
     for (name, value) in values {
-        if !value.is_empty() && !is_set(&name) {
+        if !value.is_empty() && !is_set(&name) && !given(args, cli, &command, &name) {
             plan.defaults.applied.push(name.clone());
             plan.set.push((name, value));
         }
     }
     plan.defaults.file = Some(file);
     plan
+}
+
+/// Whether the command line gives the option that reads the variable `name`
+/// (`--spool X` or `--spool=X`): it wins over the variable, so the defaults file
+/// sets nothing there.
+fn given(args: &[OsString], cli: &clap::Command, command: &str, name: &str) -> bool {
+    let long = cli
+        .find_subcommand(command)
+        .into_iter()
+        .flat_map(|sub| sub.get_arguments())
+        .find(|arg| arg.get_env().is_some_and(|env| env == name))
+        .and_then(|arg| arg.get_long());
+    let Some(long) = long else {
+        return false;
+    };
+    let flag = format!("--{long}");
+    args.iter().skip(2).any(|arg| {
+        let arg = arg.to_string_lossy();
+        arg == flag || arg.starts_with(&format!("{flag}="))
+    })
 }
 
 /// The settings of `command` among a defaults file's entries (a later assignment of
@@ -258,6 +278,14 @@ mod tests {
             )]
         );
         assert_eq!(plan.defaults.fatal, None);
+        // An option on the command line wins over the file: it is not taken from it.
+        let plan = planned(
+            &os(&["spoolite", "status", "--spool", "/mine"]),
+            &environment,
+        );
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_JSON"]);
+        let plan = planned(&os(&["spoolite", "status", "--json=no"]), &environment);
+        assert_eq!(plan.defaults.applied, ["SPOOLITE_SPOOL"]);
         // `key` needs no site.
         let plan = planned(&os(&["spoolite", "key"]), &environment);
         assert!(plan.set.is_empty() && plan.defaults == Defaults::default());

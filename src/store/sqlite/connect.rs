@@ -32,9 +32,9 @@ const MIGRATIONS: &[&str] = &[
 /// without block time and flight duty periods) and empties them, so the rows are
 /// built at 11; earlier steps that create or copy crew rows (7, 9) leave what 11
 /// replaces. The decision is the database's state, not the version a process first
-/// saw: an upgrade stopped after an earlier step (each its own transaction) has
-/// empty crew tables at 11 whenever that runs. A later migration that changes
-/// what that code reads or writes moves this to itself.
+/// saw (an upgrade from before 11 and a new database alike, all in the one
+/// transaction of `migrate`). A later migration that changes what that code reads
+/// or writes moves this to itself.
 const CREW_VERSION: i64 = 11;
 
 /// The schema version this spoolite writes: every migration applied.
@@ -125,8 +125,8 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     if found == SCHEMA_VERSION {
         return Ok(());
     }
-    // A new database gets one log line; an existing one a line before and after
-    // each step, since a step may copy every row.
+    // A new database gets one log line; an existing one a line before each step,
+    // since a step may copy every row, and one once the whole upgrade committed.
     let fresh = found == 0;
     for next in found + 1..=SCHEMA_VERSION {
         if !fresh {
@@ -139,9 +139,6 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         tx.execute_batch(MIGRATIONS[next as usize - 1])?;
         if next == CREW_VERSION && super::crew::empty(&tx)? {
             super::crew::recompute(&tx, super::crew::Scope::All, true)?;
-        }
-        if !fresh {
-            log::info!("database {}: schema version {next} made", path.display());
         }
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -299,4 +296,28 @@ pub(super) fn wait_for_locks(conn: &Connection, wait: bool) -> rusqlite::Result<
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_waits_for_a_schema_being_made_and_then_sees_it_whole() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("spoolite.db");
+        let writer = Connection::open(&path).expect("open");
+        configure(&writer).expect("pragmas");
+        let reader = read_only(&path).expect("open read-only");
+        assert_eq!(user_version(&reader).expect("version"), 0);
+        let made_at = path.clone();
+        let making = std::thread::spawn(move || {
+            let mut writer = writer;
+            std::thread::sleep(Duration::from_millis(300));
+            migrate(&mut writer, &made_at)
+        });
+        wait_for_current_schema(&reader, &path).expect("the schema, whole");
+        assert_eq!(user_version(&reader).expect("version"), SCHEMA_VERSION);
+        making.join().expect("join").expect("migrate");
+    }
 }
