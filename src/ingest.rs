@@ -4,7 +4,9 @@
 //! files; the daemon and the `ingest` command decide what happens next.
 
 use std::fs::{File, Metadata};
-use std::io::{self, BufReader, Read, Seek};
+use std::io::{self, BufRead, BufReader, Read, Seek};
+
+use flate2::read::MultiGzDecoder;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,26 +141,47 @@ enum Message {
     End(Result<Header, ReadError>),
 }
 
-/// The reader thread: parses `file` and sends its records in chunks. Stops early
-/// when the receiver is gone (the writer failed) or `stop` is set.
+/// The reader thread: parses the file's content and sends its records in chunks.
+/// Stops early when the receiver is gone (the writer failed) or `stop` is set.
 fn read_records(
-    file: &File,
-    format: Format,
+    parsed: &Parsed,
     limits: Limits,
     stop: &AtomicBool,
     sender: crossbeam_channel::Sender<Message>,
 ) {
     let read = std::cell::Cell::new(0u64);
     let counting = CountingReader {
-        inner: file,
+        inner: parsed.file,
         bytes: &read,
         stop,
     };
-    let mut reader = BatchReader::new(
-        format,
-        BufReader::with_capacity(READ_BUFFER_BYTES, counting),
-        limits,
-    );
+    if parsed.gzip {
+        // The scan found the content within the limit; a file changed since is
+        // caught once the parse has ended (`check_unchanged`), and read no further.
+        let content = gunzip(counting).take(parsed.content_bytes_max + 1);
+        let input = BufReader::with_capacity(READ_BUFFER_BYTES, content);
+        send_records(
+            BatchReader::new(parsed.format, input, limits),
+            &read,
+            sender,
+        );
+    } else {
+        let input = BufReader::with_capacity(READ_BUFFER_BYTES, counting);
+        send_records(
+            BatchReader::new(parsed.format, input, limits),
+            &read,
+            sender,
+        );
+    }
+}
+
+/// Sends `reader`'s records in chunks, each with how many bytes of the file were
+/// read by then, and its end.
+fn send_records<R: BufRead>(
+    mut reader: BatchReader<R>,
+    read: &std::cell::Cell<u64>,
+    sender: crossbeam_channel::Sender<Message>,
+) {
     let mut chunk = Vec::with_capacity(RECORDS_PER_CHUNK);
     let mut chunk_bytes = 0;
     let result = loop {
@@ -260,8 +283,20 @@ fn ingest_opened(
     if store.contains_batch(&digest)? {
         return Ok(Outcome::SkippedDuplicate { digest });
     }
-    // A new file: is it UTF-8 throughout? (A committed one was.)
-    if let Some(rejection) = not_utf8(file, utf8, options.stop).map_err(read_error)? {
+    // A gzip file's content is its decompressed bytes: one more pass reads them
+    // for their size and encoding, in bounded memory whatever they come to.
+    let gzip = crate::batch::is_gzip(&name);
+    let utf8 = match gzip {
+        false => utf8,
+        true => {
+            match gunzip_scan(file, options.file_bytes_max, options.stop).map_err(read_error)? {
+                Ok(utf8) => utf8,
+                Err(rejection) => return rejected(rejection),
+            }
+        }
+    };
+    // A new file: is its content UTF-8 throughout? (A committed one's was.)
+    if let Some(rejection) = not_utf8(file, utf8, gzip, options.stop).map_err(read_error)? {
         return rejected(rejection);
     }
     file.rewind().map_err(read_error)?;
@@ -269,6 +304,8 @@ fn ingest_opened(
         file,
         opened,
         format,
+        gzip,
+        content_bytes_max: options.file_bytes_max,
         bytes,
     };
     match stream(store, parsed, &digest, &name, options)? {
@@ -277,18 +314,89 @@ fn ingest_opened(
     }
 }
 
-/// Why a file is rejected whose digest pass found it is not UTF-8 throughout, if it
-/// is not: a bad byte's line is found by reading the file again from its start.
-fn not_utf8(file: &mut File, utf8: Utf8Check, stop: &AtomicBool) -> io::Result<Option<Rejection>> {
+/// Why a file is rejected whose content is not UTF-8 throughout, if it is not: a
+/// bad byte's line is found by reading the content again from its start.
+fn not_utf8(
+    file: &mut File,
+    utf8: Utf8Check,
+    gzip: bool,
+    stop: &AtomicBool,
+) -> io::Result<Option<Rejection>> {
     match utf8.finish() {
         Utf8Verdict::Utf8 => Ok(None),
         Utf8Verdict::Cut(rejection) => Ok(Some(rejection)),
         Utf8Verdict::InvalidAt(at) => {
             file.rewind()?;
-            let line = find_line(file, LineOf::new(at), stop)?;
+            let line = match gzip {
+                false => find_line(&mut *file, LineOf::new(at), stop)?,
+                true => find_line(gunzip(file), LineOf::new(at), stop)?,
+            };
             Ok(Some(line.not_utf8()))
         }
     }
+}
+
+/// The decompressed bytes of the gzip file `input` (every member, in order).
+fn gunzip<R: Read>(input: R) -> MultiGzDecoder<BufReader<R>> {
+    MultiGzDecoder::new(BufReader::with_capacity(READ_BUFFER_BYTES, input))
+}
+
+/// The two bytes every gzip stream begins with.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// One pass over a gzip file's decompressed bytes for their encoding; or why the
+/// file is rejected: a stream cut short (still arriving), one that is not gzip or
+/// is corrupt (`bad_gzip`), more than `content_bytes_max` bytes (`too_large`, found
+/// before more are read), or no bytes at all (`empty`). Memory holds one buffer.
+fn gunzip_scan(
+    file: &mut File,
+    content_bytes_max: u64,
+    stop: &AtomicBool,
+) -> io::Result<Result<Utf8Check, Rejection>> {
+    // A file that does not begin as gzip does is no gzip stream cut short.
+    file.rewind()?;
+    let mut magic = Vec::with_capacity(GZIP_MAGIC.len());
+    (&mut *file)
+        .take(GZIP_MAGIC.len() as u64)
+        .read_to_end(&mut magic)?;
+    if !GZIP_MAGIC.starts_with(&magic) {
+        let error = io::Error::new(io::ErrorKind::InvalidData, "it does not begin with 1f 8b");
+        return Ok(Err(crate::batch::gzip_fault(&error).expect("a gzip fault")));
+    }
+    file.rewind()?;
+    let mut content = gunzip(&mut *file);
+    let mut utf8 = Utf8Check::default();
+    let mut bytes = 0u64;
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("stopping"));
+        }
+        match content.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes += n as u64;
+                if bytes > content_bytes_max {
+                    return Ok(Err(crate::batch::gzip_too_large(content_bytes_max)));
+                }
+                utf8.feed(&buf[..n]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return match crate::batch::gzip_fault(&e) {
+                    Some(rejection) => Ok(Err(rejection)),
+                    None => Err(e),
+                };
+            }
+        }
+    }
+    if bytes == 0 {
+        return Ok(Err(Rejection::new(
+            crate::batch::RejectReason::Empty,
+            "the gzip stream holds no bytes",
+        )));
+    }
+    Ok(Ok(utf8))
 }
 
 /// The file a new batch is parsed from, and what the digest pass found it to be.
@@ -298,6 +406,10 @@ struct Parsed<'a> {
     /// Its `fstat` before the digest pass.
     opened: &'a Metadata,
     format: Format,
+    /// The file is gzip: its content is the decompressed stream, which the scan
+    /// found to hold at most `content_bytes_max` bytes.
+    gzip: bool,
+    content_bytes_max: u64,
     /// The bytes the digest pass read.
     bytes: u64,
 }
@@ -368,9 +480,8 @@ fn stage_records(
 ) -> Result<Result<Header, Rejection>, IngestError> {
     let (sender, receiver) = crossbeam_channel::bounded(CHUNKS_IN_FLIGHT);
     let mut events = 0u64;
-    let (file, format) = (parsed.file, parsed.format);
     std::thread::scope(|scope| {
-        scope.spawn(|| read_records(file, format, options.limits, options.stop, sender));
+        scope.spawn(|| read_records(parsed, options.limits, options.stop, sender));
         // Owned here, so that an early return drops it and a reader blocked on a
         // full channel ends instead of being waited for forever.
         let receiver = receiver;
@@ -506,7 +617,7 @@ fn scan_file(file: &mut File, stop: &AtomicBool) -> io::Result<Scanned> {
 /// Feeds `line` the file from where it stands until it has seen the bad byte: the
 /// second read a file rejected as `not_utf8` costs, so that the digest pass need not
 /// count lines.
-fn find_line(file: &mut File, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
+fn find_line(mut file: impl Read, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     while !line.done() {
         if stop.load(Ordering::Relaxed) {

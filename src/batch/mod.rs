@@ -39,7 +39,7 @@ use std::io::{self, BufRead};
 pub(crate) use document::JsonReader;
 pub(crate) use event::{Event, Invalid, InvalidReason};
 pub(crate) use ndjson::NdjsonReader;
-pub(crate) use preflight::{LineOf, Utf8Check, Utf8Verdict, preflight};
+pub(crate) use preflight::{LineOf, Utf8Check, Utf8Verdict, gzip_fault, gzip_too_large, preflight};
 use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).
@@ -53,15 +53,24 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format for a file name, matching the extension without regard to case.
+    /// The format for a file name, matching the extension without regard to case;
+    /// for a gzip file (`NAME.EXT.gz`), the format of its content.
     pub fn from_name(name: &str) -> Option<Format> {
-        let (_, extension) = name.rsplit_once('.')?;
+        let (stem, extension) = name.rsplit_once('.')?;
         match extension.to_ascii_lowercase().as_str() {
             "json" => Some(Format::Json),
             "ndjson" | "jsonl" => Some(Format::Ndjson),
+            "gz" if !is_gzip(stem) => Format::from_name(stem),
             _ => None,
         }
     }
+}
+
+/// Whether a file name ends in `.gz` (any case): its content is the gzip stream's
+/// decompressed bytes.
+pub fn is_gzip(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, extension)| extension.eq_ignore_ascii_case("gz"))
 }
 
 /// The stable codes for a whole-file rejection.
@@ -76,6 +85,7 @@ pub(crate) enum RejectReason {
     UnsupportedType,
     BadShape,
     CountMismatch,
+    BadGzip,
 }
 
 impl RejectReason {
@@ -90,6 +100,7 @@ impl RejectReason {
             RejectReason::UnsupportedType => "unsupported_type",
             RejectReason::BadShape => "bad_shape",
             RejectReason::CountMismatch => "count_mismatch",
+            RejectReason::BadGzip => "bad_gzip",
         }
     }
 

@@ -15,7 +15,8 @@ pub(crate) fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<F
         return Err(Rejection::new(
             RejectReason::UnsupportedType,
             format!(
-                "{:?} does not end in .json, .ndjson or .jsonl; rename it if it is a batch",
+                "{:?} does not end in .json, .ndjson or .jsonl (or one of them and .gz); rename \
+                 it if it is a batch",
                 names::escaped(name)
             ),
         ));
@@ -29,6 +30,13 @@ pub(crate) fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<F
             ),
         ));
     }
+    if bytes == 0 && super::is_gzip(name) {
+        return Err(Rejection::new(
+            RejectReason::Truncated,
+            "the gzip file is empty (0 bytes): its stream has not begun; it may still be \
+             arriving",
+        ));
+    }
     if bytes == 0 {
         return Err(Rejection::new(
             RejectReason::Empty,
@@ -36,6 +44,37 @@ pub(crate) fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<F
         ));
     }
     Ok(format)
+}
+
+/// Why a gzip file is rejected, from the error its decompression met: a stream that
+/// ends early may still be arriving (`truncated`); one that is not gzip, or whose
+/// header, data or CRC is corrupt, is `bad_gzip`. `None`: a read of the file failed.
+pub(crate) fn gzip_fault(error: &std::io::Error) -> Option<Rejection> {
+    match error.kind() {
+        std::io::ErrorKind::UnexpectedEof => Some(Rejection::new(
+            RejectReason::Truncated,
+            "the gzip stream ends early; it may still be arriving",
+        )),
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => Some(Rejection::new(
+            RejectReason::BadGzip,
+            format!(
+                "the file is not a whole, sound gzip stream ({error}); compress the batch \
+                     again (gzip NAME.ndjson) and drop it again"
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// Why a gzip file whose content is over `content_bytes_max` bytes is rejected.
+pub(crate) fn gzip_too_large(content_bytes_max: u64) -> Rejection {
+    Rejection::new(
+        RejectReason::TooLarge,
+        format!(
+            "the gzip file's content is over the limit of {content_bytes_max} bytes \
+             (--file-bytes-max) once decompressed; split it into smaller batches"
+        ),
+    )
 }
 
 /// Checks that a file is UTF-8 throughout, fed its bytes in chunks of any size;

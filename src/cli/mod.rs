@@ -199,7 +199,8 @@ pub struct SpoolArg {
 
 #[derive(Debug, Args)]
 pub struct FileBytesMaxArg {
-    /// Files larger than this many bytes are rejected as too_large.
+    /// Files larger than this many bytes (a gzip file: its content, decompressed) are
+    /// rejected as too_large.
     #[arg(long, env = "SPOOLITE_FILE_BYTES_MAX", default_value_t = crate::ingest::FILE_BYTES_MAX_DEFAULT, value_name = "BYTES")]
     pub file_bytes_max: u64,
 }

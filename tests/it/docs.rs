@@ -2,7 +2,7 @@
 //!
 //! - **SQL.** Every statement of every ```sql block runs on the docs site's database
 //!   (below), and none reads the event table or a crew table row by row.
-//! - **Commands.** Every `spoolite …` and `sqlite3 …` command in a ```console block
+//! - **Commands.** Every `spoolite …`, `sqlite3 …` and `gzip …` command in a ```console block
 //!   (a line starting with `$ `) or a ```sh block (every line that is not a comment)
 //!   runs, through `sh`, in the docs site's folder, with the binary under test first
 //!   on `PATH`, and must exit 0, or N where the line ends with a comment saying
@@ -276,7 +276,7 @@ fn runs(command: &str) -> bool {
     let mut words = command.split_whitespace();
     match words.next() {
         Some("spoolite") => {}
-        Some("sqlite3") => return true,
+        Some("sqlite3" | "gzip") => return true,
         _ => return false,
     }
     words.next() != Some("run")
@@ -383,6 +383,7 @@ fn the_rules_for_commands_are_as_the_module_says() {
     assert!(runs("spoolite status"));
     assert!(runs("sudo -u spoolite spoolite check --quick"));
     assert!(runs("sqlite3 -readonly spoolite.db 'SELECT 1'"));
+    assert!(runs("gzip -k docs/examples/ops-2026-11-30.ndjson"));
     assert!(!runs("spoolite run --spool x"));
     assert!(!runs("spoolite changes --follow"));
     assert!(!runs("spoolite copy-db --from a --to 'postgresql://h/db'"));

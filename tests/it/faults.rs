@@ -297,7 +297,7 @@ fn a_file_rewritten_in_place_at_many_moments_of_its_ingest_ends_with_its_last_co
 }
 
 /// The daemon's peak resident memory so far, in bytes (VmHWM).
-fn peak_rss_bytes(pid: i32) -> u64 {
+pub(crate) fn peak_rss_bytes(pid: i32) -> u64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     let kib: u64 = status
         .lines()

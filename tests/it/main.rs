@@ -16,6 +16,7 @@ mod faults;
 mod flight_case;
 mod fold;
 mod ftl;
+mod gzip;
 mod ingest;
 mod names;
 mod ops;
