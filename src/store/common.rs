@@ -3,24 +3,7 @@
 //! quarantine, what `status` reads, and the rows `ftl` reads. Imports no backend:
 //! the backends stand on it, and the enums that choose a backend stand on them.
 
-use super::error::StoreError;
 use crate::batch::Record;
-
-/// A value of a column that either backend's row can give (text, a number, a
-/// flag, or one of them or NULL).
-pub(crate) trait ColumnValue:
-    rusqlite::types::FromSql + for<'a> postgres::types::FromSql<'a>
-{
-}
-
-impl<T: rusqlite::types::FromSql + for<'a> postgres::types::FromSql<'a>> ColumnValue for T {}
-
-/// A row of a query on either backend, read by column (from 0): each type both
-/// backends read from a row (a check's sides, `ftl explain`'s rows) is made from
-/// its columns in one place. Each backend implements it for its own row.
-pub(crate) trait Columns {
-    fn column<T: ColumnValue>(&self, at: usize) -> Result<T, StoreError>;
-}
 
 /// Quarantined events of one batch by reason code (`conflict`, `bad_instant`, …).
 pub(crate) type Reasons = std::collections::BTreeMap<&'static str, u64>;
@@ -190,21 +173,6 @@ pub struct ExplainRow {
     pub end: Option<String>,
 }
 
-impl ExplainRow {
-    /// The row of an `EXPLAIN_*_SQL` query: id, role, function, duty type, start,
-    /// end.
-    pub(crate) fn read(row: &impl Columns) -> Result<ExplainRow, StoreError> {
-        Ok(ExplainRow {
-            id: row.column(0)?,
-            role: row.column(1)?,
-            function: row.column(2)?,
-            duty_type: row.column(3)?,
-            start: row.column(4)?,
-            end: row.column(5)?,
-        })
-    }
-}
-
 /// One crew member's items that may overlap a span, for `ftl explain`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExplainRows {
@@ -222,21 +190,6 @@ pub struct EventRef {
     pub source_revision: i64,
     pub batch_digest: String,
     pub file_name: String,
-}
-
-impl EventRef {
-    /// The row of an `EVENT_SQL` query: key, kind, instant, revision, batch
-    /// digest, file name.
-    pub(crate) fn read(row: &impl Columns) -> Result<EventRef, StoreError> {
-        Ok(EventRef {
-            idempotency_key: row.column(0)?,
-            event_kind: row.column(1)?,
-            instant_utc: row.column(2)?,
-            source_revision: row.column(3)?,
-            batch_digest: row.column(4)?,
-            file_name: row.column(5)?,
-        })
-    }
 }
 
 /// The span to read: rows that end after `after` and begin before `before`, each

@@ -5,8 +5,8 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
-use crate::store::common::Columns;
 use crate::store::error::StoreError;
+use crate::store::rows::Columns;
 
 /// What one check found.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,6 +18,7 @@ pub(crate) mod error;
 pub(crate) mod findings;
 pub mod fold;
 pub mod postgres;
+pub(crate) mod rows;
 pub mod sqlite;
 
 use std::sync::atomic::AtomicBool;

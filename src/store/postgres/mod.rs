@@ -245,8 +245,8 @@ fn schema_version(client: &mut impl postgres::GenericClient) -> Result<i64, Stor
     Ok(i64::from(version.unwrap_or(0)))
 }
 
-impl crate::store::common::Columns for postgres::Row {
-    fn column<T: crate::store::common::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
+impl crate::store::rows::Columns for postgres::Row {
+    fn column<T: crate::store::rows::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
         Ok(self.try_get(at)?)
     }
 }

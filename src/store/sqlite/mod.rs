@@ -312,8 +312,8 @@ pub(super) fn query_plan(setup: &str, sql: &str) -> Vec<String> {
         .expect("plan rows")
 }
 
-impl crate::store::common::Columns for rusqlite::Row<'_> {
-    fn column<T: crate::store::common::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
+impl crate::store::rows::Columns for rusqlite::Row<'_> {
+    fn column<T: crate::store::rows::ColumnValue>(&self, at: usize) -> Result<T, StoreError> {
         Ok(self.get(at)?)
     }
 }
