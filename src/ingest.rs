@@ -5,6 +5,7 @@
 
 use std::fs::{File, Metadata};
 use std::io::{self, BufRead, BufReader, Read, Seek};
+use std::ops::ControlFlow;
 
 use flate2::read::MultiGzDecoder;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -364,31 +365,26 @@ fn gunzip_scan(
         return Ok(Err(crate::batch::gzip_fault(&error).expect("a gzip fault")));
     }
     file.rewind()?;
-    let mut content = gunzip(&mut *file);
     let mut utf8 = Utf8Check::default();
     let mut bytes = 0u64;
-    let mut buf = vec![0u8; READ_BUFFER_BYTES];
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::other("stopping"));
+    let mut too_large = false;
+    let read = each_chunk(gunzip(&mut *file), stop, |chunk| {
+        bytes += chunk.len() as u64;
+        too_large = bytes > content_bytes_max;
+        if too_large {
+            return ControlFlow::Break(());
         }
-        match content.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                bytes += n as u64;
-                if bytes > content_bytes_max {
-                    return Ok(Err(crate::batch::gzip_too_large(content_bytes_max)));
-                }
-                utf8.feed(&buf[..n]);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return match crate::batch::gzip_fault(&e) {
-                    Some(rejection) => Ok(Err(rejection)),
-                    None => Err(e),
-                };
-            }
-        }
+        utf8.feed(chunk);
+        ControlFlow::Continue(())
+    });
+    if let Err(error) = read {
+        return match crate::batch::gzip_fault(&error) {
+            Some(rejection) => Ok(Err(rejection)),
+            None => Err(error),
+        };
+    }
+    if too_large {
+        return Ok(Err(crate::batch::gzip_too_large(content_bytes_max)));
     }
     if bytes == 0 {
         return Ok(Err(Rejection::new(
@@ -591,22 +587,12 @@ fn scan_file(file: &mut File, stop: &AtomicBool) -> io::Result<Scanned> {
     let mut hasher = Sha256::new();
     let mut utf8 = Utf8Check::default();
     let mut bytes = 0u64;
-    let mut buf = vec![0u8; READ_BUFFER_BYTES];
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::other("stopping"));
-        }
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                hasher.update(&buf[..n]);
-                utf8.feed(&buf[..n]);
-                bytes += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    each_chunk(file, stop, |chunk| {
+        hasher.update(chunk);
+        utf8.feed(chunk);
+        bytes += chunk.len() as u64;
+        ControlFlow::Continue(())
+    })?;
     Ok(Scanned {
         digest: hex::encode(hasher.finalize()),
         bytes,
@@ -617,20 +603,40 @@ fn scan_file(file: &mut File, stop: &AtomicBool) -> io::Result<Scanned> {
 /// Feeds `line` the file from where it stands until it has seen the bad byte: the
 /// second read a file rejected as `not_utf8` costs, so that the digest pass need not
 /// count lines.
-fn find_line(mut file: impl Read, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
+fn find_line(file: impl Read, mut line: LineOf, stop: &AtomicBool) -> io::Result<LineOf> {
+    each_chunk(file, stop, |chunk| {
+        line.feed(chunk);
+        match line.done() {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
+    })?;
+    Ok(line)
+}
+
+/// Reads `input` to its end (or until `each` breaks) a buffer at a time, handing
+/// `each` every chunk; gives up when `stop` is set.
+fn each_chunk(
+    mut input: impl Read,
+    stop: &AtomicBool,
+    mut each: impl FnMut(&[u8]) -> ControlFlow<()>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
-    while !line.done() {
+    loop {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::other("stopping"));
         }
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => line.feed(&buf[..n]),
+        match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                if each(&buf[..n]).is_break() {
+                    return Ok(());
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(line)
 }
 
 // Why an identity check stands in for a second SHA-256 of the parse pass.
