@@ -159,7 +159,7 @@ fn read_records(
     if parsed.gzip {
         // The scan found the content within the limit; a file changed since is
         // caught once the parse has ended (`check_unchanged`), and read no further.
-        let content = gunzip(counting).take(parsed.content_bytes_max + 1);
+        let content = gunzip(counting).take(parsed.content_bytes_max.saturating_add(1));
         let input = BufReader::with_capacity(READ_BUFFER_BYTES, content);
         send_records(
             BatchReader::new(parsed.format, input, limits),

@@ -113,6 +113,18 @@ fn a_gzip_batch_leaves_what_its_content_leaves_and_is_known_by_its_own_bytes() {
         plain
     );
 
+    // No limit at all (the largest --file-bytes-max) is a limit like any other.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gz = write(dir.path(), "a.ndjson.gz", gzip(ndjson.as_bytes()));
+    let output = ingest_command(&dir.path().join("spoolite.db"))
+        .args(["--json", "--file-bytes-max", &u64::MAX.to_string()])
+        .arg(&gz)
+        .output()
+        .expect("run");
+    let lines = parse_lines(&output);
+    assert_eq!(output.status.code(), Some(0), "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "processed");
+
     // The inbox knows the file by its own bytes: dropped again it is a duplicate,
     // and its plain content is a batch of its own whose events are unchanged.
     let dir = tempfile::tempdir().expect("temp dir");
