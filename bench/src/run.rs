@@ -61,6 +61,8 @@ struct BatchFile {
 struct MainFiles {
     json: BatchFile,
     ndjson: BatchFile,
+    /// The .ndjson file gzipped, as a site sends it.
+    ndjson_gz: BatchFile,
     updates: BatchFile,
     updates_again: BatchFile,
 }
@@ -197,9 +199,12 @@ impl Bench {
             batch_id: "bench-updates-again".into(),
             ..newer.clone()
         };
+        let ndjson = self.write(&spec, Layout::Ndjson, "events.ndjson")?;
+        let ndjson_gz = gzipped(&ndjson)?;
         self.main = Some(MainFiles {
             json: self.write(&spec, Layout::Json, "events.json")?,
-            ndjson: self.write(&spec, Layout::Ndjson, "events.ndjson")?,
+            ndjson,
+            ndjson_gz,
             updates: self.write(&newer, Layout::Json, "updates.json")?,
             updates_again: self.write(&newer_again, Layout::Json, "updates-again.json")?,
         });
@@ -250,6 +255,7 @@ impl Bench {
         let ndjson = &files.ndjson;
         let fair = self.fair_floor();
         let (mut spoolite, mut own) = (Vec::new(), Vec::new());
+        let (mut gz_runs, mut gunzip_runs) = (Vec::new(), Vec::new());
         let variants = fairfloor::VARIANTS;
         let mut floors: Vec<Vec<fairfloor::FloorRun>> =
             variants.iter().map(|_| Vec::new()).collect();
@@ -261,6 +267,14 @@ impl Bench {
             warm(&ndjson.path)?;
             spoolite.push(self.ingest_expecting("first-ndjson.db", ndjson, "inserted")?);
             remove_db(&self.dbs.join("first-ndjson.db"))?;
+            warm(&files.ndjson_gz.path)?;
+            gz_runs.push(self.ingest_expecting(
+                "first-ndjson-gz.db",
+                &files.ndjson_gz,
+                "inserted",
+            )?);
+            remove_db(&self.dbs.join("first-ndjson-gz.db"))?;
+            gunzip_runs.push(gunzip_seconds(&files.ndjson_gz.path)?);
             warm(&ndjson.path)?;
             own.push(self.own_floor("ndjson", ndjson)?);
             if let Ok(built) = &fair {
@@ -281,6 +295,7 @@ impl Bench {
         let ingested = median_ingest(&spoolite);
         let floor = median_ingest(&own);
         self.first_ingest_rows("ndjson", ndjson, ingested, floor);
+        self.gzip_row(&files.ndjson_gz, ingested, &gz_runs, &gunzip_runs);
         self.first_ndjson = Some(ingested);
         match fair {
             Ok(built) => {
@@ -461,6 +476,38 @@ impl Bench {
             ),
         );
         Ok(())
+    }
+
+    /// The .ndjson.gz first ingest against the .ndjson one of the same rounds, with
+    /// the decompression alone beside it.
+    fn gzip_row(&mut self, gz: &BatchFile, ndjson: Ingested, runs: &[Ingested], gunzip: &[f64]) {
+        let ingested = median_ingest(runs);
+        let ratio = ndjson.seconds / ingested.seconds;
+        let unzip = gunzip.iter().copied().fold(f64::INFINITY, f64::min);
+        self.rows.push(
+            Row::info(
+                "1",
+                &format!(
+                    "first ingest, {} events .ndjson.gz ({}), empty db (median of {}, interleaved with .ndjson)",
+                    table::count(gz.events),
+                    table::mebibytes(gz.bytes),
+                    runs.len()
+                ),
+                format!(
+                    "{} = {}; decompression alone {}",
+                    table::seconds(ingested.seconds),
+                    table::rate(gz.events, ingested.seconds),
+                    table::seconds(unzip)
+                ),
+                format!(".ndjson {}", table::seconds(ndjson.seconds)),
+            )
+            .judged(
+                ratio,
+                format!("{ratio:.2}× the .ndjson rate"),
+                Target::AtLeast(0.8),
+                "≥ 0.8× the .ndjson rate (issue 35)",
+            ),
+        );
     }
 
     fn first_ingest_rows(
@@ -1580,6 +1627,33 @@ fn sha256_hex(path: &Path) -> BenchResult<String> {
 }
 
 /// The median of `f` over `runs`.
+/// `file` gzipped beside it (`NAME.gz`, default level), as a site sends it.
+fn gzipped(file: &BatchFile) -> BenchResult<BatchFile> {
+    let mut path = file.path.clone().into_os_string();
+    path.push(".gz");
+    let path = PathBuf::from(path);
+    let mut encoder = flate2::write::GzEncoder::new(
+        std::io::BufWriter::new(std::fs::File::create(&path)?),
+        flate2::Compression::default(),
+    );
+    std::io::copy(&mut std::fs::File::open(&file.path)?, &mut encoder)?;
+    encoder.finish()?.into_inner().map_err(|e| e.into_error())?;
+    Ok(BatchFile {
+        bytes: std::fs::metadata(&path)?.len(),
+        path,
+        events: file.events,
+    })
+}
+
+/// How long decompressing the gzip file `path` alone takes, into nothing.
+fn gunzip_seconds(path: &Path) -> BenchResult<f64> {
+    let started = std::time::Instant::now();
+    let mut decoder =
+        flate2::read::MultiGzDecoder::new(std::io::BufReader::new(std::fs::File::open(path)?));
+    std::io::copy(&mut decoder, &mut std::io::sink())?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
 fn median_of<T>(runs: &[T], f: impl Fn(&T) -> f64) -> f64 {
     table::median(&runs.iter().map(f).collect::<Vec<_>>())
 }

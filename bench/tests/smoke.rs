@@ -96,6 +96,7 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
         "fair floor `c21ixfr`",
         "fair floor `c21ixfr --batch-ref`",
         "`--dry-run`",
+        ".ndjson.gz",
         "SHA-256",
         "updated",
         "unchanged",
