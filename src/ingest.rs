@@ -968,4 +968,68 @@ mod tests {
         let granule = i128::from(change_time_granule_ns(meta.ctime_nsec()));
         assert!(coarse_clock_ns().expect("clock") >= ctime + granule);
     }
+
+    mod gzip_never_retries {
+        //! Whatever a `.gz` file holds, the scan of its content ends in the content or
+        //! a rejection the file earns: never a read fault, which would have the
+        //! daemon try the file again and again.
+
+        use super::*;
+        use proptest::prelude::*;
+
+        /// The scan of `bytes` as a gzip file, under a limit of `limit` bytes.
+        fn scan(bytes: &[u8], limit: u64) -> io::Result<Result<Utf8Check, Rejection>> {
+            let mut file = tempfile::tempfile().expect("temp file");
+            file.write_all(bytes).expect("write");
+            gunzip_scan(&mut file, limit, &AtomicBool::new(false))
+        }
+
+        /// A gzip stream of `content`.
+        fn gzip(content: &[u8]) -> Vec<u8> {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(content).expect("compress");
+            encoder.finish().expect("compress")
+        }
+
+        fn earned(result: io::Result<Result<Utf8Check, Rejection>>) -> Result<(), String> {
+            use crate::batch::RejectReason::*;
+            match result {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(rejection))
+                    if matches!(rejection.reason, Truncated | BadGzip | Empty | TooLarge) =>
+                {
+                    Ok(())
+                }
+                Ok(Err(rejection)) => Err(format!("rejected as {:?}", rejection.reason)),
+                Err(error) => Err(format!("a read fault: {error} ({:?})", error.kind())),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            #[test]
+            fn any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                prop_assert_eq!(earned(scan(&bytes, 1 << 20)), Ok(()));
+            }
+
+            #[test]
+            fn a_sound_stream_cut_or_with_one_byte_changed(
+                content in prop::collection::vec(any::<u8>(), 0..400),
+                at in any::<prop::sample::Index>(),
+                flip in 1u8..=255,
+                cut in any::<bool>(),
+            ) {
+                let mut bytes = gzip(&content);
+                let at = at.index(bytes.len());
+                if cut {
+                    bytes.truncate(at);
+                } else {
+                    bytes[at] ^= flip;
+                }
+                prop_assert_eq!(earned(scan(&bytes, 300)), Ok(()));
+            }
+        }
+    }
 }

@@ -494,10 +494,11 @@ impl Bench {
                     runs.len()
                 ),
                 format!(
-                    "{} = {}; decompression alone {}",
+                    "{} = {}; decompression alone {}; peak RSS {}",
                     table::seconds(ingested.seconds),
                     table::rate(gz.events, ingested.seconds),
-                    table::seconds(unzip)
+                    table::seconds(unzip),
+                    table::mebibytes(ingested.peak_rss_bytes)
                 ),
                 format!(".ndjson {}", table::seconds(ndjson.seconds)),
             )
