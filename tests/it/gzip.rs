@@ -14,7 +14,7 @@ use flate2::write::GzEncoder;
 
 use crate::support::{
     EVENT_COLUMNS, Site, dump, event, ingest_command, ingest_json, json_batch, parse_lines, query,
-    sha256_hex, snapshot, write,
+    rejected_whole, sha256_hex, write,
 };
 
 /// `content` compressed as one gzip member.
@@ -172,27 +172,10 @@ fn a_gzip_batch_leaves_what_its_content_leaves_and_is_known_by_its_own_bytes() {
 /// Ingests `content` as `name` with `options` and asserts it is rejected for
 /// `reason` (with a detail holding `detail`), leaving no trace.
 fn rejected(site: &Path, name: &str, content: &[u8], options: &[&str], reason: &str, detail: &str) {
-    let db = site.join("spoolite.db");
     let path = write(site, name, content);
-    let before = snapshot(&db);
-    let output = ingest_command(&db)
-        .arg("--json")
-        .args(options)
-        .arg(&path)
-        .output()
-        .expect("run");
-    let lines = parse_lines(&output);
-    assert_eq!(output.status.code(), Some(1), "{name}: {lines:?}");
-    let line = &lines[0];
-    assert_eq!(
-        (line["outcome"].as_str(), line["reason"].as_str()),
-        (Some("rejected"), Some(reason)),
-        "{name}: {line}"
-    );
+    let line = rejected_whole(&site.join("spoolite.db"), &path, content, options, reason);
     let said = line["detail"].as_str().unwrap_or_default();
     assert!(said.contains(detail), "{name}: {said}");
-    assert_eq!(line["sha256"], sha256_hex(content), "{name}");
-    assert_eq!(snapshot(&db), before, "{name} left a trace");
 }
 
 #[test]

@@ -1554,34 +1554,7 @@ proptest! {
 /// file rejected for `reason`, exit code 1, and every table exactly as before.
 fn check_rejected(site: &Site, name: &str, content: &[u8], options: &[&str], reason: &str) {
     let path = site.file(name, content);
-    let before = snapshot(&site.db);
-    let output = ingest_command(&site.db)
-        .arg("--json")
-        .args(options)
-        .arg(&path)
-        .output()
-        .expect("run");
-    let lines = parse_lines(&output);
-    assert_eq!(output.status.code(), Some(1), "{name}: {lines:?}");
-    assert_eq!(lines.len(), 1, "{name}: {lines:?}");
-    let line = &lines[0];
-    assert_eq!(line["file"], name, "{line}");
-    assert_eq!(line["outcome"], "rejected", "{name}: {line}");
-    assert_eq!(line["reason"], reason, "{name}: {line}");
-    assert!(
-        line["detail"]
-            .as_str()
-            .is_some_and(|detail| !detail.trim().is_empty()),
-        "{name}: {line}"
-    );
-    assert_eq!(line["sha256"], sha256_hex(content), "{name}");
-    for field in COUNT_FIELDS {
-        assert!(
-            line.get(field).is_none(),
-            "{name}: a rejected file has no counts: {line}"
-        );
-    }
-    assert_eq!(snapshot(&site.db), before, "{name} left a trace");
+    crate::support::rejected_whole(&site.db, &path, content, options, reason);
 }
 
 /// A whole file that must be rejected: its name, its bytes, the options it is

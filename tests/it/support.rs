@@ -309,6 +309,49 @@ fn value_text(value: rusqlite::types::Value) -> String {
     }
 }
 
+/// Ingests the file at `path` (holding `content`, with `options`) into `db` and
+/// expects it rejected for `reason`: exit code 1, one line naming it with a detail
+/// and its digest and no counts, and every table exactly as before. Returns the
+/// line, for a caller to look at its detail.
+pub fn rejected_whole(
+    db: &Path,
+    path: &Path,
+    content: &[u8],
+    options: &[&str],
+    reason: &str,
+) -> serde_json::Value {
+    let name = path.file_name().expect("a file").to_string_lossy();
+    let before = snapshot(db);
+    let output = ingest_command(db)
+        .arg("--json")
+        .args(options)
+        .arg(path)
+        .output()
+        .expect("run");
+    let lines = parse_lines(&output);
+    assert_eq!(output.status.code(), Some(1), "{name}: {lines:?}");
+    assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["file"], *name, "{line}");
+    assert_eq!(line["outcome"], "rejected", "{name}: {line}");
+    assert_eq!(line["reason"], reason, "{name}: {line}");
+    assert!(
+        line["detail"]
+            .as_str()
+            .is_some_and(|detail| !detail.trim().is_empty()),
+        "{name}: {line}"
+    );
+    assert_eq!(line["sha256"], sha256_hex(content), "{name}");
+    for field in COUNT_FIELDS {
+        assert!(
+            line.get(field).is_none(),
+            "{name}: a rejected file has no counts: {line}"
+        );
+    }
+    assert_eq!(snapshot(db), before, "{name} left a trace");
+    line.clone()
+}
+
 /// The three tables analysts read and the flight numbers behind `duty_event`, every
 /// column, each sorted: what a later state of the database must equal when nothing
 /// may have changed.
