@@ -63,7 +63,8 @@ grep -qxF /etc/default/spoolite "$work/control/conffiles" ||
 
 doc=/usr/share/doc/spoolite
 # The documents as laid out in the repository, so that their links hold.
-for source in README.md ARCHITECTURE.md BENCHMARKS.md docs/*.md packaging/README.md; do
+for source in README.md ARCHITECTURE.md BENCHMARKS.md docs/*.md docs/bench-history/*.md \
+    packaging/README.md; do
     installed=$doc/$source
     has "$installed"
     cmp -s "$work/root$installed" "$source" || fail "$installed differs from $source"
