@@ -19,7 +19,16 @@ fn main() -> ExitCode {
         // SAFETY: as above.
         unsafe { std::env::set_var(name, value) };
     }
-    let cli = cli::parse_or_exit(&args, &plan.defaults);
     logging::init();
+    // What the defaults file holds that cannot be used is told before the command
+    // line is parsed, which may stop at a bad value from it.
+    if let Some(fatal) = &plan.defaults.fatal {
+        eprintln!("spoolite: {fatal}");
+        return ExitCode::from(2);
+    }
+    for warning in &plan.defaults.warnings {
+        log::warn!("{warning}");
+    }
+    let cli = cli::parse_or_exit(&args, &plan.defaults);
     cmd::run(cli.command, &plan.defaults)
 }

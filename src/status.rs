@@ -820,6 +820,11 @@ fn daemon_text(status: &Status) -> String {
             since,
         }) => format!("serving, pid {pid}, since {since}"),
         Some(ServedBy { pid: None, since }) => format!("serving since {since}"),
+        // A spool that is not there holds no lock file: whether a daemon serves
+        // the database from another spool cannot be told.
+        None if !Path::new(&status.spool).is_dir() => {
+            "unknown: the spool does not exist".to_owned()
+        }
         None if status.lock_seen => "not running".to_owned(),
         None => format!("unknown: cannot read {LOCK_FILE}"),
     }
@@ -926,6 +931,17 @@ mod tests {
         let status = gather(&dir.path().join("spool"), &db, SystemTime::now());
         let text = render(&status, Some(COLUMNS));
         assert!(text.contains(&long.display().to_string()), "{text}");
+    }
+
+    #[test]
+    fn a_spool_that_is_not_there_says_nothing_of_a_daemon() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = Db::Sqlite(dir.path().join("s.db"));
+        let status = gather(&dir.path().join("nowhere"), &db, SystemTime::now());
+        assert_eq!(daemon_text(&status), "unknown: the spool does not exist");
+        std::fs::create_dir(dir.path().join("empty")).expect("mkdir");
+        let status = gather(&dir.path().join("empty"), &db, SystemTime::now());
+        assert_eq!(daemon_text(&status), "not running");
     }
 
     #[test]

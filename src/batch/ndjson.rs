@@ -178,8 +178,9 @@ impl<R: BufRead> NdjsonReader<R> {
         {
             let at = start.byte + e.valid_up_to() as u64;
             return Err(truncated(format!(
-                "the last line (event {}) has no final newline and ends inside a UTF-8 character at byte offset {at}",
-                self.index
+                "the last line (the file's event {}) has no final newline and ends inside a UTF-8 \
+                 character at byte offset {at}",
+                self.index + 1
             )));
         }
         match syntax::check(bytes, start) {
@@ -191,8 +192,8 @@ impl<R: BufRead> NdjsonReader<R> {
     /// The rejection of a file whose unterminated last line may still be arriving.
     fn cut(&self, place: &str, at: Position) -> ReadError {
         truncated(format!(
-            "the last line (event {}) has no final newline and ends {place} at {at}",
-            self.index
+            "the last line (the file's event {}) has no final newline and ends {place} at {at}",
+            self.index + 1
         ))
     }
 

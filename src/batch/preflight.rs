@@ -59,7 +59,7 @@ pub(crate) fn gzip_fault(error: &std::io::Error) -> Option<Rejection> {
             RejectReason::BadGzip,
             format!(
                 "the file is not a whole, sound gzip stream ({error}); compress the batch \
-                     again (gzip NAME.ndjson) and drop it again"
+                     again with gzip and drop it again"
             ),
         )),
         _ => None,

@@ -20,13 +20,6 @@ use crate::cli::{Command, Defaults};
 /// Runs `command`, once `main` has set up the environment (`defaults` says what
 /// the site defaults file gave) and logging.
 pub fn run(mut command: Command, defaults: &Defaults) -> ExitCode {
-    if let Some(fatal) = &defaults.fatal {
-        eprintln!("spoolite: {fatal}");
-        return ExitCode::from(2);
-    }
-    for warning in &defaults.warnings {
-        log::warn!("{warning}");
-    }
     if let Err(message) = command.attach_password_file() {
         eprintln!("spoolite: {message}");
         return ExitCode::from(2);

@@ -22,8 +22,8 @@ fn say_defaults_applied(defaults: &Defaults) {
     };
     if defaults.applied().is_empty() {
         log::warn!(
-            "the defaults file {} sets none of run's settings that the environment leaves \
-             unset: serving the command line's and the built-in defaults",
+            "the defaults file {} sets none of run's settings that the environment and \
+             the command line leave unset: serving theirs and the built-in defaults",
             file.display()
         );
     } else {

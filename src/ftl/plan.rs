@@ -106,7 +106,8 @@ pub fn parse(text: &str, at: Micros) -> Result<Vec<Planned>, PlanError> {
         }
         if start < at {
             return Err(fail(format!(
-                "it starts ({}) before --at ({}): the past is the database's",
+                "it starts ({}) before --at ({}; now unless given): the past is the \
+                 database's, so give --at an instant before the plan",
                 time::format_millis(start),
                 time::format_millis(at)
             )));

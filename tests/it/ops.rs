@@ -960,7 +960,12 @@ fn status_of_a_site_not_yet_started_is_an_error_and_creates_nothing() {
         status_line(&text, "database").ends_with("(does not exist)"),
         "{text}"
     );
-    assert_eq!(status_line(&text, "daemon"), "not running");
+    // No spool, no lock file: whether a daemon serves the database from another
+    // spool cannot be told.
+    assert_eq!(
+        status_line(&text, "daemon"),
+        "unknown: the spool does not exist"
+    );
     assert_eq!(status_line(&text, "events"), "unknown");
     for needle in [
         site.spool.display().to_string(),
@@ -2242,9 +2247,10 @@ fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
     let status: Value = serde_json::from_str(&stdout).expect("status JSON");
     assert_eq!(status["db"], other.display().to_string());
 
-    // A bad value in the file is named with the file.
+    // A bad value in the file is named with the file, and every other line it
+    // cannot use is told at the same time, not after the value is mended.
     let mut bad = fs::read_to_string(&defaults).expect("read defaults");
-    bad.push_str("SPOOLITE_FILE_BYTES_MAX=lots\n");
+    bad.push_str("SPOOLITE_FILE_BYTES_MAX=lots\nSPOOLITE_SETTEL=2s\n");
     fs::write(&defaults, bad).expect("write defaults");
     let output = bare("ingest").arg(&batch).output().expect("run ingest");
     assert_eq!(output.status.code(), Some(2));
@@ -2254,6 +2260,10 @@ fn one_shot_commands_act_on_the_site_of_the_packaged_defaults_file() {
             "(from SPOOLITE_FILE_BYTES_MAX in {})",
             defaults.display()
         )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("SPOOLITE_SETTEL is no setting of spoolite"),
         "{stderr}"
     );
     daemon.stop();

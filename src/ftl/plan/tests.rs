@@ -200,7 +200,7 @@ fn every_bad_line_is_an_error_naming_it() {
         ),
         (
             r#"{"crew_id":"C1","kind":"duty","start":"2026-11-30T23:00:00Z","end":"2026-12-02T06:00:00Z"}"#,
-            "before --at (2026-12-01T00:00:00.000Z)",
+            "before --at (2026-12-01T00:00:00.000Z; now unless given)",
         ),
         (
             r#"{"crew_id":"C1","kind":"standby","start":"2026-12-02T08:00:00Z"}"#,
