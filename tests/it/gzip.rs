@@ -326,3 +326,26 @@ fn a_gzip_file_cut_short_waits_for_the_rest_and_a_bomb_costs_only_itself() {
         peak >> 20
     );
 }
+
+#[test]
+fn every_sample_batch_in_packaging_examples_goes_in() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/examples");
+    let mut samples: Vec<_> = fs::read_dir(&examples)
+        .expect("list packaging/examples")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| spoolite::batch::Format::from_name(&path.to_string_lossy()).is_some())
+        .collect();
+    samples.sort();
+    assert!(
+        samples.iter().any(|p| p.to_string_lossy().ends_with(".gz")),
+        "a gzip sample: {samples:?}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let paths: Vec<&Path> = samples.iter().map(|p| p.as_path()).collect();
+    let (code, lines) = ingest_json(&dir.path().join("spoolite.db"), &paths);
+    assert_eq!(code, 0, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["outcome"], "processed", "{line}");
+        assert_eq!(line["invalid"], 0, "{line}");
+    }
+}
