@@ -425,6 +425,12 @@ fn a_file_held_back_by_a_locked_database_shows_as_being_read_then_the_fault_neve
     let site = Site::new();
     let mut daemon = site.spawn(site.run_command().args(["--settle", "1s"]));
     daemon.wait_serving(&site);
+    // The database made first (the lock is an analyst's on a working site, not
+    // on a file the daemon has yet to create).
+    site.drop_file("first.json", one_event_batch("LK2"));
+    daemon.wait(Duration::from_secs(20), "first.json archived", || {
+        site.archived() == ["first.json"]
+    });
     let analyst = rusqlite::Connection::open(&site.db).expect("analyst opens the db");
     analyst
         .execute_batch("BEGIN IMMEDIATE")
@@ -458,6 +464,6 @@ fn a_file_held_back_by_a_locked_database_shows_as_being_read_then_the_fault_neve
     });
     analyst.execute_batch("COMMIT").expect("release");
     daemon.wait(Duration::from_secs(40), "held.json archived", || {
-        site.archived() == ["held.json"]
+        site.archived() == ["first.json", "held.json"]
     });
 }
