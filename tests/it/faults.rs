@@ -176,11 +176,11 @@ fn a_file_that_cannot_be_read_waits_alone_while_later_files_go_in() {
     assert_eq!(query(&site.db, "SELECT count(*) FROM duty_event"), [["2"]]);
 }
 
-#[test]
-fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
-    let site = Site::new();
-    let mut daemon = site.spawn(site.run_command().args(["--settle", "0ms"]));
-    daemon.wait_serving(&site);
+/// A daemon started with `--settle settle` that has made its database (it archived
+/// `first.json`), and an analyst's connection holding the write lock of it.
+fn served_then_locked(site: &Site, settle: &str) -> (Daemon, rusqlite::Connection) {
+    let mut daemon = site.spawn(site.run_command().args(["--settle", settle]));
+    daemon.wait_serving(site);
     site.drop_file("first.json", one_event_batch("LK1"));
     daemon.wait(Duration::from_secs(20), "first.json archived", || {
         site.archived() == ["first.json"]
@@ -189,6 +189,13 @@ fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
     analyst
         .execute_batch("BEGIN IMMEDIATE")
         .expect("analyst takes the write lock");
+    (daemon, analyst)
+}
+
+#[test]
+fn sigterm_while_an_analyst_holds_the_write_lock_exits_0_within_a_second() {
+    let site = Site::new();
+    let (mut daemon, analyst) = served_then_locked(&site, "0ms");
     site.drop_file("second.json", one_event_batch("LK2"));
     // The daemon has the file open while it waits for the lock.
     let path = fs::canonicalize(site.incoming().join("second.json")).expect("path");
@@ -423,18 +430,9 @@ fn in_the_packaged_layout_the_daemon_publishes_its_state_and_a_failing_write_war
 #[test]
 fn a_file_held_back_by_a_locked_database_shows_as_being_read_then_the_fault_never_settling() {
     let site = Site::new();
-    let mut daemon = site.spawn(site.run_command().args(["--settle", "1s"]));
-    daemon.wait_serving(&site);
-    // The database made first (the lock is an analyst's on a working site, not
-    // on a file the daemon has yet to create).
-    site.drop_file("first.json", one_event_batch("LK2"));
-    daemon.wait(Duration::from_secs(20), "first.json archived", || {
-        site.archived() == ["first.json"]
-    });
-    let analyst = rusqlite::Connection::open(&site.db).expect("analyst opens the db");
-    analyst
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("analyst takes the write lock");
+    // The database made first: the lock is an analyst's on a working site, not on
+    // a file the daemon has yet to create.
+    let (mut daemon, analyst) = served_then_locked(&site, "1s");
     site.drop_file("held.json", one_event_batch("LK3"));
     let state_of_held = || -> (String, bool) {
         let output = site
