@@ -361,8 +361,7 @@ fn gunzip_scan(
         .take(GZIP_MAGIC.len() as u64)
         .read_to_end(&mut magic)?;
     if !GZIP_MAGIC.starts_with(&magic) {
-        let error = io::Error::new(io::ErrorKind::InvalidData, "it does not begin with 1f 8b");
-        return Ok(Err(crate::batch::gzip_fault(&error).expect("a gzip fault")));
+        return Ok(Err(crate::batch::bad_gzip("it does not begin with 1f 8b")));
     }
     file.rewind()?;
     let mut utf8 = Utf8Check::default();

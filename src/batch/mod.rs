@@ -39,7 +39,9 @@ use std::io::{self, BufRead};
 pub(crate) use document::JsonReader;
 pub(crate) use event::{Event, Invalid, InvalidReason};
 pub(crate) use ndjson::NdjsonReader;
-pub(crate) use preflight::{LineOf, Utf8Check, Utf8Verdict, gzip_fault, gzip_too_large, preflight};
+pub(crate) use preflight::{
+    LineOf, Utf8Check, Utf8Verdict, bad_gzip, gzip_fault, gzip_too_large, preflight,
+};
 use syntax::Position;
 
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).

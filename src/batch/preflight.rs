@@ -55,15 +55,21 @@ pub(crate) fn gzip_fault(error: &std::io::Error) -> Option<Rejection> {
             RejectReason::Truncated,
             "the gzip stream ends early; it may still be arriving",
         )),
-        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => Some(Rejection::new(
-            RejectReason::BadGzip,
-            format!(
-                "the file is not a whole, sound gzip stream ({error}); compress the batch \
-                     again with gzip and drop it again"
-            ),
-        )),
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => Some(bad_gzip(error)),
         _ => None,
     }
+}
+
+/// Why a file that is no whole, sound gzip stream is rejected, `why` saying what
+/// is wrong with it.
+pub(crate) fn bad_gzip(why: impl std::fmt::Display) -> Rejection {
+    Rejection::new(
+        RejectReason::BadGzip,
+        format!(
+            "the file is not a whole, sound gzip stream ({why}); compress the batch again \
+             with gzip and drop it again"
+        ),
+    )
 }
 
 /// Why a gzip file whose content is over `content_bytes_max` bytes is rejected.

@@ -3,7 +3,7 @@
 //! what to change in the environment before the command line is parsed.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::envfile::{Entry, parse_environment_file};
 
@@ -32,18 +32,6 @@ pub struct Defaults {
     /// Why the command must not run: `SPOOLITE_DEFAULTS_FILE` names a file that
     /// cannot be read (exit 2).
     pub fatal: Option<String>,
-}
-
-impl Defaults {
-    /// The defaults file read, when one was.
-    pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
-    }
-
-    /// The variables it set.
-    pub fn applied(&self) -> &[String] {
-        &self.applied
-    }
 }
 
 /// What to change in the environment before clap reads it.

@@ -17,10 +17,10 @@ pub(super) fn run(args: &RunArgs, defaults: &Defaults) -> ExitCode {
 /// Logs what the daemon took from the defaults file `SPOOLITE_DEFAULTS_FILE` named,
 /// so that a site served from the current folder's defaults is never a surprise.
 fn say_defaults_applied(defaults: &Defaults) {
-    let Some(file) = defaults.file() else {
+    let Some(file) = &defaults.file else {
         return;
     };
-    if defaults.applied().is_empty() {
+    if defaults.applied.is_empty() {
         log::warn!(
             "the defaults file {} sets none of run's settings that the environment and \
              the command line leave unset: serving theirs and the built-in defaults",
@@ -29,7 +29,7 @@ fn say_defaults_applied(defaults: &Defaults) {
     } else {
         log::info!(
             "settings {} from the defaults file {}",
-            defaults.applied().join(", "),
+            defaults.applied.join(", "),
             file.display()
         );
     }
