@@ -322,9 +322,10 @@ pub struct ChangesArgs {
     #[arg(long, env = "SPOOLITE_LIMIT", value_name = "N")]
     pub(crate) limit: Option<u64>,
     /// After the rows already committed, keep printing the rows of every batch
-    /// committed later, within a moment of its commit (PostgreSQL: read every
-    /// 200 ms), until SIGTERM, SIGINT or stdout is closed (each exits 0). Lines are
-    /// flushed after each batch of rows.
+    /// committed later, within a moment of its commit (told by the file system on
+    /// SQLite, by a notification on PostgreSQL; an idle follower does not poll),
+    /// until SIGTERM, SIGINT or stdout is closed (each exits 0, within a second).
+    /// Lines are flushed after each batch of rows.
     #[arg(long, env = "SPOOLITE_FOLLOW", action = ArgAction::SetTrue, value_parser = parse_switch)]
     pub(crate) follow: bool,
 }

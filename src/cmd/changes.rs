@@ -1,9 +1,9 @@
 //! `spoolite changes`: the change feed as JSON lines on stdout, from a read-only
 //! connection to a SQLite file or a PostgreSQL database; with `--follow`, a loop
 //! that waits (SQLite: on a file-system notification of the database's files, or a
-//! one-second timer, for missed events; PostgreSQL: `PG_POLL`), looks whether
-//! anything was committed, and prints what was, until SIGTERM, SIGINT or a closed
-//! stdout.
+//! one-second timer, for missed events; PostgreSQL: on the notification a commit
+//! sends to the feed's connection), looks whether anything was committed, and
+//! prints what was, until SIGTERM, SIGINT or a closed stdout.
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -23,9 +23,14 @@ use crate::store::{Db, FaultClass, MissingFile, StoreError, require_file};
 /// Exit code for an operating error (a missing, unreadable or older database).
 const EXIT_ERROR: u8 = 2;
 
-/// How often a follower looks for commits when no notification came: events can
-/// be lost (queue overflow, inotify limits, network mounts).
-const FALLBACK_WAIT: Duration = Duration::from_secs(1);
+/// How often a follower looks for commits when nothing told it of one: a
+/// connection or a watch can end without a word. Between two such looks an idle
+/// follower does not wake at all.
+const QUIET_LOOK: Duration = Duration::from_secs(10);
+
+/// How often a follower of a SQLite file that could not be watched (no
+/// permission, inotify limits) looks for commits.
+const UNWATCHED_LOOK: Duration = Duration::from_secs(1);
 
 /// After a notification, when the look found nothing new, it looks again after
 /// each of these waits (about 100 ms in all): a writer appends its commit to the
@@ -42,11 +47,6 @@ const RECHECK_WAITS: [Duration; 4] = [
 /// notification per WAL write) costs a follower a few hundred looks a second at
 /// most.
 const LOOK_GAP_MIN: Duration = Duration::from_millis(2);
-
-/// How often a follower of a PostgreSQL database reads the feed again. A read
-/// that finds nothing is one probe of the `change_seq` index: next to no work for
-/// the server or the follower, and a commit is printed within this time.
-const PG_POLL: Duration = Duration::from_millis(200);
 
 /// While a PostgreSQL follower's database cannot be reached (the server stopped
 /// or restarting), it tries again after a wait that doubles from the first to the
@@ -138,6 +138,9 @@ pub fn run(args: &ChangesArgs) -> ExitCode {
         eprintln!("spoolite: install signal handlers: {error}");
         return ExitCode::from(EXIT_ERROR);
     }
+    if args.follow {
+        watch_stdout(stop.clone(), doorbell.clone());
+    }
     let options = Options {
         since: args.since,
         limit: args.limit,
@@ -152,24 +155,55 @@ pub fn run(args: &ChangesArgs) -> ExitCode {
     }
 }
 
-/// SIGTERM and SIGINT set `stop` and ring the doorbell; if the loop has not ended
-/// the process within `STOP_GRACE` (a write blocked on a full pipe), it exits 0
-/// anyway: the command only reads, so there is nothing to finish.
+/// SIGTERM and SIGINT stop the command (`stop_within_grace`).
 fn watch_signals(stop: Arc<AtomicBool>, doorbell: Sender<()>) -> io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
-            log::debug!("{name}: stopping");
-            stop.store(true, Ordering::SeqCst);
-            crate::store::stop_waiting_for_locks();
-            let _ = doorbell.try_send(());
-            std::thread::sleep(STOP_GRACE);
-            std::process::exit(0);
+            stop_within_grace(&stop, &doorbell, name);
         }
     });
     Ok(())
+}
+
+/// A follower's reader going away (stdout a pipe or socket whose other end is
+/// closed: POLLERR, POLLHUP) stops it (`stop_within_grace`), even while it waits
+/// for a commit: a thread waits in poll(2) for that, and costs nothing meanwhile.
+/// Stdout that cannot close (a file) never wakes it.
+fn watch_stdout(stop: Arc<AtomicBool>, doorbell: Sender<()>) {
+    std::thread::spawn(move || {
+        let mut fd = libc::pollfd {
+            fd: libc::STDOUT_FILENO,
+            events: 0,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one pollfd that lives across the call.
+            let ready = unsafe { libc::poll(&raw mut fd, 1, -1) };
+            if ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                stop_within_grace(&stop, &doorbell, "stdout closed");
+                return;
+            }
+            if ready < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return;
+            }
+        }
+    });
+}
+
+/// Sets `stop` and rings the doorbell, which ends the loop at its next look or
+/// wait; if the loop has not ended the process within `STOP_GRACE` (a write
+/// blocked on a full pipe, a wait on a PostgreSQL connection), it exits 0 anyway:
+/// the command only reads, so there is nothing to finish.
+fn stop_within_grace(stop: &AtomicBool, doorbell: &Sender<()>, why: &str) {
+    log::debug!("{why}: stopping");
+    stop.store(true, Ordering::SeqCst);
+    crate::store::stop_waiting_for_locks();
+    let _ = doorbell.try_send(());
+    std::thread::sleep(STOP_GRACE);
+    std::process::exit(0);
 }
 
 /// Opens the feed, prints what is committed after `options.since` and, when
@@ -187,7 +221,7 @@ fn print_changes(
     }
     let mut feed = Some(open_feed(db)?);
     // The watch is in place before the first read, so no commit falls between them.
-    let _watcher = match db.file() {
+    let watcher = match db.file() {
         Some(path) if options.follow => Some(watch_database(path, doorbell)),
         _ => None,
     };
@@ -197,7 +231,10 @@ fn print_changes(
         left: options.limit,
     };
     let mut waits = Waits {
-        fallback: if db.is_file() { FALLBACK_WAIT } else { PG_POLL },
+        quiet: match watcher {
+            Some(None) => UNWATCHED_LOOK,
+            _ => QUIET_LOOK,
+        },
         rechecks: &[],
         lost: None,
     };
@@ -228,17 +265,18 @@ fn print_changes(
         if !options.follow || printer.left == Some(0) {
             return Ok(());
         }
-        if stdout_is_closed() {
-            return Err(Halt::Closed);
+        match feed.as_mut() {
+            Some(feed) if waits.lost.is_none() => waits.wait_for_commit(feed, wake, last_look)?,
+            _ => waits.wait(wake, last_look),
         }
-        waits.wait(wake, last_look);
     }
 }
 
 /// How long a follower waits before its next look.
 struct Waits {
-    /// With no notification: `FALLBACK_WAIT` (SQLite) or `PG_POLL`.
-    fallback: Duration,
+    /// The wait when nothing tells of a commit: `QUIET_LOOK`, or `UNWATCHED_LOOK`
+    /// for a SQLite file without a watch.
+    quiet: Duration,
     /// The looks still to make after a notification that found nothing new.
     rechecks: &'static [Duration],
     /// Since when, and how long to wait before the next try, while a follower's
@@ -268,14 +306,36 @@ impl Waits {
         });
     }
 
-    /// Waits for a notification or the next timer.
+    /// PostgreSQL: waits for a commit's notification on the feed's connection,
+    /// `QUIET_LOOK` at most. SQLite, whose commits are told through its files:
+    /// `wait`.
+    fn wait_for_commit(
+        &mut self,
+        feed: &mut ChangeFeed,
+        wake: &Receiver<()>,
+        last_look: Instant,
+    ) -> Result<(), Halt> {
+        match feed.wait_for_commit(QUIET_LOOK) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                self.wait(wake, last_look);
+                Ok(())
+            }
+            // The next look meets the fault and says what it is.
+            Err(error) if passes(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Waits for a notification of the database's files (SQLite) or a stop, or
+    /// the next timer: a recheck, `quiet`, or a retry of a lost PostgreSQL server.
     fn wait(&mut self, wake: &Receiver<()>, last_look: Instant) {
         let (wait, rest) = match self.lost {
             Some((_, retry)) => (retry, &[][..]),
             None => self
                 .rechecks
                 .split_first()
-                .map_or((self.fallback, &[][..]), |(first, rest)| (*first, rest)),
+                .map_or((self.quiet, &[][..]), |(first, rest)| (*first, rest)),
         };
         self.rechecks = rest;
         match wake.recv_timeout(wait) {
@@ -490,19 +550,6 @@ fn watch_database(db: &Path, doorbell: Sender<()>) -> Option<notify::Recommended
             None
         }
     }
-}
-
-/// Whether stdout is a pipe or socket whose reader has gone (POLLERR, POLLHUP), so
-/// that an idle follower ends when its reader does, not at its next line.
-fn stdout_is_closed() -> bool {
-    let mut fd = libc::pollfd {
-        fd: libc::STDOUT_FILENO,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one pollfd that lives across the call; a zero timeout never blocks.
-    let ready = unsafe { libc::poll(&raw mut fd, 1, 0) };
-    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub(crate) mod rows;
 pub mod sqlite;
 
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 pub(crate) use common::Reasons;
 pub use common::{FlightQuality, Totals};
@@ -100,6 +101,17 @@ impl ChangeFeed {
         match self {
             ChangeFeed::Sqlite(feed) => feed.data_version().map(Some),
             ChangeFeed::Postgres(_) => Ok(None),
+        }
+    }
+
+    /// PostgreSQL: waits up to `timeout` for a commit of events (see
+    /// `PgChangeFeed::wait_for_commit`); true when one came (or the connection
+    /// closed), false when the time ran out. SQLite tells of commits through its
+    /// files, not its connection: `None`, at once.
+    pub fn wait_for_commit(&mut self, timeout: Duration) -> Result<Option<bool>, StoreError> {
+        match self {
+            ChangeFeed::Sqlite(_) => Ok(None),
+            ChangeFeed::Postgres(feed) => feed.wait_for_commit(timeout).map(Some),
         }
     }
 

@@ -671,8 +671,8 @@ pub(crate) fn assert_an_idle_follower_uses_no_cpu<'a>(db: impl Into<DbRef<'a>>) 
     let mut follower = Follower::caught_up(db, &[]);
     let before = follower.cpu_ticks();
     let start = Instant::now();
-    // A measurement over a fixed span: CPU used while nothing happens (on
-    // PostgreSQL, fifteen reads of an empty page).
+    // A measurement over a fixed span: CPU used while nothing happens (a
+    // follower waits on the file system or the connection, and reads nothing).
     std::thread::sleep(Duration::from_secs(3));
     let used = follower.cpu_ticks() - before;
     assert!(

@@ -11,6 +11,13 @@
 //! visible only after theirs. What one statement's snapshot sees is therefore
 //! always every `change_seq` up to some number: no row can later commit under a
 //! number a reader has already passed.
+//!
+//! A follower waits for commits without polling: the feed's connection listens on
+//! `NOTIFY_CHANNEL`, which a trigger of `spoolite_event` notifies when a
+//! transaction that wrote events commits (schema 6). It listens before its first
+//! read, so a commit after that read is always told.
+
+use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Statement};
@@ -25,6 +32,9 @@ use crate::store::error::StoreError;
 const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, \
      source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
      FROM duty_event_all WHERE change_seq > $1 ORDER BY change_seq LIMIT $2";
+
+/// The channel `schema/postgres/0006_change_notify.sql` notifies.
+const NOTIFY_CHANNEL: &str = "spoolite_changes";
 
 /// A connection to a spoolite PostgreSQL database of the current schema, for
 /// reading its change feed. It only reads: a role with SELECT suffices.
@@ -41,7 +51,24 @@ impl PgChangeFeed {
         store.require_current_schema()?;
         let mut client = store.client;
         let page = client.prepare(PAGE_SQL)?;
+        client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}"))?;
         Ok(PgChangeFeed { client, page })
+    }
+
+    /// Waits up to `timeout` for a commit of events after this feed's last read:
+    /// true when one was told (every notification received so far is taken, one
+    /// read covers them all), or when the connection has closed, so that the
+    /// caller's next read meets the fault; false when the time ran out.
+    pub(crate) fn wait_for_commit(&mut self, timeout: Duration) -> Result<bool, StoreError> {
+        let told = {
+            let mut notifications = self.client.notifications();
+            let mut told = notifications.timeout_iter(timeout).next()?.is_some();
+            while notifications.iter().next()?.is_some() {
+                told = true;
+            }
+            told
+        };
+        Ok(told || self.client.is_closed())
     }
 
     /// Hands `each` the rows with `change_seq > after`, in `change_seq` order, at
