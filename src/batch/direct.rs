@@ -85,6 +85,7 @@ impl Slot {
 
 const PAYLOAD: usize = 4;
 const RETRACTED: usize = 5;
+const SLOT: usize = 6;
 
 /// The place of `name` in `FIELDS`.
 fn field_index(name: &str) -> Option<usize> {
@@ -95,6 +96,7 @@ fn field_index(name: &str) -> Option<usize> {
         "source_revision" => Some(3),
         "payload" => Some(PAYLOAD),
         "retracted" => Some(RETRACTED),
+        "slot" => Some(SLOT),
         _ => None,
     }
 }
@@ -105,7 +107,7 @@ enum Read {
     NotObject(&'static str),
     Object {
         /// The first value of each known field, in `FIELDS` order.
-        fields: [Option<Slot>; 6],
+        fields: [Option<Slot>; 7],
         /// The first key that is not a known field.
         unknown: Option<Span>,
     },
@@ -222,8 +224,18 @@ pub(crate) fn parse_event(
             ));
         }
     };
+    let slot = match fields[SLOT] {
+        None => None,
+        Some(Slot::Text(span)) => Some(span_text(text, &s.decoded, span)),
+        Some(other) => {
+            return Err(invalid(
+                InvalidReason::WrongType,
+                format!("slot must be a string, not {}", other.type_name()),
+            ));
+        }
+    };
     Ok(Event::from_fields(
-        flight_id, event_kind, instant, revision, payload, retracted,
+        flight_id, event_kind, instant, revision, payload, retracted, slot,
     )?)
 }
 
@@ -298,7 +310,7 @@ impl Parser<'_, '_> {
             return Err(JsonError::TooDeep { offset: self.pos });
         }
         self.pos += 1;
-        let mut fields: [Option<Slot>; 6] = [None; 6];
+        let mut fields: [Option<Slot>; 7] = [None; 7];
         let mut unknown = None;
         self.s.open.push(0);
         self.skip_whitespace();

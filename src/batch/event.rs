@@ -29,6 +29,11 @@ pub(crate) enum InvalidReason {
     NotJson,
     TooDeep,
     TooLarge,
+    BadSlot,
+    /// A stored key's event with another slot (judged by the store, not here).
+    SlotChanged,
+    /// A row of a CSV batch whose number of cells is not the header's.
+    BadRow,
 }
 
 impl InvalidReason {
@@ -46,11 +51,14 @@ impl InvalidReason {
             InvalidReason::NotJson => "not_json",
             InvalidReason::TooDeep => "too_deep",
             InvalidReason::TooLarge => "too_large",
+            InvalidReason::BadSlot => "bad_slot",
+            InvalidReason::SlotChanged => "slot_changed",
+            InvalidReason::BadRow => "bad_row",
         }
     }
 }
 
-fn invalid(reason: InvalidReason, detail: impl Into<String>) -> Invalid {
+pub(crate) fn invalid(reason: InvalidReason, detail: impl Into<String>) -> Invalid {
     Invalid {
         reason,
         detail: detail.into(),
@@ -108,6 +116,22 @@ fn flight_id_form(text: &str) -> Result<&str, Invalid> {
         }
         Ok(trimmed)
     }
+}
+
+/// The canonical form of a `slot` (1–64 printable ASCII characters after
+/// trimming), a slice of `text`, or why it is invalid.
+fn slot_form(text: &str) -> Result<&str, Invalid> {
+    let trimmed = trim(text);
+    let len = trimmed.len();
+    if len == 0 || len > 64 {
+        let why = format!("slot must be 1 to 64 characters after trimming, not {len}");
+        return Err(invalid(InvalidReason::BadSlot, why));
+    }
+    if let Some(c) = trimmed.chars().find(|c| !('!'..='~').contains(c)) {
+        let why = format!("slot may hold only printable ASCII, and holds {c:?}");
+        return Err(invalid(InvalidReason::BadSlot, why));
+    }
+    Ok(trimmed)
 }
 
 /// `event_kind`: `[a-z][a-z0-9_]{0,31}` after trimming and ASCII-lowercasing.
@@ -438,13 +462,14 @@ pub fn idempotency_key(flight_id: &str, event_kind: &str, instant_utc: &str) -> 
 }
 
 /// The fields an event may hold, in the contract's order; any other makes it invalid.
-pub(crate) const FIELDS: [&str; 6] = [
+pub(crate) const FIELDS: [&str; 7] = [
     "flight_id",
     "event_kind",
     "instant_utc",
     "source_revision",
     "payload",
     "retracted",
+    "slot",
 ];
 
 /// A valid event in canonical form. `revision` is `None` when the event has none of
@@ -460,6 +485,8 @@ pub struct Event {
     ends: [usize; 3],
     revision: Option<i64>,
     retracted: bool,
+    /// The canonical `slot`, if the event has one (section *Slots*).
+    slot: Option<Box<str>>,
 }
 
 impl Event {
@@ -488,6 +515,10 @@ impl Event {
     pub fn retracted(&self) -> bool {
         self.retracted
     }
+    /// The event's slot, if it has one.
+    pub fn slot(&self) -> Option<&str> {
+        self.slot.as_deref()
+    }
 
     /// Builds an event from its three identity fields given as text (`spoolite key`).
     pub(crate) fn identity(
@@ -495,11 +526,12 @@ impl Event {
         event_kind: &str,
         instant: &str,
     ) -> Result<Event, Invalid> {
-        Event::from_fields(flight_id, event_kind, instant, None, "{}", false)
+        Event::from_fields(flight_id, event_kind, instant, None, "{}", false, None)
     }
 
     /// Builds an event from its fields as read (text not yet trimmed or checked),
-    /// checking the identity fields in the contract's order.
+    /// checking the identity fields in the contract's order, then the slot.
+    /// `payload` is canonical already.
     pub(crate) fn from_fields(
         flight_id: &str,
         event_kind: &str,
@@ -507,10 +539,12 @@ impl Event {
         revision: Option<i64>,
         payload: &str,
         retracted: bool,
+        slot: Option<&str>,
     ) -> Result<Event, Invalid> {
         let flight_id = flight_id_form(flight_id)?;
         let event_kind = event_kind_form(event_kind)?;
         let instant = instant_form(instant)?;
+        let slot = slot.map(slot_form).transpose()?.map(Box::from);
         let key = idempotency_key(flight_id, &event_kind, &instant);
         let parts = [flight_id, &event_kind, &instant, payload];
         let mut text = String::with_capacity(parts.iter().map(|part| part.len()).sum());
@@ -527,6 +561,7 @@ impl Event {
             ends,
             revision,
             retracted,
+            slot,
         })
     }
 
@@ -585,8 +620,18 @@ impl Event {
                 ));
             }
         };
+        let slot = match field("slot") {
+            None => None,
+            Some(Value::String(slot)) => Some(slot.as_str()),
+            Some(other) => {
+                return Err(invalid(
+                    InvalidReason::WrongType,
+                    format!("slot must be a string, not {}", other.type_name()),
+                ));
+            }
+        };
         Event::from_fields(
-            flight_id, event_kind, instant, revision, &payload, retracted,
+            flight_id, event_kind, instant, revision, &payload, retracted, slot,
         )
     }
 

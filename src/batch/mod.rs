@@ -26,6 +26,8 @@
 //!   bit a level up to `syntax::NESTING_FOLLOWED_MAX` levels, beyond which a file
 //!   is `too_deep` at once.
 
+mod aidx;
+mod csv;
 mod direct;
 mod document;
 pub mod event;
@@ -47,11 +49,15 @@ use syntax::Position;
 /// How deep objects and arrays may nest in a batch file (or an NDJSON line).
 pub(crate) const DEPTH_MAX: usize = 128;
 
-/// The two batch formats, chosen by extension.
+/// The batch formats, chosen by extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Json,
     Ndjson,
+    /// `.csv`: event rows or flight rows (section *CSV batches*).
+    Csv,
+    /// `.xml`: an IATA AIDX flight-leg message (section *AIDX batches*).
+    Aidx,
 }
 
 impl Format {
@@ -62,6 +68,8 @@ impl Format {
         match extension.to_ascii_lowercase().as_str() {
             "json" => Some(Format::Json),
             "ndjson" | "jsonl" => Some(Format::Ndjson),
+            "csv" => Some(Format::Csv),
+            "xml" => Some(Format::Aidx),
             "gz" if !is_gzip(stem) => Format::from_name(stem),
             _ => None,
         }
@@ -88,6 +96,11 @@ pub(crate) enum RejectReason {
     BadShape,
     CountMismatch,
     BadGzip,
+    NotXml,
+    /// A `.csv` file whose last record has no line end (and does not end inside a
+    /// quoted cell): still arriving, and once the file is settled (it has not
+    /// changed for `--partial-timeout`) taken as it stands. Its code is `truncated`.
+    Unended,
 }
 
 impl RejectReason {
@@ -103,13 +116,18 @@ impl RejectReason {
             RejectReason::BadShape => "bad_shape",
             RejectReason::CountMismatch => "count_mismatch",
             RejectReason::BadGzip => "bad_gzip",
+            RejectReason::NotXml => "not_xml",
+            RejectReason::Unended => "truncated",
         }
     }
 
     /// A file with this problem may simply not be fully written yet: the daemon
     /// leaves it in incoming/ until `--partial-timeout` has passed without change.
     pub(crate) fn may_still_arrive(self) -> bool {
-        matches!(self, RejectReason::Truncated | RejectReason::Empty)
+        matches!(
+            self,
+            RejectReason::Truncated | RejectReason::Empty | RejectReason::Unended
+        )
     }
 }
 
@@ -162,12 +180,19 @@ pub struct Header {
     pub source_revision: Option<i64>,
 }
 
-/// The limits on what one file may make spoolite hold in memory.
+/// The limits on what one file may make spoolite hold in memory, and whether the
+/// file is settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// An event (or any one JSON value of a file, a `batch_id` included) longer than
-    /// this many bytes is `too_large`; no more of it than this is ever held.
+    /// An event (or any one JSON value of a file, a `batch_id` included; a CSV
+    /// record; an AIDX element's text) longer than this many bytes is
+    /// `too_large`; no more of it than this is ever held.
     pub(crate) event_bytes_max: usize,
+    /// The file is taken as it stands: a `.csv` file whose last record has no
+    /// line end is read with that record (`RejectReason::Unended` otherwise).
+    /// The daemon sets it once such a file has not changed for
+    /// `--partial-timeout`; `spoolite ingest` always.
+    pub(crate) settled: bool,
 }
 
 /// `--event-bytes-max` unless told otherwise: 16 MiB.
@@ -177,6 +202,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             event_bytes_max: EVENT_BYTES_MAX_DEFAULT,
+            settled: false,
         }
     }
 }
@@ -188,6 +214,8 @@ impl Default for Limits {
 pub enum BatchReader<R> {
     Json(JsonReader<R>),
     Ndjson(NdjsonReader<R>),
+    Csv(csv::CsvReader<R>),
+    Aidx(aidx::AidxReader<R>),
 }
 
 impl<R: BufRead> BatchReader<R> {
@@ -195,6 +223,8 @@ impl<R: BufRead> BatchReader<R> {
         match format {
             Format::Json => BatchReader::Json(JsonReader::new(input, limits)),
             Format::Ndjson => BatchReader::Ndjson(NdjsonReader::new(input, limits)),
+            Format::Csv => BatchReader::Csv(csv::CsvReader::new(input, limits)),
+            Format::Aidx => BatchReader::Aidx(aidx::AidxReader::new(input, limits)),
         }
     }
 
@@ -203,6 +233,8 @@ impl<R: BufRead> BatchReader<R> {
         match self {
             BatchReader::Json(reader) => reader.next_record(),
             BatchReader::Ndjson(reader) => reader.next_record(),
+            BatchReader::Csv(reader) => reader.next_record(),
+            BatchReader::Aidx(reader) => reader.next_record(),
         }
     }
 
@@ -210,7 +242,9 @@ impl<R: BufRead> BatchReader<R> {
     pub fn header(&self) -> Header {
         match self {
             BatchReader::Json(reader) => reader.header(),
-            BatchReader::Ndjson(_) => Header::default(),
+            BatchReader::Ndjson(_) | BatchReader::Csv(_) | BatchReader::Aidx(_) => {
+                Header::default()
+            }
         }
     }
 }

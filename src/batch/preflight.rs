@@ -15,8 +15,8 @@ pub(crate) fn preflight(name: &str, bytes: u64, file_bytes_max: u64) -> Result<F
         return Err(Rejection::new(
             RejectReason::UnsupportedType,
             format!(
-                "{:?} does not end in .json, .ndjson or .jsonl (or one of them and .gz); rename \
-                 it if it is a batch",
+                "{:?} does not end in .json, .ndjson, .jsonl, .csv or .xml (or one of them and \
+                 .gz); rename it if it is a batch",
                 names::escaped(name)
             ),
         ));

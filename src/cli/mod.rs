@@ -217,6 +217,7 @@ impl EventBytesMaxArg {
     pub fn limits(&self) -> crate::batch::Limits {
         crate::batch::Limits {
             event_bytes_max: self.event_bytes_max,
+            settled: false,
         }
     }
 }

@@ -82,7 +82,11 @@ fn ingest_one(
     };
     let options = ingest::Options {
         file_bytes_max: args.file_bytes_max.file_bytes_max,
-        limits: args.event_bytes_max.limits(),
+        // A file named on the command line is taken as it stands.
+        limits: crate::batch::Limits {
+            settled: true,
+            ..args.event_bytes_max.limits()
+        },
         progress: bar
             .as_ref()
             .map(|_| &report_progress as &dyn Fn(ingest::Progress)),

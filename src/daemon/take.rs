@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::time::{Duration, Instant};
 
-use crate::batch::Rejection;
+use crate::batch::{Limits, RejectReason, Rejection};
 use crate::clock::{Clock, format_millis};
 use crate::ingest::{self, IngestError, Ingested, Outcome, Progress};
 use crate::names;
@@ -26,9 +26,15 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 impl Daemon {
     /// Ingests one file and moves it, or leaves it for later.
     pub(super) fn take(&mut self, name: OsString, now: Instant) -> Report {
+        self.take_as(name, now, false)
+    }
+
+    /// `take`; `settled`: the file has not changed for `--partial-timeout` and is
+    /// read as it stands (`batch::Limits::settled`).
+    fn take_as(&mut self, name: OsString, now: Instant, settled: bool) -> Report {
         let recorded = names::lossy(&name);
         let started = self.clock.now();
-        let ingested = match self.ingest(&name, &recorded, started) {
+        let ingested = match self.ingest(&name, &recorded, started, settled) {
             Ok(ingested) => ingested,
             Err(error) => return self.ingest_failed(&name, recorded, error, now),
         };
@@ -53,6 +59,11 @@ impl Daemon {
                     },
                 };
             }
+            // A CSV file whose last record has no line end is taken as it stands
+            // once it has waited out the partial timeout.
+            if rejection.reason == RejectReason::Unended && !settled {
+                return self.take_as(name, now, true);
+            }
             waited_out(rejection, self.config.partial_timeout);
         }
         let read = FileIdentity::of(&ingested.opened);
@@ -65,13 +76,17 @@ impl Daemon {
         name: &OsStr,
         recorded: &str,
         started: Instant,
+        settled: bool,
     ) -> Result<Ingested, IngestError> {
         let path = self.spool.incoming.join(name);
         let clock: &dyn Clock = &*self.clock;
         let progress = progress_logger(recorded.to_owned(), started, clock);
         let options = ingest::Options {
             file_bytes_max: self.config.file_bytes_max,
-            limits: self.config.limits,
+            limits: Limits {
+                settled,
+                ..self.config.limits
+            },
             progress: Some(&progress),
             dry_run: false,
             stop: &self.stop,

@@ -1,6 +1,7 @@
 //! The one integration-test binary: drives the real `spoolite` binary in temporary
 //! folders and compares whole tables.
 
+mod aidx;
 mod analyst;
 mod archive_keep;
 mod backup;
@@ -9,6 +10,7 @@ mod check;
 mod cli;
 mod copydb;
 mod crew;
+mod csv;
 mod daemon;
 mod datasette;
 mod docs;

@@ -1,0 +1,1 @@
+//! `.xml` IATA AIDX batches through the real binary (section *AIDX batches*).

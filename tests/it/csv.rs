@@ -1,0 +1,1 @@
+//! `.csv` batches through the real binary (section *CSV batches*).
