@@ -30,8 +30,6 @@ pub(crate) enum InvalidReason {
     TooDeep,
     TooLarge,
     BadSlot,
-    /// A stored key's event with another slot (judged by the store, not here).
-    SlotChanged,
     /// A row of a CSV batch whose number of cells is not the header's.
     BadRow,
 }
@@ -52,7 +50,6 @@ impl InvalidReason {
             InvalidReason::TooDeep => "too_deep",
             InvalidReason::TooLarge => "too_large",
             InvalidReason::BadSlot => "bad_slot",
-            InvalidReason::SlotChanged => "slot_changed",
             InvalidReason::BadRow => "bad_row",
         }
     }

@@ -301,7 +301,8 @@ mod tests {
         let code = |name: &str, bytes: u64| preflight(name, bytes, 1000).map_err(|r| r.reason);
         assert_eq!(code("a.json", 10), Ok(Format::Json));
         assert_eq!(code("a.JSONL", 10), Ok(Format::Ndjson));
-        assert_eq!(code("a.csv", 10), Err(RejectReason::UnsupportedType));
+        assert_eq!(code("a.csv", 10), Ok(Format::Csv));
+        assert_eq!(code("a.txt", 10), Err(RejectReason::UnsupportedType));
         assert_eq!(code("a.json", 1001), Err(RejectReason::TooLarge));
         assert_eq!(code("a.json", 0), Err(RejectReason::Empty));
     }

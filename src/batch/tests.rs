@@ -223,13 +223,15 @@ fn formats_by_extension() {
     assert_eq!(Format::from_name("a.JSON"), Some(Format::Json));
     assert_eq!(Format::from_name("a.b.NdJson"), Some(Format::Ndjson));
     assert_eq!(Format::from_name("a.jsonl"), Some(Format::Ndjson));
-    assert_eq!(Format::from_name("a.csv"), None);
+    assert_eq!(Format::from_name("a.CSV"), Some(Format::Csv));
+    assert_eq!(Format::from_name("a.Xml"), Some(Format::Aidx));
+    assert_eq!(Format::from_name("a.txt"), None);
     assert_eq!(Format::from_name("json"), None);
     // gzip: the format of the content.
     assert_eq!(Format::from_name("a.ndjson.gz"), Some(Format::Ndjson));
     assert_eq!(Format::from_name("a.JSON.Gz"), Some(Format::Json));
     assert_eq!(Format::from_name("a.gz"), None);
-    assert_eq!(Format::from_name("a.csv.gz"), None);
+    assert_eq!(Format::from_name("a.csv.gz"), Some(Format::Csv));
     assert_eq!(Format::from_name("a.json.gz.gz"), None);
     assert!(super::is_gzip("a.ndjson.GZ") && !super::is_gzip("a.ndjson"));
 }

@@ -122,7 +122,8 @@ pub enum Command {
     /// One line per check with its result and what it found: integrity (SQLite's
     /// integrity_check; on PostgreSQL the schema version, its tables and views and
     /// the change_seq counter), inbox_counts, quarantine_counts, events_have_batch,
-    /// change_seq_distinct, flight_times, crew_flight, crew_duty and crew_fdp (each
+    /// change_seq_distinct, slots (at most one live row per slot, its highest
+    /// revision), flight_times, crew_flight, crew_duty and crew_fdp (each
     /// against what the live events give), and data_quality (informational: the
     /// crew members with flights or duties that can make a figure wrong; never
     /// fails). Only reads the database (an analyst's

@@ -487,6 +487,8 @@ fn write_fields(out: &mut impl Write, change: &Change) -> io::Result<()> {
     out.write_all(b",\"payload\":")?;
     out.write_all(change.payload.as_bytes())?;
     write!(out, ",\"retracted\":{}", change.retracted)?;
+    out.write_all(b",\"slot\":")?;
+    serde_json::to_writer(&mut *out, &change.slot)?;
     out.write_all(b",\"batch_digest\":")?;
     serde_json::to_writer(&mut *out, &change.batch_digest)?;
     out.write_all(b",\"first_seen_at\":")?;
@@ -565,6 +567,7 @@ mod tests {
             source_revision: 3,
             payload: payload.to_owned(),
             retracted,
+            slot: None,
             batch_digest: Some("cd".repeat(32)),
             first_seen_at: "2026-12-01T09:43:49.150Z".to_owned(),
             updated_at: "2026-12-01T09:43:49.150Z".to_owned(),
@@ -587,7 +590,7 @@ mod tests {
             format!(
                 "{{\"idempotency_key\":\"{}\",\"flight_id\":\"BA0117-20261129\",\
                  \"event_kind\":\"off_blocks\",\"instant_utc\":\"2026-11-29T10:05:00Z\",\
-                 \"source_revision\":3,\"payload\":{big},\"retracted\":true,\
+                 \"source_revision\":3,\"payload\":{big},\"retracted\":true,\"slot\":null,\
                  \"batch_digest\":\"{}\",\"first_seen_at\":\"2026-12-01T09:43:49.150Z\",\
                  \"updated_at\":\"2026-12-01T09:43:49.150Z\",\"change_seq\":7}}\n",
                 "ab".repeat(32),

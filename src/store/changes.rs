@@ -22,6 +22,8 @@ pub(crate) struct Change {
     /// The canonical payload: compact JSON text of an object.
     pub(crate) payload: String,
     pub(crate) retracted: bool,
+    /// The event's slot (NULL where none).
+    pub(crate) slot: Option<String>,
     /// The batch that last wrote the row (NULL only if its inbox row were gone).
     pub(crate) batch_digest: Option<String>,
     pub(crate) first_seen_at: String,

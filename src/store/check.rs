@@ -72,6 +72,12 @@ pub const CHECKS: &[Check] = &[
         postgres: |store, _| crate::store::postgres::check::change_seq_distinct(store),
     },
     Check {
+        name: "slots",
+        at_10m_seconds: |_| 1,
+        sqlite: |store, _| crate::store::sqlite::check::slots(store),
+        postgres: |store, _| crate::store::postgres::check::slots(store),
+    },
+    Check {
         name: "flight_times",
         at_10m_seconds: |_| 14,
         sqlite: |store, _| crate::store::sqlite::check::flight_times(store),

@@ -369,13 +369,18 @@ const TABLES: [Table; 3] = [
     },
     Table {
         name: "duty_event_all",
-        // In key order: the target's primary key is then written in order.
-        select: "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision,
-                        payload, retracted, batch_digest, first_seen_at, updated_at,
-                        change_seq + ?1
-                 FROM duty_event_all ORDER BY idempotency_key",
+        // In key order: the target's primary key is then written in order. The
+        // view's columns, and `displaced` (a row's own content), from the table
+        // the view reads.
+        select: "SELECT lower(hex(e.key)), e.flight_id, e.event_kind, e.instant_utc,
+                        e.source_revision, e.payload, e.retracted, e.slot, e.displaced,
+                        (SELECT i.batch_digest FROM ingest_inbox AS i
+                         WHERE i.batch_ref = e.batch_ref),
+                        e.first_seen_at, e.updated_at, e.change_seq + ?1
+                 FROM spoolite_event AS e ORDER BY lower(hex(e.key))",
         copy: "COPY spoolite_event (key, flight_id, event_kind, instant_utc, source_revision,
-                   payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
+                   payload, retracted, slot, displaced, batch_digest, first_seen_at,
+                   updated_at, change_seq)
                FROM STDIN",
     },
     Table {

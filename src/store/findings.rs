@@ -127,6 +127,20 @@ pub(crate) fn change_seq_finding(events: i64, first: &[String], total: i64) -> F
     ))
 }
 
+pub(crate) fn slots_finding(slots: i64, first: &[String], total: i64) -> Finding {
+    if total == 0 {
+        return Finding::holds(format!(
+            "{}, each with at most one live row, its highest revision",
+            plural(slots, "slot", "slots")
+        ));
+    }
+    Finding::fails(format!(
+        "{} with a live row other than the highest revision: {}",
+        plural(total, "slot", "slots"),
+        listed(first, total)
+    ))
+}
+
 pub(crate) fn flight_times_finding(flights: i64, first: &[String], total: i64) -> Finding {
     if total == 0 {
         return Finding::holds(format!(

@@ -13,7 +13,9 @@ use std::cmp::Ordering;
 use super::common::{CaseVariants, Reasons};
 
 /// What two versions of one key with the same revision are compared on: the
-/// canonical payload together with `retracted` (the contract's *content*).
+/// canonical payload together with `retracted` and `slot` (the contract's
+/// *content*). `retracted` is the version's own, as sent: a row its slot
+/// displaced keeps its own content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Content<'a> {
     /// The canonical payload text (compact JSON, keys sorted): equal payloads are
@@ -21,14 +23,17 @@ pub struct Content<'a> {
     pub payload: &'a str,
     /// Whether the event is retracted (a tombstone of its key).
     pub(crate) retracted: bool,
+    /// The event's slot (section *Slots*), which never changes for a key.
+    pub(crate) slot: Option<&'a str>,
 }
 
 impl<'a> Content<'a> {
-    /// A live (not retracted) event's content.
+    /// A live (not retracted) event's content, without a slot.
     pub fn live(payload: &'a str) -> Content<'a> {
         Content {
             payload,
             retracted: false,
+            slot: None,
         }
     }
 }
@@ -54,6 +59,10 @@ pub enum Outcome {
     /// The same revision with other content: nothing changes, the incoming event
     /// goes to quarantine.
     Conflict,
+    /// The key is stored (or came earlier in the file) with another slot: the
+    /// event is invalid (`slot_changed`), whatever its revision, and nothing
+    /// changes.
+    SlotChanged,
 }
 
 impl Outcome {
@@ -70,6 +79,10 @@ pub(crate) fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outc
     let Some(stored) = stored else {
         return Outcome::Inserted;
     };
+    // A key's slot never changes; this comes before the outcome table.
+    if stored.content.slot != incoming.content.slot {
+        return Outcome::SlotChanged;
+    }
     match incoming.revision.cmp(&stored.revision) {
         Ordering::Greater => Outcome::Updated,
         Ordering::Less => Outcome::Stale,
@@ -81,11 +94,50 @@ pub(crate) fn decide(stored: Option<Version<'_>>, incoming: Version<'_>) -> Outc
 /// The quarantine reason code of a conflicting event.
 pub(crate) const CONFLICT_REASON: &str = "conflict";
 
+/// The quarantine reason code of an event whose key is stored with another slot.
+pub(crate) const SLOT_CHANGED_REASON: &str = "slot_changed";
+
+/// The quarantine reason and detail of an event whose `outcome` quarantines it
+/// (`Conflict`, `SlotChanged`), the same from every backend; `met_slot` is the
+/// slot of the version it met.
+pub(crate) fn quarantined_as(
+    outcome: Outcome,
+    met_slot: Option<Option<&str>>,
+    incoming: Version<'_>,
+) -> (&'static str, String) {
+    match outcome {
+        Outcome::SlotChanged => {
+            let slot = |slot: Option<&str>| match slot {
+                Some(slot) => format!("slot {slot:?}"),
+                None => "no slot".to_owned(),
+            };
+            (
+                SLOT_CHANGED_REASON,
+                format!(
+                    "the key is stored with {}, and this event has {}: a key's slot never \
+                     changes (send the event under its stored slot)",
+                    slot(met_slot.flatten()),
+                    slot(incoming.content.slot)
+                ),
+            )
+        }
+        _ => (CONFLICT_REASON, conflict_detail(incoming)),
+    }
+}
+
+/// The quarantine detail of an event whose revision another key of its slot
+/// holds.
+pub(crate) fn slot_conflict_detail(revision: i64, slot: &str) -> String {
+    format!(
+        "source_revision {revision} is already held by another event of slot {slot:?} of \
+         this flight and kind; a higher source_revision replaces it"
+    )
+}
 /// The quarantine `detail` of a conflicting event, the same from every backend.
 pub fn conflict_detail(incoming: Version<'_>) -> String {
     format!(
-        "source_revision {} is already stored with other content (its payload, or \
-         whether it is retracted, differs); a higher source_revision replaces it",
+        "source_revision {} is already stored with other content (its payload, \
+         whether it is retracted, or its slot differs); a higher source_revision replaces it",
         incoming.revision
     )
 }
@@ -99,10 +151,11 @@ pub fn conflict_detail(incoming: Version<'_>) -> String {
 #[derive(Debug, Default)]
 pub struct KeyFold {
     /// The latest version: the stored one, or the file's last that won. `revision`,
-    /// `payload` and `retracted` mean nothing while `present` is false.
+    /// `payload`, `retracted` and `slot` mean nothing while `present` is false.
     revision: i64,
     payload: String,
     retracted: bool,
+    slot: Option<String>,
     /// Whether the key has a version yet (stored, or inserted by this file).
     present: bool,
     /// Whether a version of this file won, so that the latest one is to be written.
@@ -148,6 +201,7 @@ impl KeyFold {
             content: Content {
                 payload: &self.payload,
                 retracted: self.retracted,
+                slot: self.slot.as_deref(),
             },
         })
     }
@@ -157,6 +211,9 @@ impl KeyFold {
         self.payload.clear();
         self.payload.push_str(version.content.payload);
         self.retracted = version.content.retracted;
+        if self.slot.as_deref() != version.content.slot {
+            self.slot = version.content.slot.map(str::to_owned);
+        }
         self.present = true;
     }
 }
@@ -196,6 +253,7 @@ impl Counts {
             Outcome::Unchanged => &mut self.unchanged,
             Outcome::Stale => &mut self.stale,
             Outcome::Conflict => &mut self.conflicts,
+            Outcome::SlotChanged => &mut self.invalid,
         } += 1;
     }
 
@@ -378,10 +436,20 @@ impl FileFold {
             }
             sink.start(self, row, version)?;
         }
-        if self.offer(version) == Outcome::Conflict {
-            sink.conflict(row, version)?;
+        let outcome = self.offer(version);
+        if matches!(outcome, Outcome::Conflict | Outcome::SlotChanged) {
+            // Neither changes the key's latest version: it is the one met.
+            let met = self.fold.latest().map(|latest| latest.content.slot);
+            let (reason, detail) = quarantined_as(outcome, met, version);
+            sink.quarantine(row, reason, &detail)?;
         }
         Ok(())
+    }
+
+    /// Counts a version the slot rules made a conflict (`SlotClaims`): it is not
+    /// offered to its key, and the backend quarantines it.
+    pub(crate) fn count_slot_conflict(&mut self) {
+        self.counts.count(Outcome::Conflict);
     }
 
     /// Ends the file's last key through `sink`, once every version was folded.
@@ -414,8 +482,20 @@ pub(crate) trait KeySink {
     /// Writes what the end of the key started last says.
     fn end(&mut self, ended: KeyEnd<'_>) -> Result<(), Self::Error>;
 
-    /// Quarantines `row`, whose `version` conflicts with the key's.
-    fn conflict(&mut self, row: &Self::Row<'_>, version: Version<'_>) -> Result<(), Self::Error>;
+    /// Quarantines `row` with `reason` and `detail` (a conflict, a changed slot).
+    fn quarantine(
+        &mut self,
+        row: &Self::Row<'_>,
+        reason: &'static str,
+        detail: &str,
+    ) -> Result<(), Self::Error>;
+
+    /// Quarantines `row`, which the slot rules made a conflict (`SlotClaims`)
+    /// and which is not offered to its key; a backend that took something from
+    /// it as it was staged (a flight's times) takes it out again.
+    fn slot_conflict(&mut self, row: &Self::Row<'_>, detail: &str) -> Result<(), Self::Error> {
+        self.quarantine(row, CONFLICT_REASON, detail)
+    }
 }
 
 /// A file's events as they are read and folded: every one is counted as read
@@ -459,6 +539,9 @@ impl Tally {
         if applied.conflicts > 0 {
             self.reasons.insert(CONFLICT_REASON, applied.conflicts);
         }
+        if applied.invalid > 0 {
+            *self.reasons.entry(SLOT_CHANGED_REASON).or_default() += applied.invalid;
+        }
         assert_eq!(
             self.counts.events_total,
             self.counts.outcomes(),
@@ -470,6 +553,39 @@ impl Tally {
             reasons: self.reasons,
             case_variants: CaseVariants::default(),
         }
+    }
+}
+
+/// The slot rule that spans keys (section *Slots*): an event whose revision
+/// another key of its slot holds is a conflict. A backend hands one slot's events
+/// in file order, after `start` with the slot's stored rows; each key holds the
+/// highest revision stored or offered for it that was not a conflict (a lower or
+/// equal one leaves it as it was, as the outcome table does). Memory holds one
+/// slot's keys.
+#[derive(Debug, Default)]
+pub(crate) struct SlotClaims {
+    held: Vec<([u8; 32], i64)>,
+}
+
+impl SlotClaims {
+    /// Starts the next slot from its stored rows' keys and revisions.
+    pub(crate) fn start(&mut self, stored: impl IntoIterator<Item = ([u8; 32], i64)>) {
+        self.held.clear();
+        self.held.extend(stored);
+    }
+
+    /// Whether the slot's next event, of `key` with `revision`, is a conflict
+    /// (another key holds `revision`); if not, its key now holds the higher of its
+    /// revision and what it held.
+    pub(crate) fn conflicts(&mut self, key: &[u8; 32], revision: i64) -> bool {
+        if self.held.iter().any(|(k, r)| k != key && *r == revision) {
+            return true;
+        }
+        match self.held.iter_mut().find(|(k, _)| k == key) {
+            Some((_, held)) => *held = (*held).max(revision),
+            None => self.held.push((*key, revision)),
+        }
+        false
     }
 }
 
@@ -494,6 +610,7 @@ mod tests {
             content: Content {
                 payload,
                 retracted: true,
+                slot: None,
             },
         }
     }
@@ -696,8 +813,9 @@ mod tests {
     fn a_conflict_says_which_revision() {
         assert_eq!(
             conflict_detail(version((7, "{}"))),
-            "source_revision 7 is already stored with other content (its payload, or \
-             whether it is retracted, differs); a higher source_revision replaces it"
+            "source_revision 7 is already stored with other content (its payload, \
+             whether it is retracted, or its slot differs); a higher source_revision \
+             replaces it"
         );
     }
 

@@ -35,7 +35,8 @@ pub(crate) fn feed_rows<'a>(db: impl Into<DbRef<'a>>, filter: &str) -> Vec<Value
     // Every column of COLUMNS; ordered by the column, not by its text.
     let sql = format!(
         "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision{{t}}, \
-         payload, {{retracted}}{{t}}, batch_digest, first_seen_at, updated_at, change_seq{{t}} \
+         payload, {{retracted}}{{t}}, coalesce(slot, ''), batch_digest, first_seen_at, \
+         updated_at, change_seq{{t}} \
          FROM duty_event_all {filter} ORDER BY duty_event_all.change_seq"
     );
     db.into().rows(&sql).into_iter().map(row_object).collect()
@@ -56,10 +57,12 @@ fn row_object(row: Vec<String>) -> Value {
         "source_revision": int(&row[4]),
         "payload": serde_json::from_str::<Value>(&row[5]).expect("payload is JSON"),
         "retracted": match row[6].as_str() { "0" => false, "1" => true, other => panic!("retracted {other}") },
-        "batch_digest": row[7],
-        "first_seen_at": row[8],
-        "updated_at": row[9],
-        "change_seq": int(&row[10]),
+        // A slot is never empty: empty is none.
+        "slot": (!row[7].is_empty()).then(|| row[7].clone()),
+        "batch_digest": row[8],
+        "first_seen_at": row[9],
+        "updated_at": row[10],
+        "change_seq": int(&row[11]),
     })
 }
 

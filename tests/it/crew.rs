@@ -837,6 +837,20 @@ fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
             .batch_execute(&format!(
                 "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW crew_fdp;
                  DROP VIEW flight_times;
+                 DROP TRIGGER spoolite_event_changes ON spoolite_event;
+                 DROP FUNCTION spoolite_notify_changes();
+                 DROP VIEW duty_event; DROP VIEW duty_event_all;
+                 DROP INDEX spoolite_event_slot;
+                 ALTER TABLE spoolite_event DROP COLUMN slot, DROP COLUMN displaced;
+                 CREATE VIEW duty_event_all AS
+                 SELECT key AS idempotency_key, flight_id, event_kind, instant_utc,
+                        source_revision, payload, retracted, batch_digest, first_seen_at,
+                        updated_at, change_seq
+                 FROM spoolite_event;
+                 CREATE VIEW duty_event AS
+                 SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision,
+                        payload, batch_digest, first_seen_at, updated_at, change_seq
+                 FROM duty_event_all WHERE NOT retracted;
                  DROP TABLE spoolite_crew_flight; DROP TABLE spoolite_crew_duty;
                  DROP TABLE spoolite_crew_fdp;
                  DROP TABLE spoolite_flight;

@@ -29,6 +29,7 @@ mod pg_faults;
 mod pg_feed;
 mod retractions;
 mod silent;
+mod slots;
 mod support;
 mod support_pg;
 mod times;

@@ -480,10 +480,41 @@ pub fn downgrade_to_schema_6(db: &Path) {
 }
 
 /// Turns the SQLite database `db`, of the current schema, into the database
+/// schema 11 made of the same batches (which hold no slot): no slot or
+/// displaced column, views without `slot`.
+pub fn downgrade_to_schema_11(db: &Path) {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.execute_batch(
+        "BEGIN;
+         DROP INDEX spoolite_event_slot;
+         DROP VIEW duty_event;
+         DROP VIEW duty_event_all;
+         ALTER TABLE spoolite_event DROP COLUMN slot;
+         ALTER TABLE spoolite_event DROP COLUMN displaced;
+         CREATE VIEW duty_event_all AS
+         SELECT lower(hex(e.key)) AS idempotency_key, e.flight_id, e.event_kind,
+                e.instant_utc, e.source_revision, e.payload, e.retracted,
+                (SELECT i.batch_digest FROM ingest_inbox AS i WHERE i.batch_ref = e.batch_ref)
+                    AS batch_digest,
+                e.first_seen_at, e.updated_at, e.change_seq
+         FROM spoolite_event AS e;
+         CREATE VIEW duty_event AS
+         SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision, payload,
+                batch_digest, first_seen_at, updated_at, change_seq
+         FROM duty_event_all
+         WHERE retracted = 0;
+         PRAGMA user_version = 11;
+         COMMIT;",
+    )
+    .expect("back to schema 11");
+}
+
+/// Turns the SQLite database `db`, of the current schema, into the database
 /// schema 10 made of the same batches: crew rows of flights with block time only,
 /// without function or duty type, no flight duty periods, negative minutes in
 /// flight_times.
 pub fn downgrade_to_schema_10(db: &Path) {
+    downgrade_to_schema_11(db);
     let conn = rusqlite::Connection::open(db).expect("open");
     conn.execute_batch(
         "BEGIN;

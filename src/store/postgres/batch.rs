@@ -22,8 +22,18 @@
 //!    to, so that the next try, which finds the digest in the inbox or takes the
 //!    file over, can tell whether the commit was this one (`commit_status`).
 //!
-//! Memory is bounded by the cursor's fetch size, not by the number of events.
+//! Slots (the contract's *Slots*) add two steps, as on SQLite: before the fold,
+//! the staged events that have a slot are met slot by slot in file order with the
+//! slot's stored rows (`SlotClaims`, through a cursor of its own), and those whose
+//! revision another key holds are conflicts the fold skips; after the winners
+//! are applied, every slot the file named is settled (`SETTLE_SLOTS`): only its
+//! highest revision reads as sent, the rest read retracted, and a row that read
+//! live and no longer does takes this batch's `change_seq`.
+//!
+//! Memory is bounded by the cursor's fetch size, not by the number of events (and
+//! by the slot conflicts found, which are few).
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -35,8 +45,8 @@ use crate::batch::{Header, Record};
 use crate::store::common::{CASE_VARIANTS_SHOWN, CaseVariants, Quarantined};
 use crate::store::error::{CommitStatus, InDoubt, StoreError};
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, Tally, Version,
-    conflict_detail,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, SlotClaims, Tally,
+    Version, slot_conflict_detail,
 };
 
 /// Rows read from the fold's cursor at a time.
@@ -55,6 +65,8 @@ pub struct Batch<'c> {
     /// The flight id of the last valid event staged (a run of one flight's
     /// events is told to the effects once).
     last_flight: String,
+    /// Whether a staged event has a slot.
+    slotted: bool,
 }
 
 /// Where a batch's results go: `Write` writes them, `DryRun` drops them. The
@@ -80,14 +92,16 @@ pub(super) trait Effects {
     /// Sends what was gathered since the last flush.
     fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError>;
 
-    /// Ends the transaction: the winners applied, the counter moved and the inbox
-    /// row's counts written before the commit; or a rollback.
+    /// Ends the transaction: the winners applied, the slots the file named
+    /// settled (`slotted`: it named any), the counter moved and the inbox row's
+    /// counts written before the commit; or a rollback.
     fn end(
         self: Box<Self>,
         tx: Transaction<'_>,
         digest: String,
         header: &Header,
         finished: Finished,
+        slotted: bool,
     ) -> Result<Finished, StoreError>;
 }
 
@@ -122,7 +136,8 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         event_kind text NOT NULL,
         instant_utc text NOT NULL,
         payload text NOT NULL,
-        raw text NOT NULL
+        raw text NOT NULL,
+        slot text
     ) ON COMMIT DROP;
     CREATE TEMP TABLE spoolite_winner (
         key text COLLATE \"C\" NOT NULL,
@@ -132,7 +147,8 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         source_revision bigint NOT NULL,
         payload text NOT NULL,
         retracted boolean NOT NULL,
-        change_seq bigint NOT NULL
+        change_seq bigint NOT NULL,
+        slot text
     ) ON COMMIT DROP;
     CREATE TEMP TABLE spoolite_stage_flight (
         flight_id text COLLATE \"C\" NOT NULL,
@@ -179,6 +195,7 @@ pub(super) fn begin<'c>(
         tally: Tally::default(),
         staged: Vec::new(),
         last_flight: String::new(),
+        slotted: false,
     }))
 }
 
@@ -187,32 +204,92 @@ fn bool_text(value: bool) -> &'static str {
 }
 
 const COPY_STAGE: &str = "COPY spoolite_stage (key, idx, revision, retracted, flight_id,
-    event_kind, instant_utc, payload, raw) FROM STDIN";
+    event_kind, instant_utc, payload, raw, slot) FROM STDIN";
 const COPY_QUARANTINE: &str = "COPY quarantine (batch_digest, file_name, record_index, reason,
     detail, raw, quarantined_at) FROM STDIN";
 const COPY_STAGE_FLIGHT: &str = "COPY spoolite_stage_flight (flight_id, idx) FROM STDIN";
 const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, instant_utc,
-    source_revision, payload, retracted, change_seq) FROM STDIN";
+    source_revision, payload, retracted, change_seq, slot) FROM STDIN";
 
 /// The staged events joined to their stored rows, in key order, then file order.
+/// A stored row's `retracted` is its own, as sent (a row its slot displaced was
+/// sent live).
 const FOLD_CURSOR: &str = "DECLARE spoolite_fold NO SCROLL CURSOR FOR
     SELECT s.key, s.idx, s.revision, s.retracted, s.payload, s.raw, s.flight_id,
-           s.event_kind, s.instant_utc, d.source_revision, d.payload, d.retracted
+           s.event_kind, s.instant_utc, d.source_revision, d.payload,
+           d.retracted AND NOT d.displaced, s.slot, d.slot
     FROM spoolite_stage AS s LEFT JOIN spoolite_event AS d ON d.key = s.key
     ORDER BY s.key, s.idx";
+
+/// The slots the staged events name, slot by slot: first the slot's stored rows
+/// (`idx` -1), then its staged events in file order.
+const SLOT_CURSOR: &str = "DECLARE spoolite_slots NO SCROLL CURSOR FOR
+    WITH named AS (
+        SELECT DISTINCT flight_id, event_kind, slot FROM spoolite_stage WHERE slot IS NOT NULL
+    )
+    SELECT d.flight_id, d.event_kind, d.slot, -1::bigint AS idx, d.key, d.source_revision
+    FROM spoolite_event AS d JOIN named AS n
+        ON d.flight_id = n.flight_id AND d.event_kind = n.event_kind AND d.slot = n.slot
+    UNION ALL
+    SELECT flight_id, event_kind, slot, idx, key, revision
+    FROM spoolite_stage WHERE slot IS NOT NULL
+    ORDER BY 1, 2, 3, 4";
+
+/// Settles the slots the staged events name, once the winners are applied: the
+/// rows to change go into `spoolite_settle`, with what each is to read (its own
+/// content when it holds its slot's highest revision, else retracted, and
+/// `displaced` when it was sent live).
+const SETTLE_SLOTS: &str = "CREATE TEMP TABLE spoolite_settle ON COMMIT DROP AS
+    WITH named AS (
+        SELECT DISTINCT flight_id, event_kind, slot FROM spoolite_stage WHERE slot IS NOT NULL
+    ), rows AS (
+        SELECT d.key, d.retracted, d.displaced, d.batch_digest,
+               d.retracted AND NOT d.displaced AS own,
+               d.source_revision = max(d.source_revision)
+                   OVER (PARTITION BY d.flight_id, d.event_kind, d.slot) AS wins
+        FROM spoolite_event AS d JOIN named AS n
+            ON d.flight_id = n.flight_id AND d.event_kind = n.event_kind AND d.slot = n.slot
+    ), settled AS (
+        SELECT key, retracted, displaced, batch_digest,
+               CASE WHEN wins THEN own ELSE true END AS to_retracted,
+               CASE WHEN wins THEN false ELSE NOT own END AS to_displaced
+        FROM rows
+    )
+    SELECT key, retracted, batch_digest, to_retracted, to_displaced FROM settled
+    WHERE (retracted, displaced) IS DISTINCT FROM (to_retracted, to_displaced)";
+
+/// The settled rows that read live and no longer do, and that another batch
+/// wrote: written as this batch's change (`$1` its digest, `$2` its time), each
+/// with the next `change_seq` from `$3`, in key order.
+const DISPLACE: &str = "UPDATE spoolite_event AS d
+    SET retracted = true, displaced = s.to_displaced, batch_digest = $1, updated_at = $2,
+        change_seq = $3 + s.n - 1
+    FROM (SELECT key, to_displaced, row_number() OVER (ORDER BY key) AS n
+          FROM spoolite_settle
+          WHERE NOT retracted AND to_retracted AND batch_digest IS DISTINCT FROM $1) AS s
+    WHERE d.key = s.key";
+
+/// The other settled rows: only what they read changes.
+const RESETTLE: &str = "UPDATE spoolite_event AS d
+    SET retracted = s.to_retracted, displaced = s.to_displaced
+    FROM spoolite_settle AS s
+    WHERE d.key = s.key
+      AND NOT (NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1)";
 
 /// The winners applied in one statement. The `WHERE` is the revision guard: a
 /// stored row is only ever replaced by a higher revision (which the fold has
 /// already decided each winner is, so every row of `spoolite_winner` is written).
 const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
-        source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq)
+        source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq,
+        slot)
     SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
-           $1, $2, $2, change_seq
+           $1, $2, $2, change_seq, slot
     FROM spoolite_winner ORDER BY key
     ON CONFLICT (key) DO UPDATE SET
         source_revision = excluded.source_revision,
         payload = excluded.payload,
         retracted = excluded.retracted,
+        displaced = false,
         batch_digest = excluded.batch_digest,
         updated_at = excluded.updated_at,
         change_seq = excluded.change_seq
@@ -331,8 +408,10 @@ impl Batch<'_> {
                             Some(event.instant_utc()),
                             Some(event.payload()),
                             Some(&record.raw),
+                            event.slot(),
                         ],
                     );
+                    self.slotted |= event.slot().is_some();
                     self.tally.read_valid();
                 }
                 Err(invalid) => {
@@ -355,7 +434,12 @@ impl Batch<'_> {
         // stored rows read below are those the writer before committed, and the
         // change_seq taken here is larger than every one committed.
         self.effects.lock(&mut self.tx, stop)?;
-        let fold = self.fold_staged(header.source_revision.unwrap_or(0), stop)?;
+        let default_revision = header.source_revision.unwrap_or(0);
+        let slot_conflicts = match self.slotted {
+            true => self.slot_conflicts(default_revision)?,
+            false => HashSet::new(),
+        };
+        let fold = self.fold_staged(default_revision, &slot_conflicts, stop)?;
         let resent = match &header.batch_id {
             None => false,
             Some(id) => self
@@ -367,7 +451,41 @@ impl Batch<'_> {
                 .is_some(),
         };
         let finished = self.tally.finish(&fold, resent);
-        self.effects.end(self.tx, self.digest, header, finished)
+        self.effects
+            .end(self.tx, self.digest, header, finished, self.slotted)
+    }
+
+    /// The staged events the slot rules make conflicts: each slot's events in
+    /// file order, met with the slot's stored rows (`SlotClaims`).
+    fn slot_conflicts(&mut self, default_revision: i64) -> Result<HashSet<u64>, StoreError> {
+        self.tx.batch_execute(SLOT_CURSOR)?;
+        let mut conflicts = HashSet::new();
+        let mut claims = SlotClaims::default();
+        let mut current: Option<(String, String, String)> = None;
+        let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_slots");
+        loop {
+            let rows = self.tx.query(&fetch, &[])?;
+            for row in &rows {
+                let slot: (String, String, String) = (row.get(0), row.get(1), row.get(2));
+                if current.as_ref() != Some(&slot) {
+                    claims.start([]);
+                    current = Some(slot);
+                }
+                let idx: i64 = row.get(3);
+                let key = key_bytes(row.get(4))?;
+                let revision: Option<i64> = row.get(5);
+                let revision = revision.unwrap_or(default_revision);
+                // A stored row (idx -1) only claims its revision.
+                if claims.conflicts(&key, revision) && idx >= 0 {
+                    conflicts.insert(idx as u64);
+                }
+            }
+            if rows.len() < FETCH_ROWS {
+                break;
+            }
+        }
+        self.tx.batch_execute("CLOSE spoolite_slots")?;
+        Ok(conflicts)
     }
 
     /// Reads the staged events joined to their stored rows through a cursor, a
@@ -376,6 +494,7 @@ impl Batch<'_> {
     fn fold_staged(
         &mut self,
         default_revision: i64,
+        slot_conflicts: &HashSet<u64>,
         stop: &AtomicBool,
     ) -> Result<FileFold, StoreError> {
         self.tx.batch_execute(FOLD_CURSOR)?;
@@ -394,13 +513,22 @@ impl Batch<'_> {
             for row in &rows {
                 let key: &str = row.get(0);
                 let revision: Option<i64> = row.get(2);
+                let slot: Option<&str> = row.get(12);
                 let incoming = Version {
                     revision: revision.unwrap_or(default_revision),
                     content: Content {
                         payload: row.get(4),
                         retracted: row.get(3),
+                        slot,
                     },
                 };
+                let idx: i64 = row.get(1);
+                if slot_conflicts.contains(&(idx as u64)) {
+                    fold.count_slot_conflict();
+                    let detail = slot_conflict_detail(incoming.revision, slot.unwrap_or_default());
+                    keys.quarantine(row, CONFLICT_REASON, &detail)?;
+                    continue;
+                }
                 fold.step(&mut keys, key.as_bytes(), row, incoming)?;
             }
             let done = rows.len() < FETCH_ROWS;
@@ -443,6 +571,7 @@ impl KeySink for CursorKeys<'_> {
             content: Content {
                 payload: row.get(10),
                 retracted: row.get(11),
+                slot: row.get(13),
             },
         });
         let key: &str = row.get(0);
@@ -457,13 +586,18 @@ impl KeySink for CursorKeys<'_> {
         Ok(())
     }
 
-    fn conflict(&mut self, row: &postgres::Row, version: Version<'_>) -> Result<(), StoreError> {
+    fn quarantine(
+        &mut self,
+        row: &postgres::Row,
+        reason: &'static str,
+        detail: &str,
+    ) -> Result<(), StoreError> {
         let index: i64 = row.get(1);
         let event = Quarantined {
             index: index as u64,
             raw: row.get(5),
-            reason: CONFLICT_REASON,
-            detail: &conflict_detail(version),
+            reason,
+            detail,
         };
         self.effects.quarantine(self.digest, event);
         Ok(())
@@ -517,6 +651,7 @@ impl Effects for Write {
                 Some(version.content.payload),
                 Some(bool_text(version.content.retracted)),
                 Some(&seq),
+                version.content.slot,
             ],
         );
         self.next_seq += 1;
@@ -544,6 +679,7 @@ impl Effects for Write {
         digest: String,
         header: &Header,
         mut finished: Finished,
+        slotted: bool,
     ) -> Result<Finished, StoreError> {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         finished.case_variants = note_flight_ids(&mut tx)?;
@@ -554,6 +690,12 @@ impl Effects for Write {
                 "the revision guard wrote {written} rows where the outcome rules chose \
                  {expected}; the batch was rolled back"
             )));
+        }
+        if slotted {
+            tx.batch_execute(SETTLE_SLOTS)?;
+            let displaced = tx.execute(DISPLACE, &[&digest, &self.now, &self.next_seq])?;
+            self.next_seq += displaced as i64;
+            tx.execute(RESETTLE, &[&digest])?;
         }
         // Still under the counter lock: no other writer's flight rows can be
         // newer than what these statements see (`store::postgres::crew`).
@@ -656,6 +798,7 @@ impl Effects for DryRun {
         _: String,
         _: &Header,
         finished: Finished,
+        _: bool,
     ) -> Result<Finished, StoreError> {
         tx.rollback()?;
         Ok(finished)
@@ -674,4 +817,13 @@ pub(super) fn commit_status(client: &mut Client, xid: &str) -> Result<CommitStat
         Some("in progress") => CommitStatus::InProgress,
         _ => CommitStatus::Unknown,
     })
+}
+
+/// A key as the cursor reads it (64 lowercase hex characters), as its 32 bytes.
+fn key_bytes(key: &str) -> Result<[u8; 32], StoreError> {
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(key, &mut bytes).map_err(|error| {
+        StoreError::Disagreed(format!("a stored key is not 64 hex characters: {error}"))
+    })?;
+    Ok(bytes)
 }

@@ -30,7 +30,8 @@ use crate::store::error::StoreError;
 /// The columns of `duty_event_all`, in its order. `change_seq > $1 ORDER BY
 /// change_seq` walks the unique index on `spoolite_event.change_seq`.
 const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, \
-     source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
+     source_revision, payload, retracted, slot, batch_digest, first_seen_at, \
+     updated_at, change_seq \
      FROM duty_event_all WHERE change_seq > $1 ORDER BY change_seq LIMIT $2";
 
 /// The channel `schema/postgres/0006_change_notify.sql` notifies.
@@ -109,9 +110,10 @@ fn read_change(row: &postgres::Row) -> Result<Change, postgres::Error> {
         source_revision: row.try_get(4)?,
         payload: row.try_get(5)?,
         retracted: row.try_get(6)?,
-        batch_digest: row.try_get(7)?,
-        first_seen_at: row.try_get(8)?,
-        updated_at: row.try_get(9)?,
-        change_seq: row.try_get(10)?,
+        slot: row.try_get(7)?,
+        batch_digest: row.try_get(8)?,
+        first_seen_at: row.try_get(9)?,
+        updated_at: row.try_get(10)?,
+        change_seq: row.try_get(11)?,
     })
 }

@@ -5,9 +5,18 @@
 //! revision-guarded upsert, conflicts and invalid events to quarantine, the inbox
 //! row. A key's first version is inserted outright, and its stored row looked up
 //! only when that insert meets one. A dry run folds the same way with no write path.
+//!
+//! Slots (the contract's *Slots*) add two steps around the fold. The file's
+//! events that have a slot are also noted, with their place in the file, in a
+//! temporary table; before the fold, each slot's events are met in file order
+//! with its stored rows (`SlotClaims`), and an event whose revision another key
+//! of its slot holds is a conflict the fold skips. After the fold, each slot the
+//! file wrote into is settled (`settle_slots`): its highest revision reads as it
+//! was sent, every other row reads retracted (`displaced`), and a row that read
+//! live and no longer does is written as this batch's change.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::{
@@ -22,8 +31,8 @@ use crate::batch::{Event, Header, Record};
 use crate::store::common::{CaseVariants, Quarantined};
 use crate::store::error::StoreError;
 use crate::store::fold::{
-    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, Tally, Version,
-    conflict_detail,
+    CONFLICT_REASON, Content, Counts, FileFold, Finished, KeyEnd, KeySink, SlotClaims, Tally,
+    Version, slot_conflict_detail,
 };
 
 /// Rows applied between two looks at the stop flag.
@@ -43,7 +52,24 @@ pub struct Batch<'c> {
     /// The time spent in `stage` (logged at debug level: how much of the read the
     /// writer's thread was busy).
     staging: std::time::Duration,
+    /// Whether an event with a slot was staged (into `temp.spoolite_slotted`).
+    slotted: bool,
 }
+
+/// The events of the batch that have a slot, with their place in the file: what
+/// the slot rules go through, slot by slot in file order. A temporary table, so
+/// that memory stays bounded whatever the file holds.
+const CREATE_SLOTTED: &str = "CREATE TEMP TABLE IF NOT EXISTS spoolite_slotted (
+        flight_id TEXT NOT NULL,
+        event_kind TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        record_index INTEGER NOT NULL,
+        key BLOB NOT NULL,
+        revision INTEGER,
+        flight_ref INTEGER NOT NULL,
+        PRIMARY KEY (flight_id, event_kind, slot, record_index)
+    ) WITHOUT ROWID;
+    DELETE FROM temp.spoolite_slotted;";
 
 /// Where a batch's results go: `Writer` writes them, `DryRun` drops them. The
 /// staging, the runs and the fold (`FileFold`) are the same for both.
@@ -84,6 +110,10 @@ pub(super) struct Apply<'s> {
     valid: u64,
     default_revision: i64,
     stop: &'s AtomicBool,
+    /// The file's events (by place in the file) that the slot rules made conflicts.
+    slot_conflicts: HashSet<u64>,
+    /// Whether any event has a slot: the slots it wrote into are settled.
+    slotted: bool,
 }
 
 /// The write path of one batch: the file its rows are written as (its digest, its
@@ -157,6 +187,7 @@ pub(super) fn begin<'c>(
         tally: Tally::default(),
         runs,
         staging: std::time::Duration::ZERO,
+        slotted: false,
     }))
 }
 
@@ -184,6 +215,27 @@ impl Batch<'_> {
 
     fn stage_event(&mut self, event: &Event, record: &Record) -> Result<(), StoreError> {
         let flight_ref = self.effects.flight_ref(&self.tx, event)?;
+        if let Some(slot) = event.slot() {
+            if !self.slotted {
+                self.tx.execute_batch(CREATE_SLOTTED)?;
+                self.slotted = true;
+            }
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO temp.spoolite_slotted
+                         (flight_id, event_kind, slot, record_index, key, revision, flight_ref)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![
+                    event.flight_id(),
+                    event.event_kind(),
+                    slot,
+                    record.index as i64,
+                    &event.key()[..],
+                    event.revision(),
+                    flight_ref
+                ])?;
+        }
         self.runs
             .push(&Staged {
                 key: event.key(),
@@ -196,8 +248,47 @@ impl Batch<'_> {
                 instant_utc: event.instant_utc(),
                 payload: event.payload(),
                 raw: &record.raw,
+                slot: event.slot(),
             })
             .map_err(StoreError::Spill)
+    }
+
+    /// The events the slot rules make conflicts: each slot's events in file order,
+    /// met with the slot's stored rows (`SlotClaims`).
+    fn slot_conflicts(&self, default_revision: i64) -> Result<HashSet<u64>, StoreError> {
+        let mut conflicts = HashSet::new();
+        if !self.slotted {
+            return Ok(conflicts);
+        }
+        let mut stored = self.tx.prepare(
+            "SELECT key, source_revision FROM spoolite_event
+             WHERE flight_id = ?1 AND event_kind = ?2 AND slot = ?3",
+        )?;
+        let mut events = self.tx.prepare(
+            "SELECT flight_id, event_kind, slot, record_index, key, revision
+             FROM temp.spoolite_slotted ORDER BY flight_id, event_kind, slot, record_index",
+        )?;
+        let mut rows = events.query([])?;
+        let mut claims = SlotClaims::default();
+        let mut current: Option<(String, String, String)> = None;
+        while let Some(row) = rows.next()? {
+            let slot = (row.get(0)?, row.get(1)?, row.get(2)?);
+            if current.as_ref() != Some(&slot) {
+                let held = stored
+                    .query_map(params![slot.0, slot.1, slot.2], |row| {
+                        Ok((row.get::<_, [u8; 32]>(0)?, row.get::<_, i64>(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                claims.start(held);
+                current = Some(slot);
+            }
+            let key: [u8; 32] = row.get(4)?;
+            let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
+            if claims.conflicts(&key, revision) {
+                conflicts.insert(row.get::<_, i64>(3)? as u64);
+            }
+        }
+        Ok(conflicts)
     }
 
     /// Applies the staged events in key order (file order within a key), writes the
@@ -219,6 +310,8 @@ impl Batch<'_> {
             valid,
             default_revision,
             stop,
+            slot_conflicts: self.slot_conflicts(default_revision)?,
+            slotted: self.slotted,
         };
         let fold = self.effects.apply(&self.tx, staged)?;
         log::debug!(
@@ -297,6 +390,8 @@ impl Effects for Writer {
             valid,
             default_revision,
             stop,
+            slot_conflicts,
+            slotted,
         } = staged;
         let mut flights = std::mem::take(&mut self.flights);
         flights.end_run(tx)?;
@@ -304,12 +399,23 @@ impl Effects for Writer {
             true => Some(rebuild::drop_secondary(tx)?),
             false => None,
         };
-        let fold = self.write(tx, runs, default_revision, stop, &mut flights)?;
+        let fold = self.write(
+            tx,
+            runs,
+            default_revision,
+            stop,
+            &slot_conflicts,
+            &mut flights,
+        )?;
         let sorted = dropped.is_some();
         if let Some(dropped) = dropped {
             let built = std::time::Instant::now();
             dropped.rebuild(tx)?;
             log::debug!("built the secondary indexes again in {:?}", built.elapsed());
+        }
+        // After the rebuild: a slot's rows are found through its index.
+        if slotted {
+            self.settle_slots(tx, &mut flights)?;
         }
         // After the rebuild: a flight's times are recomputed through the index on
         // flight_id.
@@ -354,12 +460,13 @@ impl Effects for DryRun {
             runs,
             default_revision,
             stop,
+            slot_conflicts,
             ..
         } = staged;
         let mut keys = LookOnly {
             lookup: tx.prepare(LOOKUP)?,
         };
-        fold_runs(runs, default_revision, stop, &mut keys)
+        fold_runs(runs, default_revision, stop, &slot_conflicts, &mut keys)
     }
 
     fn case_variants(&mut self) -> CaseVariants {
@@ -369,6 +476,15 @@ impl Effects for DryRun {
     fn end(self: Box<Self>, tx: Transaction<'_>, _: &Header, _: &Counts) -> Result<(), StoreError> {
         Ok(tx.rollback()?)
     }
+}
+
+/// A stored row of a slot, as `Writer::settle_slots` reads it.
+struct SlotRow {
+    key: [u8; 32],
+    revision: i64,
+    retracted: bool,
+    displaced: bool,
+    batch_ref: i64,
 }
 
 /// The columns of a key's row besides its version, from its first event (every
@@ -396,9 +512,12 @@ impl KeyColumns {
     }
 }
 
-/// The stored version of a key, found through the key's index (on its hex).
-const LOOKUP: &str = "SELECT source_revision, payload, retracted, batch_ref FROM spoolite_event
-     WHERE lower(hex(key)) = lower(hex(?1))";
+/// The stored version of a key, found through the key's index (on its hex): its
+/// own content (a row its slot displaced was sent live), the batch that wrote it,
+/// and whether its slot displaced it.
+const LOOKUP: &str = "SELECT source_revision, payload, retracted AND NOT displaced, batch_ref,
+         slot, displaced
+     FROM spoolite_event WHERE lower(hex(key)) = lower(hex(?1))";
 
 /// Folds the merged runs, in key order (file order within a key), through
 /// `sink` (`FileFold::step`), looking at the stop flag every `STOP_CHECK_ROWS`
@@ -407,6 +526,7 @@ fn fold_runs<S>(
     runs: Runs,
     default_revision: i64,
     stop: &AtomicBool,
+    slot_conflicts: &HashSet<u64>,
     sink: &mut S,
 ) -> Result<FileFold, StoreError>
 where
@@ -424,8 +544,15 @@ where
             content: Content {
                 payload: row.payload,
                 retracted: row.retracted,
+                slot: row.slot,
             },
         };
+        if slot_conflicts.contains(&row.index) {
+            fold.count_slot_conflict();
+            let slot = row.slot.unwrap_or_default();
+            let detail = slot_conflict_detail(incoming.revision, slot);
+            return sink.slot_conflict(row, &detail);
+        }
         fold.step(sink, row.key, row, incoming)
     })?;
     fold.end_last_key(sink)?;
@@ -454,7 +581,7 @@ impl KeySink for LookOnly<'_> {
         Ok(())
     }
 
-    fn conflict(&mut self, _: &Staged<'_>, _: Version<'_>) -> Result<(), StoreError> {
+    fn quarantine(&mut self, _: &Staged<'_>, _: &'static str, _: &str) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -479,6 +606,8 @@ struct WriteKeys<'w, 't> {
     /// The batch that wrote the table's row of the key being folded (`None`: no
     /// row), whose `rows_last_written` a write over it takes one from.
     table_batch: Option<i64>,
+    /// The table's row of that key reads retracted because its slot displaced it.
+    table_displaced: bool,
     columns: KeyColumns,
 }
 
@@ -493,6 +622,7 @@ impl KeySink for WriteKeys<'_, '_> {
         first: Version<'_>,
     ) -> Result<(), StoreError> {
         self.columns.take(row);
+        self.table_displaced = false;
         if self.expect_new && self.writer.insert_new(&mut self.insert_new, row, first)? {
             fold.start_key_inserted(row.key, first);
             self.table_batch = Some(self.writer.batch_ref);
@@ -500,19 +630,22 @@ impl KeySink for WriteKeys<'_, '_> {
                 .flights
                 .written(self.tx, row.flight_ref, row.event_kind);
         }
-        let stored_by = start_from_stored(&mut self.lookup, row.key, fold)?;
-        self.expect_new = stored_by.is_none();
-        self.table_batch = stored_by;
+        let stored = start_from_stored(&mut self.lookup, row.key, fold)?;
+        self.expect_new = stored.is_none();
+        self.table_batch = stored.map(|(batch, _)| batch);
+        self.table_displaced = stored.is_some_and(|(_, displaced)| displaced);
         Ok(())
     }
 
     fn end(&mut self, ended: KeyEnd<'_>) -> Result<(), StoreError> {
         let columns = &self.columns;
         if let Some(version) = ended.write {
-            // The stored row's `retracted` differs from the version's.
-            let retracted_changes = ended
-                .table_live
-                .is_some_and(|live| live == version.content.retracted);
+            // The stored row's `retracted` differs from the version's, or its slot
+            // displaced it (the write reads as sent; the slot is settled after).
+            let retracted_changes = self.table_displaced
+                || ended
+                    .table_live
+                    .is_some_and(|live| live == version.content.retracted);
             let upsert = match &mut self.upserts[usize::from(retracted_changes)] {
                 Some(upsert) => upsert,
                 slot => slot.insert(
@@ -536,44 +669,66 @@ impl KeySink for WriteKeys<'_, '_> {
                     .written(self.tx, columns.flight_ref, &columns.event_kind)?;
             }
         }
-        if ended.left_live && flights::is_timed(&columns.event_kind) {
+        // A row its slot displaced reads retracted whatever the fold found: a
+        // live version the file staged of it was merged into its flight's times.
+        let left_live = ended.left_live || self.table_displaced;
+        if left_live && flights::is_timed(&columns.event_kind) {
             self.flights.recompute(self.tx, columns.flight_ref)?;
         }
         Ok(())
     }
 
-    fn conflict(&mut self, row: &Staged<'_>, version: Version<'_>) -> Result<(), StoreError> {
+    fn quarantine(
+        &mut self,
+        row: &Staged<'_>,
+        reason: &'static str,
+        detail: &str,
+    ) -> Result<(), StoreError> {
         let event = Quarantined {
             index: row.index,
             raw: row.raw,
-            reason: CONFLICT_REASON,
-            detail: &conflict_detail(version),
+            reason,
+            detail,
         };
         self.writer.quarantine(self.tx, event)
+    }
+
+    fn slot_conflict(&mut self, row: &Staged<'_>, detail: &str) -> Result<(), StoreError> {
+        self.quarantine(row, CONFLICT_REASON, detail)?;
+        // Its instant was merged into its flight's times as it was staged.
+        if !row.retracted && flights::is_timed(row.event_kind) {
+            self.flights.recompute(self.tx, row.flight_ref)?;
+        }
+        Ok(())
     }
 }
 
 /// Starts the fold of `key` from its stored row; returns the batch that last
-/// wrote that row (`None`: it has none).
+/// wrote that row and whether its slot displaced it (`None`: it has none).
 fn start_from_stored(
     lookup: &mut Statement<'_>,
     key: &[u8; 32],
     fold: &mut FileFold,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<Option<(i64, bool)>, StoreError> {
     let mut rows = lookup.query([key])?;
     let Some(row) = rows.next()? else {
         fold.start_key(key, None);
         return Ok(None);
+    };
+    let slot = match row.get_ref(4)? {
+        rusqlite::types::ValueRef::Null => None,
+        _ => Some(text(row, 4)?),
     };
     let stored = Version {
         revision: row.get(0)?,
         content: Content {
             payload: text(row, 1)?,
             retracted: row.get(2)?,
+            slot,
         },
     };
     fold.start_key(key, Some(stored));
-    Ok(Some(row.get(3)?))
+    Ok(Some((row.get(3)?, row.get(5)?)))
 }
 
 /// Column `index` of `row` as text borrowed from SQLite, valid until the row
@@ -586,10 +741,11 @@ fn text<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r st
 }
 
 /// The columns of a new row, in the order `insert_new_sql` and `upsert_sql` bind
-/// them: the row's own values (1-7), the batch's (8, 9), its change_seq (10).
+/// them: the row's own values (1-7), the batch's (8, 9), its change_seq (10), its
+/// slot (11).
 const ROW_COLUMNS: &str = "(key, flight_id, event_kind, instant_utc, source_revision, payload,
-         retracted, batch_ref, first_seen_at, updated_at, change_seq)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)";
+         retracted, batch_ref, first_seen_at, updated_at, change_seq, slot)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)";
 
 /// The conflict target of both statements: the unique index of the key's hex.
 const KEY_INDEX: &str = "lower(hex(key))";
@@ -609,7 +765,7 @@ fn insert_new_sql() -> String {
 /// `retracted` (in its `WHERE`), so an update that keeps it leaves that index alone.
 fn upsert_sql(set_retracted: bool) -> String {
     let retracted = if set_retracted {
-        "retracted = excluded.retracted,"
+        "retracted = excluded.retracted, displaced = 0,"
     } else {
         ""
     };
@@ -643,6 +799,7 @@ fn execute_row(
     statement.raw_bind_parameter(6, version.content.payload)?;
     statement.raw_bind_parameter(7, version.content.retracted)?;
     statement.raw_bind_parameter(10, change_seq)?;
+    statement.raw_bind_parameter(11, version.content.slot)?;
     Ok(statement.raw_execute()?)
 }
 
@@ -655,6 +812,7 @@ impl Writer {
         runs: Runs,
         default_revision: i64,
         stop: &AtomicBool,
+        slot_conflicts: &HashSet<u64>,
         flights: &mut Flights,
     ) -> Result<FileFold, StoreError> {
         let mut keys = WriteKeys {
@@ -666,9 +824,91 @@ impl Writer {
             upserts: [None, None],
             expect_new: true,
             table_batch: None,
+            table_displaced: false,
             columns: KeyColumns::default(),
         };
-        fold_runs(runs, default_revision, stop, &mut keys)
+        fold_runs(runs, default_revision, stop, slot_conflicts, &mut keys)
+    }
+
+    /// Settles every slot the batch's events name: its row of the highest
+    /// revision reads as it was sent, every other row reads retracted
+    /// (`displaced` when it was sent live). A row that read live and no longer
+    /// does, and that this batch had not written, is written as this batch's
+    /// change (`updated_at`, `change_seq`, `batch_ref`); a row that already read
+    /// retracted keeps them. The flight of a slot whose rows changed has its times
+    /// and crew rows computed again.
+    fn settle_slots(&self, tx: &Connection, flights: &mut Flights) -> Result<(), StoreError> {
+        let mut slots = tx.prepare(
+            "SELECT DISTINCT flight_id, event_kind, slot, flight_ref FROM temp.spoolite_slotted",
+        )?;
+        let mut rows_of = tx.prepare(
+            "SELECT key, source_revision, retracted, displaced, batch_ref FROM spoolite_event
+             WHERE flight_id = ?1 AND event_kind = ?2 AND slot = ?3",
+        )?;
+        let mut set =
+            tx.prepare("UPDATE spoolite_event SET retracted = ?2, displaced = ?3 WHERE key = ?1")?;
+        let mut displace = tx.prepare(
+            "UPDATE spoolite_event SET retracted = 1, displaced = 1, batch_ref = ?2,
+                 updated_at = ?3, change_seq = ?4
+             WHERE key = ?1",
+        )?;
+        let slots = slots
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (flight_id, event_kind, slot, flight_ref) in slots {
+            let rows = rows_of
+                .query_map(params![flight_id, event_kind, slot], |row| {
+                    Ok(SlotRow {
+                        key: row.get(0)?,
+                        revision: row.get(1)?,
+                        retracted: row.get(2)?,
+                        displaced: row.get(3)?,
+                        batch_ref: row.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let Some(winner) = rows.iter().map(|row| row.revision).max() else {
+                continue;
+            };
+            let mut changed = false;
+            for row in &rows {
+                let own = row.retracted && !row.displaced;
+                let (retracted, displaced) = match row.revision == winner {
+                    true => (own, false),
+                    false => (true, !own),
+                };
+                if (retracted, displaced) == (row.retracted, row.displaced) {
+                    continue;
+                }
+                changed = true;
+                if !row.retracted && retracted && row.batch_ref != self.batch_ref {
+                    displace.execute(params![
+                        &row.key[..],
+                        self.batch_ref,
+                        self.now,
+                        self.change_seq()
+                    ])?;
+                    self.wrote_row();
+                    *self.replaced.borrow_mut().entry(row.batch_ref).or_default() += 1;
+                } else {
+                    set.execute(params![&row.key[..], retracted, displaced])?;
+                }
+            }
+            if changed {
+                if flights::is_timed(&event_kind) {
+                    flights.recompute(tx, flight_ref)?;
+                }
+                flights.written(tx, flight_ref, &event_kind)?;
+            }
+        }
+        Ok(())
     }
 
     /// The `change_seq` of the next row written, once it is written.

@@ -19,7 +19,8 @@ pub(crate) struct SqliteChangeFeed {
 /// The columns of `duty_event_all`, in its order. `change_seq > ?1 ORDER BY
 /// change_seq` walks the view's unique `change_seq` index.
 const PAGE_SQL: &str = "SELECT idempotency_key, flight_id, event_kind, instant_utc, \
-     source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq \
+     source_revision, payload, retracted, slot, batch_digest, first_seen_at, updated_at, \
+     change_seq \
      FROM duty_event_all WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2";
 
 impl SqliteChangeFeed {
@@ -80,10 +81,11 @@ fn read_change(row: &rusqlite::Row<'_>) -> rusqlite::Result<Change> {
         source_revision: row.get(4)?,
         payload: row.get(5)?,
         retracted: row.get::<_, i64>(6)? != 0,
-        batch_digest: row.get(7)?,
-        first_seen_at: row.get(8)?,
-        updated_at: row.get(9)?,
-        change_seq: row.get(10)?,
+        slot: row.get(7)?,
+        batch_digest: row.get(8)?,
+        first_seen_at: row.get(9)?,
+        updated_at: row.get(10)?,
+        change_seq: row.get(11)?,
     })
 }
 

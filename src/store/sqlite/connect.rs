@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0009_crew_flight_id.sql"),
     include_str!("../../../schema/0010_block_hours.sql"),
     include_str!("../../../schema/0011_crew_model.sql"),
+    include_str!("../../../schema/0012_slots.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored

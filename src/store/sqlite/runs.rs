@@ -32,17 +32,20 @@ const BLOCK_TEXT_BYTES: usize = 1 << 20;
 /// Blocks merged ahead of the writer, at most.
 const BLOCKS_IN_FLIGHT: usize = 2;
 
-/// The texts of an encoded event: flight id, event kind, instant, payload and raw
-/// text.
-const TEXTS: usize = 5;
+/// The texts of an encoded event: flight id, event kind, instant, payload, raw
+/// text and slot (empty when it has none).
+const TEXTS: usize = 6;
 /// The fixed part of an encoded event: record index, flight number, revision (or
-/// `NO_REVISION`), whether it is retracted (one byte), and the byte lengths of its
-/// `TEXTS`.
+/// `NO_REVISION`), one byte of flags (`RETRACTED`, `HAS_SLOT`), and the byte
+/// lengths of its `TEXTS`.
 const HEAD_BYTES: usize = 8 + 8 + 8 + 1 + 4 * TEXTS;
 /// Where the text lengths start in an encoded event.
 const LENGTHS_AT: usize = 8 + 8 + 8 + 1;
 /// The encoded revision of an event without one of its own (revisions are ≥ 0).
 const NO_REVISION: i64 = -1;
+/// The flags of an encoded event.
+const RETRACTED: u8 = 1;
+const HAS_SLOT: u8 = 2;
 
 /// One staged event as the merge hands it over, borrowed from the merge's buffers
 /// until its next row.
@@ -63,6 +66,8 @@ pub(super) struct Staged<'a> {
     pub(crate) payload: &'a str,
     /// The event as received, for quarantine.
     pub(crate) raw: &'a str,
+    /// Its slot, if it has one.
+    pub(crate) slot: Option<&'a str>,
 }
 
 impl<'a> Staged<'a> {
@@ -74,7 +79,12 @@ impl<'a> Staged<'a> {
             self.instant_utc,
             self.payload,
             self.raw,
+            self.slot.unwrap_or(""),
         ]
+    }
+
+    fn flags(&self) -> u8 {
+        u8::from(self.retracted) * RETRACTED + u8::from(self.slot.is_some()) * HAS_SLOT
     }
 }
 
@@ -133,7 +143,7 @@ fn encode(event: &Staged<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(&event.index.to_le_bytes());
     out.extend_from_slice(&event.flight_ref.to_le_bytes());
     out.extend_from_slice(&event.revision.unwrap_or(NO_REVISION).to_le_bytes());
-    out.push(u8::from(event.retracted));
+    out.push(event.flags());
     for text in texts {
         let len = u32::try_from(text.len()).expect("an event's text is bounded far below 4 GiB");
         out.extend_from_slice(&len.to_le_bytes());
@@ -177,12 +187,13 @@ fn decode<'a>(key: &'a [u8; 32], bytes: &'a [u8]) -> io::Result<Staged<'a>> {
         index: le_i64(bytes, 0) as u64,
         flight_ref: le_i64(bytes, 8),
         revision: (revision != NO_REVISION).then_some(revision),
-        retracted: bytes[24] != 0,
+        retracted: bytes[24] & RETRACTED != 0,
         flight_id: texts[0],
         event_kind: texts[1],
         instant_utc: texts[2],
         payload: texts[3],
         raw: texts[4],
+        slot: (bytes[24] & HAS_SLOT != 0).then_some(texts[5]),
     })
 }
 
@@ -432,6 +443,7 @@ struct BlockRow {
     flight_ref: i64,
     revision: Option<i64>,
     retracted: bool,
+    has_slot: bool,
     ends: [usize; TEXTS],
 }
 
@@ -457,6 +469,7 @@ impl Block {
             flight_ref: event.flight_ref,
             revision: event.revision,
             retracted: event.retracted,
+            has_slot: event.slot.is_some(),
             ends,
         });
     }
@@ -467,7 +480,7 @@ impl Block {
             0 => 0,
             _ => self.rows[at - 1].ends[TEXTS - 1],
         };
-        let [flight, kind, instant, payload, raw] = row.ends;
+        let [flight, kind, instant, payload, raw, slot] = row.ends;
         Staged {
             key: &row.key,
             index: row.index,
@@ -479,6 +492,7 @@ impl Block {
             instant_utc: &self.text[kind..instant],
             payload: &self.text[instant..payload],
             raw: &self.text[payload..raw],
+            slot: row.has_slot.then(|| &self.text[raw..slot]),
         }
     }
 }
@@ -633,6 +647,7 @@ mod tests {
                 instant_utc: "2026-11-29T10:05:00Z",
                 payload,
                 raw: "{raw}",
+                slot: (index % 5 == 0).then_some("2"),
             })
             .expect("push");
             if spill {
@@ -650,6 +665,7 @@ mod tests {
                     (staged.index % 2 == 0).then_some(staged.index as i64)
                 );
                 assert_eq!(staged.retracted, staged.index % 3 == 0);
+                assert_eq!(staged.slot, (staged.index % 5 == 0).then_some("2"));
                 assert_eq!(
                     (staged.event_kind, staged.instant_utc, staged.raw),
                     ("landing", "2026-11-29T10:05:00Z", "{raw}")

@@ -1,0 +1,275 @@
+//! Slots (the contract's *Slots*), through the real binary on SQLite and on
+//! PostgreSQL from one test body: within a slot the highest revision wins and
+//! every other row reads retracted, with the displaced rows in the change feed; a
+//! lower revision is stored retracted; an equal revision of another key is a
+//! conflict; a key's slot never changes; `check` finds each slot settled; and the
+//! event columns depend only on the set of files delivered.
+
+use crate::pg_contract::Backend;
+use crate::support::{ingest_json, spoolite, write};
+
+/// An off-blocks of FL1 at `time` (HH:MM) in slot `slot` with `revision`.
+fn off_blocks(time: &str, slot: Option<&str>, revision: i64) -> String {
+    let slot = slot
+        .map(|s| format!(",\"slot\":\"{s}\""))
+        .unwrap_or_default();
+    format!(
+        "{{\"flight_id\":\"FL1-20261201\",\"event_kind\":\"off_blocks\",\
+         \"instant_utc\":\"2026-12-01T{time}:00Z\",\"source_revision\":{revision}{slot}}}\n"
+    )
+}
+
+/// The event columns of `duty_event_all`, one line per row, sorted.
+fn events(db: &Backend) -> Vec<String> {
+    db.lines(
+        "SELECT flight_id, event_kind, instant_utc, source_revision{t}, payload, \
+         {retracted}{t}, coalesce(slot, '-') FROM duty_event_all",
+    )
+}
+
+/// Ingests `files` (name, content) in order into `db`; returns each file's line.
+fn deliver(db: &Backend, files: &[(&str, String)]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut lines = Vec::new();
+    for (name, content) in files {
+        let path = write(dir.path(), name, content);
+        let (code, mut got) = ingest_json(&db.db(), &[&path]);
+        assert_eq!(code, 0, "{got:?}");
+        lines.append(&mut got);
+    }
+    lines
+}
+
+fn counts(line: &serde_json::Value) -> [u64; 6] {
+    [
+        "inserted",
+        "updated",
+        "unchanged",
+        "stale",
+        "conflicts",
+        "invalid",
+    ]
+    .map(|name| {
+        line[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+    })
+}
+
+/// `spoolite check` on `db`: exits 0 and its `slots` line holds.
+fn assert_checks(db: &Backend) {
+    let output = spoolite()
+        .args(["check", "--db"])
+        .arg(db.db())
+        .output()
+        .expect("check");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok") && l.split_whitespace().nth(1) == Some("slots")),
+        "{text}"
+    );
+}
+
+fn a_higher_revision_displaces_the_lower_which_the_feed_carries(db: &Backend) {
+    let lines = deliver(
+        db,
+        &[
+            ("a.ndjson", off_blocks("09:05", Some("1"), 1)),
+            ("b.ndjson", off_blocks("09:07", Some("1"), 2)),
+        ],
+    );
+    // The displacement is no outcome of the second file's events.
+    assert_eq!(counts(&lines[1]), [1, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        events(db),
+        [
+            "FL1-20261201|off_blocks|2026-12-01T09:05:00Z|1|{}|1|1",
+            "FL1-20261201|off_blocks|2026-12-01T09:07:00Z|2|{}|0|1",
+        ]
+    );
+    assert_eq!(
+        db.lines("SELECT off_blocks_utc FROM flight_times"),
+        ["2026-12-01T09:07:00Z"]
+    );
+    // The displaced row is written as the second batch's change: its change_seq
+    // follows the winner's, its batch_digest is the second file's.
+    assert_eq!(
+        db.lines(
+            "SELECT instant_utc, {retracted}{t}, change_seq{t}, \
+             (CASE WHEN batch_digest = (SELECT batch_digest FROM ingest_inbox \
+                                        WHERE file_name = 'b.ndjson') \
+              THEN 'b' ELSE 'a' END) FROM duty_event_all"
+        ),
+        ["2026-12-01T09:05:00Z|1|3|b", "2026-12-01T09:07:00Z|0|2|b",]
+    );
+    let feed = spoolite()
+        .args(["changes", "--since", "2", "--db"])
+        .arg(db.db())
+        .output()
+        .expect("changes");
+    let text = String::from_utf8_lossy(&feed.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("\"instant_utc\":\"2026-12-01T09:05:00Z\"")
+            && text.contains("\"retracted\":true,\"slot\":\"1\""),
+        "{text}"
+    );
+    assert_checks(db);
+}
+
+#[test]
+fn a_higher_revision_in_a_slot_displaces_the_lower_on_sqlite() {
+    a_higher_revision_displaces_the_lower_which_the_feed_carries(&Backend::sqlite());
+}
+
+#[test]
+fn a_higher_revision_in_a_slot_displaces_the_lower_on_postgres() {
+    a_higher_revision_displaces_the_lower_which_the_feed_carries(&Backend::postgres());
+}
+
+fn lower_stored_retracted_equal_conflicts(db: &Backend) {
+    let lines = deliver(
+        db,
+        &[
+            ("a.ndjson", off_blocks("09:07", Some("1"), 5)),
+            (
+                "b.ndjson",
+                off_blocks("09:05", Some("1"), 3) + &off_blocks("09:06", Some("1"), 5),
+            ),
+            // In one file: the first of two keys with one revision holds it (and
+            // the other's time, a later landing, is not the flight's).
+            (
+                "c.ndjson",
+                off_blocks("10:00", Some("2"), 1)
+                    + &off_blocks("10:01", Some("2"), 1)
+                    + &off_blocks("12:00", Some("3"), 1).replace("off_blocks", "landing")
+                    + &off_blocks("12:05", Some("3"), 1).replace("off_blocks", "landing"),
+            ),
+        ],
+    );
+    assert_eq!(counts(&lines[1]), [1, 0, 0, 0, 1, 0]);
+    assert_eq!(counts(&lines[2]), [2, 0, 0, 0, 2, 0]);
+    assert_eq!(
+        db.lines("SELECT off_blocks_utc, landing_utc FROM flight_times"),
+        ["2026-12-01T09:07:00Z|2026-12-01T12:00:00Z"]
+    );
+    assert_eq!(
+        events(db),
+        [
+            "FL1-20261201|landing|2026-12-01T12:00:00Z|1|{}|0|3",
+            "FL1-20261201|off_blocks|2026-12-01T09:05:00Z|3|{}|1|1",
+            "FL1-20261201|off_blocks|2026-12-01T09:07:00Z|5|{}|0|1",
+            "FL1-20261201|off_blocks|2026-12-01T10:00:00Z|1|{}|0|2",
+        ]
+    );
+    assert_eq!(
+        db.lines("SELECT file_name, record_index{t}, reason FROM quarantine"),
+        [
+            "b.ndjson|1|conflict",
+            "c.ndjson|1|conflict",
+            "c.ndjson|3|conflict"
+        ]
+    );
+    assert_checks(db);
+}
+
+#[test]
+fn a_lower_revision_is_stored_retracted_an_equal_one_conflicts_on_sqlite() {
+    lower_stored_retracted_equal_conflicts(&Backend::sqlite());
+}
+
+#[test]
+fn a_lower_revision_is_stored_retracted_an_equal_one_conflicts_on_postgres() {
+    lower_stored_retracted_equal_conflicts(&Backend::postgres());
+}
+
+fn slot_never_changes_and_a_resent_displaced_event_is_unchanged(db: &Backend) {
+    let lines = deliver(
+        db,
+        &[
+            ("a.ndjson", off_blocks("09:05", Some("1"), 1)),
+            ("b.ndjson", off_blocks("09:07", Some("1"), 2)),
+            // The displaced event again, as sent (other bytes: a new file).
+            ("c.ndjson", off_blocks("09:05", Some("1"), 1) + "\n"),
+            // The same key without its slot, and with another.
+            (
+                "d.ndjson",
+                off_blocks("09:05", None, 9) + &off_blocks("09:05", Some("2"), 9),
+            ),
+        ],
+    );
+    assert_eq!(counts(&lines[2]), [0, 0, 1, 0, 0, 0]);
+    assert_eq!(counts(&lines[3]), [0, 0, 0, 0, 0, 2]);
+    assert_eq!(
+        db.lines("SELECT record_index{t}, reason FROM quarantine"),
+        ["0|slot_changed", "1|slot_changed"]
+    );
+    assert_eq!(
+        db.lines("SELECT instant_utc, slot FROM duty_event"),
+        ["2026-12-01T09:07:00Z|1"]
+    );
+    assert_checks(db);
+}
+
+#[test]
+fn a_keys_slot_never_changes_on_sqlite() {
+    slot_never_changes_and_a_resent_displaced_event_is_unchanged(&Backend::sqlite());
+}
+
+#[test]
+fn a_keys_slot_never_changes_on_postgres() {
+    slot_never_changes_and_a_resent_displaced_event_is_unchanged(&Backend::postgres());
+}
+
+/// The files of `the_event_columns_depend_only_on_the_set_of_files_delivered`.
+fn order_files() -> Vec<(&'static str, String)> {
+    vec![
+        ("a.ndjson", off_blocks("09:05", Some("1"), 1)),
+        ("b.ndjson", off_blocks("09:07", Some("1"), 3)),
+        ("c.ndjson", off_blocks("09:06", Some("1"), 2)),
+        // An explicit retraction wins its slot and leaves it with no live event.
+        (
+            "d.ndjson",
+            "{\"flight_id\":\"FL2-20261201\",\"event_kind\":\"landing\",\
+             \"instant_utc\":\"2026-12-01T11:00:00Z\",\"source_revision\":1,\"slot\":\"1\"}\n\
+             {\"flight_id\":\"FL2-20261201\",\"event_kind\":\"landing\",\
+             \"instant_utc\":\"2026-12-01T11:02:00Z\",\"source_revision\":2,\"slot\":\"1\",\
+             \"retracted\":true}\n"
+                .to_owned(),
+        ),
+    ]
+}
+
+#[test]
+fn the_event_columns_depend_only_on_the_set_of_files_delivered() {
+    let files = order_files();
+    let mut seen = Vec::new();
+    for (order, db) in [
+        ([0, 1, 2, 3], Backend::sqlite()),
+        ([3, 2, 1, 0], Backend::sqlite()),
+        ([2, 0, 3, 1], Backend::sqlite()),
+        ([1, 3, 0, 2], Backend::postgres()),
+    ] {
+        let ordered: Vec<_> = order.iter().map(|&i| files[i].clone()).collect();
+        deliver(&db, &ordered);
+        seen.push((
+            events(&db),
+            db.lines("SELECT flight_id, off_blocks_utc, landing_utc FROM flight_times"),
+        ));
+    }
+    for other in &seen[1..] {
+        assert_eq!(&seen[0], other);
+    }
+    assert_eq!(
+        seen[0].0,
+        [
+            "FL1-20261201|off_blocks|2026-12-01T09:05:00Z|1|{}|1|1",
+            "FL1-20261201|off_blocks|2026-12-01T09:06:00Z|2|{}|1|1",
+            "FL1-20261201|off_blocks|2026-12-01T09:07:00Z|3|{}|0|1",
+            "FL2-20261201|landing|2026-12-01T11:00:00Z|1|{}|1|1",
+            "FL2-20261201|landing|2026-12-01T11:02:00Z|2|{}|1|1",
+        ]
+    );
+}
