@@ -186,3 +186,48 @@ fn a_leg_without_its_airline_quarantines_each_of_its_actual_times() {
     let detail = query(&db, "SELECT detail FROM quarantine LIMIT 1");
     assert!(detail[0][0].contains("no Airline"), "{detail:?}");
 }
+
+/// A message of one leg with actual off-blocks `off` (HH:MM, UTC) at `stamp`.
+fn correction(stamp: &str, off: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\"?>\n\
+         <IATA_AIDX_FlightLegNotifRQ xmlns=\"http://www.iata.org/IATA/2007/00\" \
+         TimeStamp=\"{stamp}\" Version=\"16.1\">\n\
+         <FlightLeg><LegIdentifier><Airline>BA</Airline><FlightNumber>117</FlightNumber>\
+         <DepartureAirport>LHR</DepartureAirport><ArrivalAirport>JFK</ArrivalAirport>\
+         <OriginDate>2026-12-01</OriginDate></LegIdentifier>\
+         <LegData><OperationTime OperationQualifier=\"OFB\" TimeType=\"ACT\">\
+         2026-12-01T{off}:00Z</OperationTime></LegData></FlightLeg>\n\
+         </IATA_AIDX_FlightLegNotifRQ>\n"
+    )
+}
+
+#[test]
+fn a_later_message_with_a_corrected_actual_time_replaces_the_earlier_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    // Sent out of order: the correction first, the first report after it.
+    for (name, stamp, off) in [
+        ("b.xml", "2026-12-01T10:20:00Z", "10:07"),
+        ("a.xml", "2026-12-01T10:10:00Z", "10:05"),
+    ] {
+        let path = write(dir.path(), name, correction(stamp, off));
+        let (code, lines) = ingest_json(&db, &[&path]);
+        assert_eq!(code, 0, "{lines:?}");
+        assert_eq!(lines[0]["inserted"], 1, "{lines:?}");
+    }
+    assert_eq!(
+        query(
+            &db,
+            "SELECT instant_utc, retracted, slot FROM duty_event_all ORDER BY instant_utc"
+        ),
+        [
+            ["2026-12-01T10:05:00Z", "1", "1"],
+            ["2026-12-01T10:07:00Z", "0", "1"]
+        ]
+    );
+    assert_eq!(
+        query(&db, "SELECT flight_id, off_blocks_utc FROM flight_times"),
+        [["BA0117-20261201-LHR", "2026-12-01T10:07:00Z"]]
+    );
+}

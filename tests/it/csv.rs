@@ -293,3 +293,45 @@ fn an_unended_last_row_waits_for_its_line_end_until_the_partial_timeout() {
     assert!(reason.contains("\"truncated\""), "{reason}");
     assert_eq!(query(&site.db, "SELECT count(*) FROM duty_event"), [["5"]]);
 }
+
+#[test]
+fn a_flight_row_with_a_slot_replaces_its_earlier_times_without_a_retraction() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("spoolite.db");
+    for (name, content) in [
+        (
+            "first.csv",
+            "flight_id,off_blocks,on_blocks,source_revision,slot\r\n\
+             LH0400-20261201,2026-12-01T10:05:00Z,2026-12-01T18:00:00Z,1,A\r\n",
+        ),
+        (
+            "corrected.csv",
+            "flight_id,off_blocks,on_blocks,source_revision,slot\r\n\
+             LH0400-20261201,2026-12-01T10:07:00Z,2026-12-01T18:00:00Z,2,A\r\n",
+        ),
+    ] {
+        let path = write(dir.path(), name, content);
+        let (code, lines) = ingest_json(&db, &[&path]);
+        assert_eq!(code, 0, "{lines:?}");
+    }
+    // The on-blocks came again unchanged at a higher revision: updated, live.
+    assert_eq!(
+        query(
+            &db,
+            "SELECT event_kind, instant_utc, source_revision, retracted, slot \
+             FROM duty_event_all ORDER BY event_kind, instant_utc"
+        ),
+        [
+            ["off_blocks", "2026-12-01T10:05:00Z", "1", "1", "A"],
+            ["off_blocks", "2026-12-01T10:07:00Z", "2", "0", "A"],
+            ["on_blocks", "2026-12-01T18:00:00Z", "2", "0", "A"],
+        ]
+    );
+    assert_eq!(
+        query(
+            &db,
+            "SELECT off_blocks_utc, block_minutes FROM flight_times"
+        ),
+        [["2026-12-01T10:07:00Z", "473"]]
+    );
+}
