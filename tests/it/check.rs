@@ -14,12 +14,13 @@ use crate::support::{ANALYST, assert_root, share_read_only_with_analyst};
 use crate::support::{ingest_json, let_others_traverse, parse_lines, spoolite, spoolite_as, write};
 
 /// The checks, in the order they are printed.
-const CHECKS: [&str; 10] = [
+const CHECKS: [&str; 11] = [
     "integrity",
     "inbox_counts",
     "quarantine_counts",
     "events_have_batch",
     "change_seq_distinct",
+    "slots",
     "flight_times",
     "crew_flight",
     "crew_duty",
@@ -131,9 +132,14 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
         let lines = json_lines(&check(&backend.db(), true));
         let batches = backend.rows("SELECT count(*){t} FROM ingest_inbox")[0][0].clone();
         assert_eq!(lines[1].2, format!("{batches} batches, each adds up"));
-        let flights = backend.rows("SELECT count(*){t} FROM flight_times")[0][0].clone();
+        // The corpora hold no slot.
         assert_eq!(
             lines[5].2,
+            "0 slots, each with at most one live row, its highest revision"
+        );
+        let flights = backend.rows("SELECT count(*){t} FROM flight_times")[0][0].clone();
+        assert_eq!(
+            lines[6].2,
             format!("{flights} flights, each equal to its live events")
         );
         // Every flight with an off-blocks has its crew rows, with block time or not.
@@ -142,7 +148,7 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
             .rows("SELECT count(*){t} FROM flight_times WHERE off_blocks_utc IS NOT NULL")[0][0]
             .clone();
         assert_eq!(
-            lines[6].2,
+            lines[7].2,
             format!("{crew} crew rows of {flights} flights, each equal to its live events")
         );
         let crew = backend.rows("SELECT count(*){t} FROM crew_duty")[0][0].clone();
@@ -151,7 +157,7 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
         )[0][0]
             .clone();
         assert_eq!(
-            lines[7].2,
+            lines[8].2,
             format!("{crew} crew rows of {duties} duties, each equal to its live events")
         );
         let periods = backend.rows("SELECT count(*){t} FROM crew_fdp")[0][0].clone();
@@ -162,7 +168,7 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
         )[0][0]
             .clone();
         assert_eq!(
-            lines[8].2,
+            lines[9].2,
             format!(
                 "{periods} flight duty periods of {members} crew members, each equal to what \
                  their duties and flights give"
@@ -177,7 +183,7 @@ fn every_check_holds_on_the_corpora_of_both_backends() {
             0
         };
         assert_eq!(
-            lines[9].2,
+            lines[10].2,
             format!(
                 "open_flight 0 crew members, negative_block 1 crew member, open_duty {open_duty} \
                  crew member{}, overlap 0 crew members (informational: data that can make a crew \

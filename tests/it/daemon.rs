@@ -858,7 +858,7 @@ fn crash_files(rng: &mut Rng) -> (Vec<CrashFile>, Vec<Ev>, usize) {
     }
     let bad: [(&str, &[u8]); 6] = [
         ("bad.json", b"hello, this is not JSON\n"),
-        ("bad.csv", b"flight_id,event_kind\nBA1,takeoff\n"),
+        ("bad.xls", b"flight_id,event_kind\nBA1,takeoff\n"),
         ("shape.json", b"{\"events\":[],\"extra\":1}\n"),
         ("count.json", b"{\"event_count\":2,\"events\":[]}\n"),
         ("bytes.ndjson", b"{\"flight_id\":\"\xff\xfe\"}\n{}\n"),

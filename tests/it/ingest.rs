@@ -1668,7 +1668,7 @@ pub(crate) fn bad_whole_files() -> (String, Vec<BadFile>, String) {
             r#"],"event_count":2}"#,
             "count_mismatch",
         ),
-        bad("batch.csv", good.as_bytes(), "unsupported_type"),
+        bad("batch.txt", good.as_bytes(), "unsupported_type"),
         bad("batch", good.as_bytes(), "unsupported_type"),
         bad("batch.json.txt", good.as_bytes(), "unsupported_type"),
         bad("deep.json", deep.as_bytes(), "too_deep"),
@@ -2185,6 +2185,7 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
             ["index", "spoolite_event_key"],
             ["index", "spoolite_event_kind_instant"],
             ["index", "spoolite_event_off_blocks"],
+            ["index", "spoolite_event_slot"],
             ["index", "spoolite_event_updated_at"],
             ["table", "spoolite_flight"],
             ["index", "spoolite_flight_block"],
@@ -2380,7 +2381,7 @@ fn an_ingest_json_line_carries_the_time_taken_like_the_text_line() {
         })
         .collect();
     let big = site.file("big.json", json_batch(&events));
-    let bad = site.file("bad.csv", "a,b\n");
+    let bad = site.file("bad.xls", "a,b\n");
     let started = std::time::Instant::now();
     let output = ingest_command(&site.db)
         .arg("--json")

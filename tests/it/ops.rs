@@ -605,7 +605,7 @@ fn site_with_history() -> Site {
     site.deliver(&mut daemon, "day2.ndjson", day2());
     site.deliver(
         &mut daemon,
-        "roster.csv",
+        "roster.xls",
         "flight,kind\nBA0117,off_blocks\n",
     );
     site.deliver(&mut daemon, "list.json", "[1, 2, 3]\n");
@@ -778,7 +778,7 @@ fn status_reports_every_number_an_operator_asks_for() {
         "rejected_files": 2,
         // In the order they were rejected.
         "oldest_rejected": [
-            rejected_file(&site, "roster.csv", "unsupported_type"),
+            rejected_file(&site, "roster.xls", "unsupported_type"),
             rejected_file(&site, "list.json", "bad_shape"),
         ],
         "database_fault": null,
@@ -824,7 +824,7 @@ fn status_reports_every_number_an_operator_asks_for() {
     );
     assert_eq!(
         lines_after(&text, "rejected", 2),
-        ["roster.csv: unsupported_type", "list.json: bad_shape"]
+        ["roster.xls: unsupported_type", "list.json: bad_shape"]
     );
     assert_eq!(status_line(&text, "wal"), "0 bytes");
     // The size beside the bytes in the largest unit it fills one of: never
@@ -1452,7 +1452,7 @@ fn the_metrics_file_counts_files_and_events_by_outcome() {
     site.deliver(&mut daemon, "day1 (resent).json", day1());
     site.deliver(&mut daemon, "day2.ndjson", day2());
     site.deliver(&mut daemon, "day3.ndjson", day3());
-    site.deliver(&mut daemon, "roster.csv", "flight,kind\n");
+    site.deliver(&mut daemon, "roster.xls", "flight,kind\n");
     // An upload in progress waits and is counted. Its modification time says an
     // hour ago (an SFTP `put -p` keeps the source's), but the daemon has seen it
     // only now: its waiting age runs from then.
@@ -2504,7 +2504,7 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
     reject("oldest.json", Some("truncated"), 2 * 24 * 3600);
     reject("orphan.json", None, 0);
     for n in 0..3 {
-        reject(&format!("recent{n}.csv"), Some("unsupported_type"), 60 - n);
+        reject(&format!("recent{n}.xls"), Some("unsupported_type"), 60 - n);
     }
 
     let (code, status) = status_json_code(&site);
@@ -2553,7 +2553,7 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
              "rejected_at": "86400 s ago"},
             {"file": "new.json", "reason": "not_json", "detail": "not_json detail",
              "rejected_at": "3600 s ago"},
-            {"file": "recent0.csv", "reason": "unsupported_type",
+            {"file": "recent0.xls", "reason": "unsupported_type",
              "detail": "unsupported_type detail", "rejected_at": "60 s ago"},
         ])
     );
@@ -2577,7 +2577,7 @@ fn status_names_the_oldest_waiting_files_with_what_they_wait_for_and_rejected_on
             "oldest.json: truncated",
             "old.1.json: bad_shape",
             "new.json: not_json",
-            "recent0.csv: unsupported_type",
+            "recent0.xls: unsupported_type",
             "and 2 more",
         ]
     );

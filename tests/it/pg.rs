@@ -350,6 +350,7 @@ fn the_postgres_schema_has_the_contract_tables_and_column_types() {
             "source_revision bigint",
             "payload text",
             "retracted boolean",
+            "slot text",
             "batch_digest text",
             "first_seen_at text",
             "updated_at text",

@@ -565,7 +565,7 @@ fn kill_9_cycles_against_postgres_lose_nothing_and_count_nothing_twice() {
     let bad = [
         File::new("bad.json".to_owned(), "not JSON at all\n"),
         File::new("shape.json".to_owned(), "{\"events\":[],\"extra\":1}\n"),
-        File::new("bad.csv".to_owned(), "flight_id,event_kind\n"),
+        File::new("bad.xls".to_owned(), "flight_id,event_kind\n"),
     ];
     for (at, file) in bad.iter().enumerate() {
         drops.insert(8 + at * 10, file.clone());

@@ -273,3 +273,147 @@ fn the_event_columns_depend_only_on_the_set_of_files_delivered() {
         ]
     );
 }
+
+#[test]
+fn check_names_a_slot_with_two_live_rows() {
+    let db = Backend::sqlite();
+    deliver(
+        &db,
+        &[
+            ("a.ndjson", off_blocks("09:05", Some("1"), 1)),
+            ("b.ndjson", off_blocks("09:07", Some("1"), 2)),
+        ],
+    );
+    rusqlite::Connection::open(db.db())
+        .expect("open")
+        .execute_batch("UPDATE spoolite_event SET retracted = 0, displaced = 0")
+        .expect("tamper");
+    let output = spoolite()
+        .args(["check", "--db"])
+        .arg(db.db())
+        .output()
+        .expect("check");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("slots"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with("FAIL") && line.contains("1 slot with a live row other than the highest revision: FL1-20261201 off_blocks slot 1"),
+        "{line}"
+    );
+}
+
+/// The keys of the property test: (slot, instant). Key `k` sends revisions
+/// `k`, `k + KEYS`, `k + 2 * KEYS` only, so no two keys of a slot ever send one
+/// revision (which would be a conflict, an outcome that depends on order).
+const KEYS: [(&str, &str); 4] = [
+    ("1", "09:05"),
+    ("1", "09:06"),
+    ("1", "09:07"),
+    ("2", "10:00"),
+];
+
+/// Whether event (key, round) is a retraction, and its payload.
+fn version_of(key: usize, round: usize) -> (bool, String) {
+    (
+        (key + round) % 3 == 0,
+        format!("{{\"round\":{round},\"tail\":\"D-AI{key}\"}}"),
+    )
+}
+
+/// One event of the property test as an NDJSON line.
+fn versioned(key: usize, round: usize) -> String {
+    let (slot, time) = KEYS[key];
+    let (retracted, payload) = version_of(key, round);
+    format!(
+        "{{\"flight_id\":\"FL1-20261201\",\"event_kind\":\"off_blocks\",\
+         \"instant_utc\":\"2026-12-01T{time}:00Z\",\"source_revision\":{},\
+         \"slot\":\"{slot}\",\"payload\":{payload},\"retracted\":{retracted}}}\n",
+        key + round * KEYS.len()
+    )
+}
+
+/// The event columns the contract gives for the files' events, computed without
+/// spoolite: each key's highest revision as sent; within a slot only the highest
+/// revision reads as sent, the others read retracted.
+fn expected(files: &[Vec<(usize, usize)>]) -> Vec<String> {
+    let mut top = [None::<usize>; KEYS.len()];
+    for &(key, round) in files.iter().flatten() {
+        top[key] = top[key].max(Some(round));
+    }
+    let revision = |key: usize, round: usize| key + round * KEYS.len();
+    let mut rows: Vec<String> = (0..KEYS.len())
+        .filter_map(|key| top[key].map(|round| (key, round)))
+        .map(|(key, round)| {
+            let (slot, time) = KEYS[key];
+            let wins = (0..KEYS.len())
+                .filter(|&other| KEYS[other].0 == slot)
+                .filter_map(|other| top[other].map(|r| revision(other, r)))
+                .max()
+                == Some(revision(key, round));
+            let (retracted, payload) = version_of(key, round);
+            format!(
+                "FL1-20261201|off_blocks|2026-12-01T{time}:00Z|{}|{payload}|{}|{slot}",
+                revision(key, round),
+                u8::from(retracted || !wins)
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+proptest::proptest! {
+    // Each case runs the binary once per delivery: keep the count modest.
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+    #[test]
+    fn any_order_and_repetition_of_slotted_files_leaves_the_same_event_columns(
+        files in proptest::collection::vec(
+            proptest::collection::vec((0..KEYS.len(), 0..3usize), 1..5), 1..4),
+        again in proptest::collection::vec(0..3usize, 0..3),
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let named: Vec<(String, String)> = files
+            .iter()
+            .enumerate()
+            .map(|(i, events)| {
+                (format!("f{i}.ndjson"), events.iter().map(|&(k, r)| versioned(k, r)).collect())
+            })
+            .collect();
+        // Every file once and some again, in an order drawn from the seed.
+        let mut deliveries: Vec<usize> = (0..files.len())
+            .chain(again.iter().filter(|&&i| i < files.len()).copied())
+            .collect();
+        let mut state = seed | 1;
+        for i in (1..deliveries.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            deliveries.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        let want = expected(&files);
+        for order in [deliveries, (0..files.len()).collect()] {
+            let db = Backend::sqlite();
+            let ordered: Vec<(&str, String)> = order
+                .iter()
+                .map(|&i| (named[i].0.as_str(), named[i].1.clone()))
+                .collect();
+            deliver(&db, &ordered);
+            proptest::prop_assert_eq!(&events(&db), &want);
+            let live: Vec<String> = want
+                .iter()
+                .filter(|row| row.contains("|0|"))
+                .map(|row| row.split('|').nth(2).expect("instant").to_owned())
+                .collect();
+            let first_live = live.iter().min().cloned();
+            proptest::prop_assert_eq!(
+                db.lines("SELECT off_blocks_utc FROM flight_times"),
+                first_live.into_iter().collect::<Vec<_>>()
+            );
+            assert_checks(&db);
+        }
+    }
+}
