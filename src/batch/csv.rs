@@ -1405,6 +1405,41 @@ mod tests {
     }
 
     #[test]
+    fn where_csv_core_reads_otherwise_spoolite_keeps_its_choices() {
+        let header = "flight_id,event_kind,instant_utc,payload.note\r\n";
+        let text = format!(
+            "{header}F1,landing,2026-11-29T10:05:00Z,\"a\"\"\"\r\n\
+             F2,landing,2026-11-29T10:05:00Z,\"a\"b\"\r\n\
+             F3,landing,2026-11-29T10:05:00Z,\"a\"\r\r\n"
+        );
+        let got = records(&text);
+        assert_eq!(event(&got[0]).payload(), r#"{"note":"a\""}"#);
+        // Text after the closing quote, even text that ends in a quote.
+        assert_eq!(problem(&got[1]).0, "bad_row");
+        assert_eq!(got[1].raw, "F2,landing,2026-11-29T10:05:00Z,\"a\"b\"");
+        // Only the carriage return before the line feed is the line end's.
+        assert_eq!(problem(&got[2]).0, "bad_row");
+        assert_eq!(got[2].raw, "F3,landing,2026-11-29T10:05:00Z,\"a\"\r");
+        // A second byte-order mark is text of the first header name.
+        let (code, _) = rejection(&format!("\u{feff}\u{feff}{header}"), SETTLED);
+        assert_eq!(code, "bad_shape");
+        // A record over the limit cut inside a quoted cell is cut all the same.
+        let limits = Limits {
+            event_bytes_max: 60,
+            settled: true,
+        };
+        let cut = format!(
+            "{header}F1,landing,2026-11-29T10:05:00Z,\"{}",
+            "x\n".repeat(40)
+        );
+        let (code, _) = outcome(cut.as_bytes(), limits).expect_err("cut");
+        assert_eq!(code, "truncated");
+        let whole = format!("{cut}\"\n");
+        let got = outcome(whole.as_bytes(), limits).expect("read");
+        assert_eq!(problem(&got[0]).0, "too_large");
+    }
+
+    #[test]
     fn bytes_that_are_not_utf8_reject_the_file_without_a_panic() {
         let text = b"flight_id,off_blocks\nF\xff,2026-11-29T10:05:00Z\n";
         let (code, detail) = outcome(text, SETTLED).expect_err("not UTF-8");
