@@ -4,13 +4,28 @@
 //! `takeoff`, `landing`, `on_blocks`) are one event per non-empty time cell, in that
 //! order, each with the row's text as its `raw`.
 //!
-//! Reading a record takes two small passes. The first walks the bytes as they come
-//! (`step`), following only whether a quoted cell is open, to find where the record
-//! ends: at a line feed outside quotes (a carriage return before it, or at the end
-//! of the file, is no part of the record). It holds at most `--event-bytes-max`
-//! bytes of the record; the rest of a longer one is only walked, so memory does not
-//! grow with a record's length or the number of rows. The second pass (`Cells`)
-//! splits the held text into cells and unquotes them.
+//! The RFC 4180 work is csv-core's: its parser, fed the bytes as they come
+//! (`read_row`), finds where each cell and record ends (quotes, doubled quotes, line
+//! ends inside quoted cells) and unquotes the cells. spoolite keeps beside it the
+//! record's exact text for `raw`, and holds at most `--event-bytes-max` bytes of a
+//! record (and its cells): the rest of a longer one is walked through csv-core
+//! without being kept, so memory does not grow with a record's length or the number
+//! of rows.
+//!
+//! Where csv-core's own reading differs from the choices below, spoolite keeps its
+//! choice, for the sender's sake: csv-core reads text after a closing quote into
+//! the cell (`"ab"c` is `abc`), where spoolite makes the row `bad_row` rather than
+//! store text the sender never wrote (it checks that each quoted cell, as written,
+//! is its unquoted text between quotes with each quote doubled); csv-core ends a
+//! record at a lone carriage return, where spoolite keeps it as text (it reads with
+//! only the line feed ending records, and takes a carriage return before the line
+//! feed off itself), so that a note holding one is not cut into rows that are each
+//! wrong; and csv-core takes a cell cut by the end of the file inside its quotes as
+//! if it were closed, where spoolite reports the file `truncated` (it gives csv-core
+//! the missing line feed and sees whether it ends the record). csv-core also drops
+//! a byte-order mark at the start of its input; spoolite drops one itself, and a
+//! second is text, as it always was. csv-core, like spoolite, skips empty lines and
+//! opens a quoted cell only at a cell's first character.
 //!
 //! Choices made where the contract is silent:
 //! - Only a line feed ends a line (with the carriage return before it, if any); a
@@ -51,9 +66,10 @@
 //!   `crew` and `crew_positioning` that leave no id write no `crew` member.
 //! - Details name rows by the line they start on, counting lines from 1.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, BufRead};
+
+use csv_core::ReadFieldResult;
 
 use super::event::{Event, Invalid, InvalidReason, invalid, revision_from_number};
 use super::json::{self, Value};
@@ -126,33 +142,9 @@ struct Header {
     columns: Vec<Column>,
 }
 
-/// Where the first pass stands in a record: at the start of a cell, inside an
-/// unquoted cell, inside a quoted one, or just after a quote inside a quoted cell
-/// (which closes it, unless another quote follows: then it was an escaped quote).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Quoting {
-    CellStart,
-    Unquoted,
-    Quoted,
-    QuoteInQuoted,
-}
-
-/// The state after `byte`, or `None` when `byte` ends the record (a line feed
-/// outside quotes).
-fn step(state: Quoting, byte: u8) -> Option<Quoting> {
-    use Quoting::*;
-    Some(match (state, byte) {
-        (Quoted, b'"') => QuoteInQuoted,
-        (Quoted, _) => Quoted,
-        (_, b'\n') => return None,
-        (CellStart | QuoteInQuoted, b'"') => Quoted,
-        (_, b',') => CellStart,
-        _ => Unquoted,
-    })
-}
-
-/// One record as the first pass found it; its first bytes (at most the limit) are
-/// in `CsvReader::held`, without the line end.
+/// One record as csv-core read it. Its first bytes (at most the limit and one more)
+/// are in `CsvReader::held`, without the line end; its cells are kept only while it
+/// is within the limit.
 struct Row {
     /// The line the record starts on, from 1.
     line: u64,
@@ -164,96 +156,52 @@ struct Row {
     complete: bool,
     /// The end of the file came inside a quoted cell.
     open_quote: bool,
+    /// The kept cells, unquoted, one after another.
+    text: Vec<u8>,
+    /// Where each kept cell ends in `text`, and whether text stood between its
+    /// closing quote and the end of the cell.
+    ends: Vec<(usize, bool)>,
+    /// How many cells the record has.
+    count: usize,
+    /// The first cell (from 1) with text after its closing quote.
+    stray: Option<usize>,
 }
 
-/// One cell of a record, unquoted.
-struct Cell<'a> {
-    text: Cow<'a, str>,
-    /// Text stood between the closing quote and the end of the cell.
-    stray: bool,
-}
-
-/// The cells of a record's text (without its line end), one at a time: a header row
-/// may have any number of them, and a row need not be split further than tells
-/// whether it has the header's number.
-struct Cells<'a> {
-    text: &'a str,
-    at: usize,
-    done: bool,
-}
-
-impl<'a> Cells<'a> {
-    fn new(text: &'a str) -> Cells<'a> {
-        Cells {
-            text,
-            at: 0,
-            done: false,
-        }
-    }
-
-    /// The next cell starts after the comma at `end`, if `end` is one.
-    fn advance(&mut self, end: usize) {
-        if end >= self.text.len() {
-            self.done = true;
-        } else {
-            self.at = end + 1;
-        }
-    }
-}
-
-/// The offset of the first comma at or after `from`, or the length of `bytes`.
-fn comma(bytes: &[u8], from: usize) -> usize {
-    bytes[from..]
-        .iter()
-        .position(|&b| b == b',')
-        .map_or(bytes.len(), |i| from + i)
-}
-
-impl<'a> Iterator for Cells<'a> {
-    type Item = Cell<'a>;
-
-    fn next(&mut self) -> Option<Cell<'a>> {
-        if self.done {
-            return None;
-        }
-        let bytes = self.text.as_bytes();
-        let start = self.at;
-        if bytes.get(start) != Some(&b'"') {
-            let end = comma(bytes, start);
-            self.advance(end);
-            return Some(Cell {
-                text: Cow::Borrowed(&self.text[start..end]),
-                stray: false,
-            });
-        }
-        // A quoted cell runs to the first quote that is not doubled. (A record read
-        // whole has one; a missing one ends the cell at the end of the text.)
-        let mut from = start + 1;
-        let mut doubled = false;
-        let close = loop {
-            match bytes[from..].iter().position(|&b| b == b'"') {
-                None => break bytes.len(),
-                Some(i) if bytes.get(from + i + 1) == Some(&b'"') => {
-                    doubled = true;
-                    from += i + 2;
-                }
-                Some(i) => break from + i,
-            }
-        };
-        let inner = &self.text[start + 1..close];
-        let text = if doubled {
-            Cow::Owned(inner.replace("\"\"", "\""))
-        } else {
-            Cow::Borrowed(inner)
-        };
-        let after = (close + 1).min(bytes.len());
-        let end = comma(bytes, after);
-        self.advance(end);
-        Some(Cell {
-            text,
-            stray: end > after,
+impl Row {
+    /// The kept cells and their stray flags. The record's text is UTF-8 (`utf8`
+    /// checked it), and so are they: csv-core leaves out only ASCII bytes (quotes,
+    /// commas, the line end), each a whole character.
+    fn cells(&self) -> impl Iterator<Item = (&str, bool)> {
+        let text = std::str::from_utf8(&self.text)
+            .expect("the cells of UTF-8 text less ASCII bytes are UTF-8");
+        let mut from = 0;
+        self.ends.iter().map(move |&(end, stray)| {
+            let cell = &text[from..end];
+            from = end;
+            (cell, stray)
         })
     }
+}
+
+/// Whether `raw`, a cell as written, is `cell` quoted as RFC 4180 writes it: between
+/// quotes, each quote doubled. csv-core reads text after a closing quote into the
+/// cell (`"ab"c` is `abc`); a quoted cell that is not this form had such text.
+fn quoted_as(raw: &[u8], cell: &[u8]) -> bool {
+    let Some(inner) = raw
+        .strip_prefix(b"\"")
+        .and_then(|rest| rest.strip_suffix(b"\""))
+    else {
+        return false;
+    };
+    let mut at = 0;
+    for &byte in cell {
+        let want: &[u8] = if byte == b'"' { b"\"\"" } else { &[byte] };
+        if !inner[at..].starts_with(want) {
+            return false;
+        }
+        at += want.len();
+    }
+    at == inner.len()
 }
 
 /// The fields of one row, each `None` where its cell is empty (or the header has no
@@ -273,10 +221,9 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn of(columns: &'a [Column], cells: &'a [Cow<'a, str>]) -> Fields<'a> {
+    fn of(columns: &'a [Column], cells: &[&'a str]) -> Fields<'a> {
         let mut fields = Fields::default();
-        for (column, cell) in columns.iter().zip(cells) {
-            let cell: &str = cell;
+        for (column, &cell) in columns.iter().zip(cells) {
             if cell.is_empty() {
                 continue;
             }
@@ -403,6 +350,8 @@ pub struct CsvReader<R> {
     limits: Limits,
     started: bool,
     header: Option<Header>,
+    /// csv-core's parser, which finds where records and cells end and unquotes them.
+    parser: csv_core::Reader,
     /// The first bytes of the record being read (at most the limit and one more).
     held: Vec<u8>,
     /// The byte offset in the file of the next record.
@@ -420,6 +369,7 @@ impl<R: BufRead> CsvReader<R> {
             limits,
             started: false,
             header: None,
+            parser: parser(),
             held: Vec::new(),
             offset: 0,
             line: 1,
@@ -441,7 +391,9 @@ impl<R: BufRead> CsvReader<R> {
             self.header = Some(self.read_header()?);
         }
         loop {
-            let Some(row) = self.read_row()? else {
+            // No more cells are kept than tell whether the row has the header's number.
+            let keep = self.header.as_ref().map_or(0, |h| h.columns.len()) + 1;
+            let Some(row) = self.read_row(keep)? else {
                 return Ok(None);
             };
             self.check_end(&row, "the last row")?;
@@ -455,7 +407,7 @@ impl<R: BufRead> CsvReader<R> {
     /// The header row: the first line that is not empty.
     fn read_header(&mut self) -> Result<Header, ReadError> {
         loop {
-            let Some(row) = self.read_row()? else {
+            let Some(row) = self.read_row(usize::MAX)? else {
                 return Err(reject(
                     RejectReason::Empty,
                     "the file holds no header row: it is empty but for a byte-order mark or \
@@ -473,8 +425,8 @@ impl<R: BufRead> CsvReader<R> {
                     row.line, row.size, self.limits.event_bytes_max
                 )));
             }
-            let text = utf8(std::mem::take(&mut self.held), row.start)?;
-            return header(&text, row.line);
+            utf8(std::mem::take(&mut self.held), row.start)?;
+            return header(row.cells(), row.line);
         }
     }
 
@@ -518,20 +470,9 @@ impl<R: BufRead> CsvReader<R> {
         let raw = utf8(held, row.start)?;
         let header = self.header.as_ref().expect("the header is read first");
         let width = header.columns.len();
-        // No more cells are kept than tell whether the row has the header's number.
-        let mut cells = Vec::with_capacity(width);
-        let mut count = 0usize;
-        let mut stray = None;
-        for (i, cell) in Cells::new(&raw).enumerate() {
-            count += 1;
-            if cell.stray && stray.is_none() {
-                stray = Some(i + 1);
-            }
-            if cells.len() <= width {
-                cells.push(cell.text);
-            }
-        }
-        if let Some(column) = stray {
+        let count = row.count;
+        let cells: Vec<&str> = row.cells().map(|(cell, _)| cell).collect();
+        if let Some(column) = row.stray {
             let problem = invalid(
                 InvalidReason::BadRow,
                 format!(
@@ -614,64 +555,159 @@ impl<R: BufRead> CsvReader<R> {
         Record { index, raw, event }
     }
 
-    /// Reads the next record (`None` at the end of the file), holding at most the
-    /// limit and one byte more (a carriage return that may end the line).
-    fn read_row(&mut self) -> io::Result<Option<Row>> {
+    /// Reads the next record (`None` at the end of the file) through csv-core,
+    /// keeping at most the limit and one byte more of its text (a carriage return
+    /// that may end the line) and, while it is within that, at most `keep` of its
+    /// cells. A longer record is walked to its end without keeping its bytes.
+    fn read_row(&mut self, keep: usize) -> io::Result<Option<Row>> {
         self.held.clear();
         let room = self.limits.event_bytes_max.saturating_add(1);
-        let line = self.line;
-        let start = self.offset;
-        let mut state = Quoting::CellStart;
-        let mut size = 0u64;
-        // The last byte was a carriage return outside quotes: it ends the line
-        // if a line feed or the end of the file follows.
-        let mut ends_in_return = false;
-        let complete = loop {
+        // Empty lines hold no record: skip them, counting their lines.
+        loop {
             let chunk = self.input.fill_buf()?;
             if chunk.is_empty() {
-                if size == 0 {
-                    return Ok(None);
-                }
-                break false;
+                return Ok(None);
             }
-            let mut end = None;
-            for (i, &byte) in chunk.iter().enumerate() {
-                let Some(next) = step(state, byte) else {
-                    end = Some(i);
-                    break;
-                };
-                state = next;
-                ends_in_return = byte == b'\r' && state != Quoting::Quoted;
-                if byte == b'\n' {
-                    self.line += 1;
-                }
+            let blank = chunk.iter().take_while(|&&b| b == b'\n').count();
+            if blank == 0 {
+                break;
             }
-            let piece = &chunk[..end.unwrap_or(chunk.len())];
-            let keep = piece.len().min(room.saturating_sub(self.held.len()));
-            self.held.extend_from_slice(&piece[..keep]);
-            size += piece.len() as u64;
-            let used = piece.len() + usize::from(end.is_some());
-            self.input.consume(used);
-            self.offset += used as u64;
-            if end.is_some() {
-                self.line += 1;
-                break true;
-            }
+            self.input.consume(blank);
+            self.offset += blank as u64;
+            self.line += blank as u64;
+        }
+        let mut row = Row {
+            line: self.line,
+            start: self.offset,
+            size: 0,
+            complete: true,
+            open_quote: false,
+            text: Vec::new(),
+            ends: Vec::new(),
+            count: 0,
+            stray: None,
         };
-        if ends_in_return {
-            size -= 1;
-            if self.held.len() as u64 > size {
-                self.held.truncate(size as usize);
+        // The unquoted cells go to `row.text[..filled]`, grown up to `room + 1`
+        // bytes (more than a record within the limit unquotes to); the cells of a
+        // longer record go to `scratch` and are dropped.
+        let mut filled = 0usize;
+        let mut scratch = [0u8; 256];
+        // Where the cell being read starts, in the record's text and in `filled`.
+        let mut cell_start = 0u64;
+        let mut cell_out = 0usize;
+        let mut last = 0u8;
+        loop {
+            let over = row.size > room as u64;
+            let chunk = self.input.fill_buf()?;
+            if chunk.is_empty() {
+                // The file ends without a line end: give csv-core the one it lacks.
+                // It ends the record as the end of the file would, unless a quoted
+                // cell is open (then the line feed is text of it, and the record
+                // is cut).
+                let mut spare = [0u8; 1];
+                let (result, _, _) = self.parser.read_field(b"\n", &mut spare);
+                row.open_quote = !matches!(result, ReadFieldResult::Field { .. });
+                row.complete = false;
+                break;
+            }
+            if !over && filled == row.text.len() {
+                let grown = (row.text.len() * 2).max(64).min(room.saturating_add(1));
+                row.text.resize(grown, 0);
+            }
+            let output = if over {
+                &mut scratch[..]
+            } else {
+                &mut row.text[filled..]
+            };
+            let (result, nin, nout) = self.parser.read_field(chunk, output);
+            let consumed = &chunk[..nin];
+            self.line += consumed.iter().filter(|&&b| b == b'\n').count() as u64;
+            let ends = matches!(
+                result,
+                ReadFieldResult::Field { record_end: true } | ReadFieldResult::End
+            );
+            // The line feed that ends the record is no part of it.
+            let body = match consumed.split_last() {
+                Some((b'\n', body)) if ends => body,
+                _ => consumed,
+            };
+            if !over {
+                filled += nout;
+                let take = body.len().min(room - self.held.len());
+                self.held.extend_from_slice(&body[..take]);
+            }
+            if let Some(&byte) = body.last() {
+                last = byte;
+            }
+            row.size += body.len() as u64;
+            self.input.consume(nin);
+            self.offset += nin as u64;
+            if ends {
+                break;
+            }
+            if result == (ReadFieldResult::Field { record_end: false }) {
+                // The comma after the cell is no part of it.
+                let end = row.size - 1;
+                self.end_cell(&mut row, cell_start..end, cell_out, &mut filled, keep);
+                cell_start = row.size;
+                cell_out = filled;
             }
         }
-        Ok(Some(Row {
-            line,
-            start,
-            size,
-            complete,
-            open_quote: state == Quoting::Quoted,
-        }))
+        // A carriage return before the line end (or the end of the file) is no part
+        // of the record, nor of its last cell: outside quotes, csv-core read it as
+        // text of that cell.
+        if last == b'\r' && !row.open_quote {
+            row.size -= 1;
+            self.held.truncate(row.size.min(room as u64) as usize);
+            if filled > cell_out {
+                filled -= 1;
+            }
+        }
+        let end = row.size;
+        self.end_cell(&mut row, cell_start..end, cell_out, &mut filled, keep);
+        row.text.truncate(filled);
+        Ok(Some(row))
     }
+
+    /// Ends a cell of `row`: its text as written is `raw` in the record, and
+    /// unquoted it is `row.text[out..filled]`. Cells are kept only while the record
+    /// is within the limit, and no more than `keep` of them.
+    fn end_cell(
+        &self,
+        row: &mut Row,
+        raw: std::ops::Range<u64>,
+        out: usize,
+        filled: &mut usize,
+        keep: usize,
+    ) {
+        row.count += 1;
+        if row.size > self.limits.event_bytes_max.saturating_add(1) as u64 {
+            return;
+        }
+        let written = &self.held[raw.start as usize..raw.end as usize];
+        let stray = written.first() == Some(&b'"') && !quoted_as(written, &row.text[out..*filled]);
+        if stray && row.stray.is_none() {
+            row.stray = Some(row.count);
+        }
+        if row.ends.len() < keep {
+            row.ends.push((*filled, stray));
+        } else {
+            *filled = out;
+        }
+    }
+}
+
+/// A csv-core parser for spoolite's CSV: only a line feed ends a record (a carriage
+/// return before it is taken off by `read_row`), and the byte-order mark is
+/// `skip_bom`'s to take, once.
+fn parser() -> csv_core::Reader {
+    let mut parser = csv_core::ReaderBuilder::new()
+        .terminator(csv_core::Terminator::Any(b'\n'))
+        .build();
+    // csv-core drops a byte-order mark at the start of its first input; an empty
+    // line first (which it skips) leaves a second mark after spoolite's as text.
+    parser.read_field(b"\n", &mut [0u8]);
+    parser
 }
 
 /// The event of an event row.
@@ -725,19 +761,22 @@ fn bad_shape(detail: impl Into<String>) -> ReadError {
     reject(RejectReason::BadShape, detail)
 }
 
-/// Reads the header row's text (found on line `line`): its columns and shape.
-fn header(text: &str, line: u64) -> Result<Header, ReadError> {
+/// Reads the header row's cells (found on line `line`): its columns and shape.
+fn header<'a>(
+    cells: impl Iterator<Item = (&'a str, bool)>,
+    line: u64,
+) -> Result<Header, ReadError> {
     let mut columns = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, cell) in Cells::new(text).enumerate() {
+    for (i, (cell, stray)) in cells.enumerate() {
         let number = i + 1;
-        if cell.stray {
+        if stray {
             return Err(bad_shape(format!(
                 "the header row (line {line}) is not RFC 4180 CSV: its column {number} has text \
                  after the closing quote (a quote inside a quoted name is written twice)"
             )));
         }
-        let name = cell.text.trim();
+        let name = cell.trim();
         if name.is_empty() {
             return Err(bad_shape(format!(
                 "the header's column {number} has no name (a comma too many at the end of the \
@@ -1363,6 +1402,41 @@ mod tests {
         };
         let (code, detail) = outcome(text.as_bytes(), limits).expect_err("too long");
         assert_eq!(code, "bad_shape", "{detail}");
+    }
+
+    #[test]
+    fn where_csv_core_reads_otherwise_spoolite_keeps_its_choices() {
+        let header = "flight_id,event_kind,instant_utc,payload.note\r\n";
+        let text = format!(
+            "{header}F1,landing,2026-11-29T10:05:00Z,\"a\"\"\"\r\n\
+             F2,landing,2026-11-29T10:05:00Z,\"a\"b\"\r\n\
+             F3,landing,2026-11-29T10:05:00Z,\"a\"\r\r\n"
+        );
+        let got = records(&text);
+        assert_eq!(event(&got[0]).payload(), r#"{"note":"a\""}"#);
+        // Text after the closing quote, even text that ends in a quote.
+        assert_eq!(problem(&got[1]).0, "bad_row");
+        assert_eq!(got[1].raw, "F2,landing,2026-11-29T10:05:00Z,\"a\"b\"");
+        // Only the carriage return before the line feed is the line end's.
+        assert_eq!(problem(&got[2]).0, "bad_row");
+        assert_eq!(got[2].raw, "F3,landing,2026-11-29T10:05:00Z,\"a\"\r");
+        // A second byte-order mark is text of the first header name.
+        let (code, _) = rejection(&format!("\u{feff}\u{feff}{header}"), SETTLED);
+        assert_eq!(code, "bad_shape");
+        // A record over the limit cut inside a quoted cell is cut all the same.
+        let limits = Limits {
+            event_bytes_max: 60,
+            settled: true,
+        };
+        let cut = format!(
+            "{header}F1,landing,2026-11-29T10:05:00Z,\"{}",
+            "x\n".repeat(40)
+        );
+        let (code, _) = outcome(cut.as_bytes(), limits).expect_err("cut");
+        assert_eq!(code, "truncated");
+        let whole = format!("{cut}\"\n");
+        let got = outcome(whole.as_bytes(), limits).expect("read");
+        assert_eq!(problem(&got[0]).0, "too_large");
     }
 
     #[test]
