@@ -367,4 +367,6 @@ fn bad_shape(detail: impl Into<String>) -> ReadError {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;
