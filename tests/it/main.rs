@@ -19,6 +19,7 @@ mod flight_case;
 mod fold;
 mod ftl;
 mod gzip;
+mod hostile;
 mod ingest;
 mod names;
 mod ops;
