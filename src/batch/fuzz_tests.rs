@@ -478,8 +478,8 @@ fn soup(pieces: &'static [&'static [u8]]) -> impl Strategy<Value = Vec<u8>> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 4096,
-        max_global_rejects: 4096,
+        cases: 2048,
+        max_global_rejects: 2048,
         ..ProptestConfig::default()
     })]
 
