@@ -634,3 +634,96 @@ fn an_aidx_message_cut_anywhere_before_its_root_closes_is_still_arriving() {
         );
     });
 }
+
+// ---------------------------------------------------------------------------------
+// What the cases above found, kept as they fail today.
+
+/// Every record of `bytes`, or the rejection, read through a buffer of `capacity`
+/// bytes.
+fn read_through(
+    format: Format,
+    bytes: &[u8],
+    capacity: usize,
+) -> Result<Vec<Record>, (RejectReason, String)> {
+    let input = std::io::BufReader::with_capacity(capacity, bytes);
+    let mut reader = BatchReader::new(format, input, Limits::default());
+    let mut records = Vec::new();
+    loop {
+        match reader.next_record() {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => return Ok(records),
+            Err(ReadError::Rejected(r)) => return Err((r.reason, r.detail)),
+            Err(ReadError::Io(e)) => panic!("reading memory failed: {e}"),
+        }
+    }
+}
+
+/// `aidx::midnight` slices a time text at bytes 11..19 once its byte 10 is `T`;
+/// a character over byte 19 panics there, for the root's `TimeStamp` (read at the
+/// root) and for an actual time (read when its leg closes), and `spoolite ingest`
+/// exits 101.
+#[test]
+fn a_time_with_a_character_over_its_nineteenth_byte_is_no_panic() {
+    let odd = "2026-11-29T00:00:0éZ";
+    let stamp = AIDX.replace("2026-11-29T12:00:00Z", odd);
+    match read_through(Format::Aidx, stamp.as_bytes(), 1 << 16) {
+        Err((reason, detail)) => assert_eq!(reason, RejectReason::BadShape, "{detail}"),
+        Ok(records) => panic!("read: {records:?}"),
+    }
+    let time = AIDX.replace("2026-11-29T10:05:00Z", odd);
+    let records = read_through(Format::Aidx, time.as_bytes(), 1 << 16).expect("read");
+    let invalid = records[0].event.as_ref().expect_err("no instant");
+    assert_eq!(
+        invalid.reason,
+        InvalidReason::BadInstant,
+        "{}",
+        invalid.detail
+    );
+}
+
+/// `skip_bom` consumes the first bytes of a file while they match a byte-order
+/// mark; when the buffer hands them out one or two at a time and the third does
+/// not match, the bytes consumed are lost (a file starting with U+FF01, bytes
+/// EF BC 81, loses its EF), so the file reads otherwise than it does whole. The
+/// four formats share it.
+#[test]
+fn a_byte_order_mark_prefix_split_across_reads_is_kept() {
+    let csv = "\u{ff01}flight_id,event_kind,instant_utc\n";
+    let ndjson = "\u{ff01}\n";
+    let json = "\u{ff01}";
+    let aidx = "\u{ff01}<a/>";
+    for (format, text) in [
+        (Format::Csv, csv),
+        (Format::Ndjson, ndjson),
+        (Format::Json, json),
+        (Format::Aidx, aidx),
+    ] {
+        let whole = read_through(format, text.as_bytes(), 1 << 16);
+        for capacity in [1, 2] {
+            assert_eq!(
+                read_through(format, text.as_bytes(), capacity),
+                whole,
+                "{format:?} through a buffer of {capacity} bytes"
+            );
+        }
+    }
+}
+
+/// Past the byte-order mark `skip_bom` takes, quick-xml drops a second one, but
+/// only when its first read holds all three bytes: a message after two marks goes
+/// in when read whole, and is `not_xml` (text before the root element) when read
+/// in small pieces.
+#[test]
+fn a_second_byte_order_mark_reads_alike_whole_or_in_pieces() {
+    let twice = format!("\u{feff}\u{feff}{AIDX}");
+    let whole = read_through(Format::Aidx, twice.as_bytes(), 1 << 16);
+    for capacity in [1, 2, 4] {
+        assert_eq!(
+            read_through(Format::Aidx, twice.as_bytes(), capacity)
+                .as_ref()
+                .map(Vec::len),
+            whole.as_ref().map(Vec::len),
+            "through a buffer of {capacity} bytes"
+        );
+    }
+}
