@@ -16,6 +16,7 @@ mod daemon;
 mod datasette;
 mod fairfloor;
 mod files;
+mod formats;
 mod generate;
 mod idle;
 mod latency;
@@ -145,7 +146,7 @@ pub struct Options {
     /// Leave out the sqlite-utils peer (it needs python3 and PyPI).
     #[arg(long)]
     pub skip_peer: bool,
-    /// Run only these sections (by number: 0 to 9, M, A, P; repeatable or comma-separated),
+    /// Run only these sections (by number: 0 to 9, F, M, A, P; repeatable or comma-separated),
     /// e.g. `--only 8,9` for the idle daemon and the backlog, which need no generated
     /// batch files. The other sections are left out of the table.
     #[arg(long, value_delimiter = ',', value_name = "SECTION")]

@@ -123,7 +123,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         first_ndjson: None,
         grown_db: None,
     };
-    let sections: [(&str, &str, Section); 12] = [
+    let sections: [(&str, &str, Section); 13] = [
         ("0", "generate files", Bench::generate),
         ("1–2", "first ingest and floors", Bench::first_ingest),
         ("3", "re-drop", Bench::redrop),
@@ -134,6 +134,7 @@ pub fn bench(options: Options) -> BenchResult<ExitCode> {
         ("7", "latency", Bench::latency),
         ("8", "idle", Bench::idle),
         ("9", "backlog", Bench::backlog),
+        ("F", "formats and slots", Bench::formats),
         ("M", "memory flatness", Bench::flatness),
         ("P", "PostgreSQL", Bench::postgres),
     ];
@@ -152,7 +153,7 @@ fn chosen(only: &[String], number: &str) -> bool {
     let picked = |n: &str| only.iter().any(|o| o == n);
     only.is_empty()
         || number.split('–').any(picked)
-        || number == "0" && only.iter().any(|o| o != "8" && o != "9")
+        || number == "0" && only.iter().any(|o| o != "8" && o != "9" && o != "F")
 }
 
 impl Bench {
@@ -475,6 +476,93 @@ impl Bench {
                 "≤ 0.35× first ingest",
             ),
         );
+        Ok(())
+    }
+
+    /// Section F: the same flights' movements as NDJSON without and with a slot, as
+    /// CSV flight rows and as one AIDX message (`formats`), each into an empty
+    /// database, `--repeat` rounds interleaved; each format's rate against the
+    /// plain NDJSON's of the same rounds, and the slots' cost.
+    fn formats(&mut self) -> BenchResult<()> {
+        let flights = (self.events() / 4).max(1);
+        let sizes = crate::formats::write_all(&self.data, flights)?;
+        let files: Vec<BatchFile> = crate::formats::NAMES
+            .iter()
+            .zip(sizes)
+            .map(|(name, bytes)| BatchFile {
+                path: self.data.join(name),
+                bytes,
+                events: flights * 4,
+            })
+            .collect();
+        let mut runs: Vec<Vec<Ingested>> = files.iter().map(|_| Vec::new()).collect();
+        let rounds = self.options.repeat.max(1);
+        for round in 1..=rounds {
+            progress(&format!("formats, round {round} of {rounds}"));
+            for (file, runs) in files.iter().zip(runs.iter_mut()) {
+                warm(&file.path)?;
+                runs.push(self.ingest_expecting("formats.db", file, "inserted")?);
+                remove_db(&self.dbs.join("formats.db"))?;
+            }
+        }
+        let medians: Vec<Ingested> = runs.iter().map(|r| median_ingest(r)).collect();
+        let plain = medians[0];
+        let section_1 = self.first_ndjson;
+        for (i, what, target, goal) in [
+            (
+                1,
+                "NDJSON, every event with a slot",
+                Target::AtLeast(1.0 / 1.1),
+                "slots cost ≤ 10 % (issue 35)",
+            ),
+            (
+                2,
+                "CSV flight rows (slot 1)",
+                Target::AtLeast(0.8),
+                "≥ 0.8× the NDJSON rate (issue 35)",
+            ),
+            (
+                3,
+                "AIDX XML, one leg per flight (RepeatNumber 1)",
+                Target::AtLeast(0.8),
+                "≥ 0.8× the NDJSON rate (issue 35)",
+            ),
+        ] {
+            let file = &files[i];
+            let ingested = medians[i];
+            let ratio = plain.seconds / ingested.seconds;
+            let against_1 = section_1
+                .map(|n| {
+                    format!(
+                        "; section 1's .ndjson {}",
+                        table::rate(self.events(), n.seconds)
+                    )
+                })
+                .unwrap_or_default();
+            self.rows.push(
+                Row::info(
+                    "F",
+                    &format!(
+                        "first ingest, {} events as {what} ({}), empty db (median of {}, interleaved)",
+                        table::count(file.events),
+                        table::mebibytes(file.bytes),
+                        runs[i].len()
+                    ),
+                    format!(
+                        "{} = {}; peak RSS {}",
+                        table::seconds(ingested.seconds),
+                        table::rate(file.events, ingested.seconds),
+                        table::mebibytes(ingested.peak_rss_bytes)
+                    ),
+                    format!(
+                        "the same flights as NDJSON without a slot {} = {}{against_1}",
+                        table::seconds(plain.seconds),
+                        table::rate(files[0].events, plain.seconds)
+                    ),
+                )
+                .judged(ratio, format!("{ratio:.2}× the NDJSON rate"), target, goal),
+            );
+        }
         Ok(())
     }
 

@@ -938,7 +938,10 @@ fn origin_date(text: &str) -> Option<String> {
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let zone = &text[10..];
+    // `get`: a character may straddle byte 10 (the text is not checked yet).
+    let (Some(day), Some(zone)) = (text.get(..10), text.get(10..)) else {
+        return None;
+    };
     let zone_ok = zone.is_empty()
         || zone == "Z"
         || (zone.len() == 6
@@ -948,7 +951,7 @@ fn origin_date(text: &str) -> Option<String> {
                 .bytes()
                 .enumerate()
                 .all(|(i, c)| i == 0 || i == 3 || c.is_ascii_digit()));
-    let date = civil_date(&text[..10])?;
+    let date = civil_date(day)?;
     zone_ok.then(|| format!("{:04}{:02}{:02}", date.0, date.1, date.2))
 }
 
@@ -959,7 +962,7 @@ fn civil_date(text: &str) -> Option<(i32, i32, i32)> {
         return None;
     }
     let number = |range: std::ops::Range<usize>| -> Option<i32> {
-        let part = &text[range];
+        let part = text.get(range)?;
         part.bytes()
             .all(|c| c.is_ascii_digit())
             .then(|| part.parse().ok())
@@ -976,7 +979,8 @@ fn civil_date(text: &str) -> Option<(i32, i32, i32)> {
 /// of the next day, the offset kept; any other text as it is.
 fn midnight(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
-    if b.len() < 19 || !matches!(b[10], b'T' | b't') || &text[11..19] != "24:00:00" {
+    // `get`: a character may straddle byte 19 (the text is not checked yet).
+    if b.len() < 19 || !matches!(b[10], b'T' | b't') || text.get(11..19) != Some("24:00:00") {
         return Cow::Borrowed(text);
     }
     let mut rest = &text[19..];

@@ -107,10 +107,8 @@ struct Outcome {
     rejection: Option<Rejection>,
 }
 
-/// `bytes` handed out in pieces of `size` bytes, after a first piece of six (two
-/// byte-order marks' length): a file whose first bytes come split reads otherwise
-/// today (`skip_bom` loses a lone EF or EF BB it consumed, and quick-xml drops a
-/// second mark only when its first read holds it whole).
+/// `bytes` handed out in pieces of `size` bytes, the first piece included (a
+/// file's start split across reads reads as it does whole: `batch::Head`).
 struct Pieces<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -129,11 +127,7 @@ impl io::Read for Pieces<'_> {
 
 impl BufRead for Pieces<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        let end = if self.at < FIRST {
-            FIRST
-        } else {
-            FIRST + ((self.at - FIRST) / self.size + 1) * self.size
-        };
+        let end = (self.at / self.size + 1) * self.size;
         Ok(&self.bytes[self.at..end.min(self.bytes.len())])
     }
 
@@ -142,15 +136,11 @@ impl BufRead for Pieces<'_> {
     }
 }
 
-/// The size of the first piece `Pieces` hands out.
-const FIRST: usize = 6;
-
 /// A piece size that reads any file here at once.
 const WHOLE: usize = 1 << 20;
 
-/// Reads `bytes` in pieces of `size` bytes (after the first six), checking each
-/// record and the rejection as it comes. A panic the AIDX reader is known to meet
-/// today rejects the case (see `midnight_panic`); any other fails it.
+/// Reads `bytes` in pieces of `size` bytes, checking each record and the
+/// rejection as it comes; a panic fails the case.
 fn read(
     format: Format,
     bytes: &[u8],
@@ -165,11 +155,7 @@ fn read(
         let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next_record()))
             .map_err(|panic| {
                 let message = panic_message(&*panic);
-                if midnight_panic(&message) {
-                    TestCaseError::reject(format!("the known panic: {message}"))
-                } else {
-                    TestCaseError::fail(format!("{format:?}: panicked: {message}"))
-                }
+                TestCaseError::fail(format!("{format:?}: panicked: {message}"))
             })?;
         match next {
             Ok(Some(record)) => {
@@ -224,20 +210,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_default()
-}
-
-/// Whether `message` is the panic of `aidx::midnight` today on a time text (an
-/// actual time, or the root's `TimeStamp`) whose byte 10 is `T` and which has a
-/// character over byte 11 or 19, which it slices at: a case that meets it is left
-/// out until that is mended, not counted as passed.
-fn midnight_panic(message: &str) -> bool {
-    let at = message.contains("index 11 is not a char boundary")
-        || message.contains("index 19 is not a char boundary");
-    let text = message
-        .split_once(" of `")
-        .and_then(|(_, rest)| rest.rsplit_once('`'))
-        .map(|(text, _)| text.as_bytes());
-    at && text.is_some_and(|b| b.len() >= 19 && matches!(b[10], b'T' | b't'))
 }
 
 fn check_rejection(
@@ -636,7 +608,9 @@ fn an_aidx_message_cut_anywhere_before_its_root_closes_is_still_arriving() {
 }
 
 // ---------------------------------------------------------------------------------
-// What the cases above found, kept as they fail today.
+// What the cases above found once, each mended since (a character over a time
+// text's byte 19, a byte-order mark's first bytes split across reads, a second
+// mark before an AIDX message).
 
 /// Every record of `bytes`, or the rejection, read through a buffer of `capacity`
 /// bytes.
@@ -658,8 +632,8 @@ fn read_through(
     }
 }
 
-/// `aidx::midnight` slices a time text at bytes 11..19 once its byte 10 is `T`;
-/// a character over byte 19 panics there, for the root's `TimeStamp` (read at the
+/// `aidx::midnight` sliced a time text at bytes 11..19 once its byte 10 was `T`;
+/// a character over byte 19 panicked there, for the root's `TimeStamp` (read at the
 /// root) and for an actual time (read when its leg closes), and `spoolite ingest`
 /// exits 101.
 #[test]
@@ -682,10 +656,9 @@ fn a_time_with_a_character_over_its_nineteenth_byte_is_no_panic() {
 }
 
 /// `skip_bom` consumes the first bytes of a file while they match a byte-order
-/// mark; when the buffer hands them out one or two at a time and the third does
-/// not match, the bytes consumed are lost (a file starting with U+FF01, bytes
-/// EF BC 81, loses its EF), so the file reads otherwise than it does whole. The
-/// four formats share it.
+/// mark; handed out one or two at a time with the third not matching, they were
+/// lost (a file starting with U+FF01, bytes EF BC 81, lost its EF). `Head` hands
+/// the start of every file out whole. The four formats share it.
 #[test]
 fn a_byte_order_mark_prefix_split_across_reads_is_kept() {
     let csv = "\u{ff01}flight_id,event_kind,instant_utc\n";
@@ -709,10 +682,9 @@ fn a_byte_order_mark_prefix_split_across_reads_is_kept() {
     }
 }
 
-/// Past the byte-order mark `skip_bom` takes, quick-xml drops a second one, but
-/// only when its first read holds all three bytes: a message after two marks goes
-/// in when read whole, and is `not_xml` (text before the root element) when read
-/// in small pieces.
+/// Past the byte-order mark `skip_bom` takes, quick-xml drops a second one only
+/// when its first read holds all three bytes: a message after two marks went in
+/// when read whole and was `not_xml` in small pieces, before `Head`.
 #[test]
 fn a_second_byte_order_mark_reads_alike_whole_or_in_pieces() {
     let twice = format!("\u{feff}\u{feff}{AIDX}");

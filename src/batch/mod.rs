@@ -212,14 +212,15 @@ impl Default for Limits {
 // costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 pub enum BatchReader<R> {
-    Json(JsonReader<R>),
-    Ndjson(NdjsonReader<R>),
-    Csv(csv::CsvReader<R>),
-    Aidx(aidx::AidxReader<R>),
+    Json(JsonReader<Head<R>>),
+    Ndjson(NdjsonReader<Head<R>>),
+    Csv(csv::CsvReader<Head<R>>),
+    Aidx(aidx::AidxReader<Head<R>>),
 }
 
 impl<R: BufRead> BatchReader<R> {
     pub fn new(format: Format, input: R, limits: Limits) -> BatchReader<R> {
+        let input = Head::new(input);
         match format {
             Format::Json => BatchReader::Json(JsonReader::new(input, limits)),
             Format::Ndjson => BatchReader::Ndjson(NdjsonReader::new(input, limits)),
@@ -245,6 +246,82 @@ impl<R: BufRead> BatchReader<R> {
             BatchReader::Ndjson(_) | BatchReader::Csv(_) | BatchReader::Aidx(_) => {
                 Header::default()
             }
+        }
+    }
+}
+
+/// A file's input with its first `HEAD_BYTES` bytes read ahead and handed out in
+/// one piece: whatever sizes the input comes in, the start of a file (a
+/// byte-order mark, or two) is seen whole, so a file reads alike however it is
+/// cut into reads. A read error there is kept and returned at the first read.
+pub struct Head<R> {
+    head: [u8; HEAD_BYTES],
+    start: usize,
+    end: usize,
+    error: Option<io::Error>,
+    inner: R,
+}
+
+/// Two byte-order marks and two bytes more.
+const HEAD_BYTES: usize = 8;
+
+impl<R: BufRead> Head<R> {
+    fn new(mut inner: R) -> Head<R> {
+        let mut head = [0; HEAD_BYTES];
+        let mut end = 0;
+        let mut error = None;
+        while end < HEAD_BYTES {
+            match inner.fill_buf() {
+                Ok([]) => break,
+                Ok(buf) => {
+                    let take = buf.len().min(HEAD_BYTES - end);
+                    head[end..end + take].copy_from_slice(&buf[..take]);
+                    inner.consume(take);
+                    end += take;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        Head {
+            head,
+            start: 0,
+            end,
+            error,
+            inner,
+        }
+    }
+}
+
+impl<R: BufRead> io::Read for Head<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let buf = self.fill_buf()?;
+        let n = buf.len().min(out.len());
+        out[..n].copy_from_slice(&buf[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Head<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        if self.start < self.end {
+            return Ok(&self.head[self.start..self.end]);
+        }
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        let from_head = amount.min(self.end - self.start);
+        self.start += from_head;
+        if amount > from_head {
+            self.inner.consume(amount - from_head);
         }
     }
 }

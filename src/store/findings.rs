@@ -127,6 +127,26 @@ pub(crate) fn change_seq_finding(events: i64, first: &[String], total: i64) -> F
     ))
 }
 
+/// How many slots the events name (both backends).
+pub(crate) const SLOTS_COUNT: &str = "SELECT count(*) FROM (SELECT DISTINCT flight_id, event_kind,
+        slot FROM spoolite_event WHERE slot IS NOT NULL) AS named";
+
+/// The slots with a live row other than their highest revision, or with two live
+/// rows, named, each with how many there are in all (both backends; each adds its
+/// `LIMIT`).
+pub(crate) const SLOTS_UNSETTLED: &str = "WITH s AS (
+        SELECT flight_id, event_kind, slot, source_revision, retracted,
+               max(source_revision) OVER (PARTITION BY flight_id, event_kind, slot) AS top
+        FROM spoolite_event WHERE slot IS NOT NULL
+    ), bad AS (
+        SELECT flight_id, event_kind, slot FROM s
+        GROUP BY flight_id, event_kind, slot
+        HAVING sum(CASE WHEN retracted THEN 0 ELSE 1 END) > 1
+            OR sum(CASE WHEN NOT retracted AND source_revision < top THEN 1 ELSE 0 END) > 0
+    )
+    SELECT flight_id || ' ' || event_kind || ' slot ' || slot, count(*) OVER ()
+    FROM bad ORDER BY 1";
+
 pub(crate) fn slots_finding(slots: i64, first: &[String], total: i64) -> Finding {
     if total == 0 {
         return Finding::holds(format!(

@@ -318,7 +318,7 @@ const KEYS: [(&str, &str); 4] = [
 /// Whether event (key, round) is a retraction, and its payload.
 fn version_of(key: usize, round: usize) -> (bool, String) {
     (
-        (key + round) % 3 == 0,
+        (key + round).is_multiple_of(3),
         format!("{{\"round\":{round},\"tail\":\"D-AI{key}\"}}"),
     )
 }

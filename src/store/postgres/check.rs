@@ -8,9 +8,10 @@ use postgres::{Portal, Row, Transaction};
 use super::{PgStore, SCHEMA_VERSION};
 use crate::store::error::StoreError;
 use crate::store::findings::{
-    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
-    change_seq_finding, compare_crew, compare_fdp, data_quality_finding, events_finding,
-    flight_times_finding, inbox_finding, quarantine_finding, slots_finding,
+    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN,
+    SLOTS_COUNT, SLOTS_UNSETTLED, Unit, change_seq_finding, compare_crew, compare_fdp,
+    data_quality_finding, events_finding, flight_times_finding, inbox_finding, quarantine_finding,
+    slots_finding,
 };
 
 /// The relations spoolite's schema makes, tables and views.
@@ -175,27 +176,8 @@ pub(crate) fn change_seq_distinct(store: &mut PgStore) -> Result<Finding, StoreE
 /// Every slot holds at most one live row, and it is the slot's highest revision
 /// (see the SQLite side).
 pub(crate) fn slots(store: &mut PgStore) -> Result<Finding, StoreError> {
-    let slots = count(
-        store,
-        "SELECT count(*) FROM (SELECT DISTINCT flight_id, event_kind, slot FROM spoolite_event
-                               WHERE slot IS NOT NULL) AS named",
-    )?;
-    let (first, total) = offenders(
-        store,
-        "WITH s AS (
-             SELECT flight_id, event_kind, slot, source_revision, retracted,
-                    max(source_revision) OVER (PARTITION BY flight_id, event_kind, slot) AS top
-             FROM spoolite_event WHERE slot IS NOT NULL
-         ), bad AS (
-             SELECT flight_id, event_kind, slot FROM s
-             GROUP BY flight_id, event_kind, slot
-             HAVING sum(CASE WHEN retracted THEN 0 ELSE 1 END) > 1
-                 OR sum(CASE WHEN NOT retracted AND source_revision < top THEN 1 ELSE 0 END) > 0
-         )
-         SELECT flight_id || ' ' || event_kind || ' slot ' || slot, count(*) OVER ()
-         FROM bad ORDER BY 1
-         LIMIT $1",
-    )?;
+    let slots = count(store, SLOTS_COUNT)?;
+    let (first, total) = offenders(store, &format!("{SLOTS_UNSETTLED} LIMIT $1"))?;
     Ok(slots_finding(slots, &first, total))
 }
 

@@ -8,9 +8,10 @@ use rusqlite::Connection;
 use super::SqliteStore;
 use crate::store::error::StoreError;
 use crate::store::findings::{
-    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN, Unit,
-    change_seq_finding, compare_crew, compare_fdp, data_quality_finding, events_finding,
-    flight_times_finding, inbox_finding, listed, quarantine_finding, slots_finding,
+    CrewLine, CrewSides, Crewed, FdpInput, FdpLine, FdpSides, Finding, OFFENDERS_SHOWN,
+    SLOTS_COUNT, SLOTS_UNSETTLED, Unit, change_seq_finding, compare_crew, compare_fdp,
+    data_quality_finding, events_finding, flight_times_finding, inbox_finding, listed,
+    quarantine_finding, slots_finding,
 };
 
 /// The rows of a statement whose rows are `(offender, total)`, the total the same
@@ -144,27 +145,8 @@ pub(crate) fn change_seq_distinct(store: &SqliteStore) -> Result<Finding, StoreE
 /// Every slot holds at most one live row, and it is the slot's highest revision
 /// (the contract's *Slots*), through the slots' partial index.
 pub(crate) fn slots(store: &SqliteStore) -> Result<Finding, StoreError> {
-    let slots = count(
-        &store.conn,
-        "SELECT count(*) FROM (SELECT DISTINCT flight_id, event_kind, slot FROM spoolite_event
-                               WHERE slot IS NOT NULL)",
-    )?;
-    let (first, total) = offenders(
-        &store.conn,
-        "WITH s AS (
-             SELECT flight_id, event_kind, slot, source_revision, retracted,
-                    max(source_revision) OVER (PARTITION BY flight_id, event_kind, slot) AS top
-             FROM spoolite_event WHERE slot IS NOT NULL
-         ), bad AS (
-             SELECT flight_id, event_kind, slot FROM s
-             GROUP BY flight_id, event_kind, slot
-             HAVING sum(CASE WHEN retracted THEN 0 ELSE 1 END) > 1
-                 OR sum(CASE WHEN NOT retracted AND source_revision < top THEN 1 ELSE 0 END) > 0
-         )
-         SELECT flight_id || ' ' || event_kind || ' slot ' || slot, count(*) OVER ()
-         FROM bad ORDER BY 1
-         LIMIT ?1",
-    )?;
+    let slots = count(&store.conn, SLOTS_COUNT)?;
+    let (first, total) = offenders(&store.conn, &format!("{SLOTS_UNSETTLED} LIMIT ?1"))?;
     Ok(slots_finding(slots, &first, total))
 }
 
