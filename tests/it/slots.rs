@@ -405,8 +405,9 @@ proptest::proptest! {
             proptest::prop_assert_eq!(&events(&db), &want);
             let live: Vec<String> = want
                 .iter()
-                .filter(|row| row.contains("|0|"))
-                .map(|row| row.split('|').nth(2).expect("instant").to_owned())
+                .map(|row| row.split('|').collect::<Vec<_>>())
+                .filter(|columns| columns[5] == "0")
+                .map(|columns| columns[2].to_owned())
                 .collect();
             let first_live = live.iter().min().cloned();
             proptest::prop_assert_eq!(
