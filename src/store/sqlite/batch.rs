@@ -71,6 +71,22 @@ const CREATE_SLOTTED: &str = "CREATE TEMP TABLE IF NOT EXISTS spoolite_slotted (
     ) WITHOUT ROWID;
     DELETE FROM temp.spoolite_slotted;";
 
+/// The slots the batch names that hold, or will hold, more than one row: its own
+/// events of one slot, or a stored row besides. Only they can hold a conflict
+/// or a row to displace (a slot of one row reads as sent); a first ingest of
+/// corrected times names mostly slots of one row.
+const BUSY_SLOTS: &str = "DROP TABLE IF EXISTS temp.spoolite_busy_slot;
+    CREATE TEMP TABLE spoolite_busy_slot AS
+    WITH named AS (
+        SELECT flight_id, event_kind, slot, min(flight_ref) AS flight_ref, count(*) AS staged
+        FROM temp.spoolite_slotted GROUP BY flight_id, event_kind, slot
+    )
+    SELECT flight_id, event_kind, slot, flight_ref FROM named AS n
+    WHERE n.staged > 1 OR EXISTS (
+        SELECT 1 FROM spoolite_event AS e
+        WHERE e.flight_id = n.flight_id AND e.event_kind = n.event_kind AND e.slot = n.slot
+    );";
+
 /// Where a batch's results go: `Writer` writes them, `DryRun` drops them. The
 /// staging, the runs and the fold (`FileFold`) are the same for both.
 pub(super) trait Effects {
@@ -260,13 +276,20 @@ impl Batch<'_> {
         if !self.slotted {
             return Ok(conflicts);
         }
-        let mut stored = self.tx.prepare(
-            "SELECT key, source_revision FROM spoolite_event
-             WHERE flight_id = ?1 AND event_kind = ?2 AND slot = ?3",
-        )?;
+        self.tx.execute_batch(BUSY_SLOTS)?;
+        // Each busy slot's stored rows first (record_index -1), then its events
+        // in file order.
         let mut events = self.tx.prepare(
-            "SELECT flight_id, event_kind, slot, record_index, key, revision
-             FROM temp.spoolite_slotted ORDER BY flight_id, event_kind, slot, record_index",
+            "SELECT b.flight_id, b.event_kind, b.slot, -1, e.key, e.source_revision
+             FROM temp.spoolite_busy_slot AS b JOIN spoolite_event AS e
+                 ON e.flight_id = b.flight_id AND e.event_kind = b.event_kind
+                    AND e.slot = b.slot
+             UNION ALL
+             SELECT s.flight_id, s.event_kind, s.slot, s.record_index, s.key, s.revision
+             FROM temp.spoolite_busy_slot AS b JOIN temp.spoolite_slotted AS s
+                 ON s.flight_id = b.flight_id AND s.event_kind = b.event_kind
+                    AND s.slot = b.slot
+             ORDER BY 1, 2, 3, 4",
         )?;
         let mut rows = events.query([])?;
         let mut claims = SlotClaims::default();
@@ -274,18 +297,16 @@ impl Batch<'_> {
         while let Some(row) = rows.next()? {
             let slot = (row.get(0)?, row.get(1)?, row.get(2)?);
             if current.as_ref() != Some(&slot) {
-                let held = stored
-                    .query_map(params![slot.0, slot.1, slot.2], |row| {
-                        Ok((row.get::<_, [u8; 32]>(0)?, row.get::<_, i64>(1)?))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
-                claims.start(held);
+                claims.start([]);
                 current = Some(slot);
             }
             let key: [u8; 32] = row.get(4)?;
+            let index: i64 = row.get(3)?;
             let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
-            if claims.conflicts(&key, revision) {
-                conflicts.insert(row.get::<_, i64>(3)? as u64);
+            // A stored row only holds its revision (no two stored keys of a
+            // slot hold one).
+            if claims.conflicts(&key, revision) && index >= 0 {
+                conflicts.insert(index as u64);
             }
         }
         Ok(conflicts)
@@ -830,7 +851,8 @@ impl Writer {
         fold_runs(runs, default_revision, stop, slot_conflicts, &mut keys)
     }
 
-    /// Settles every slot the batch's events name: its row of the highest
+    /// Settles every busy slot the batch's events name (`BUSY_SLOTS`; a slot of
+    /// one row reads as sent already): its row of the highest
     /// revision reads as it was sent, every other row reads retracted
     /// (`displaced` when it was sent live). A row that read live and no longer
     /// does, and that this batch had not written, is written as this batch's
@@ -839,7 +861,7 @@ impl Writer {
     /// and crew rows computed again.
     fn settle_slots(&self, tx: &Connection, flights: &mut Flights) -> Result<(), StoreError> {
         let mut slots = tx.prepare(
-            "SELECT DISTINCT flight_id, event_kind, slot, flight_ref FROM temp.spoolite_slotted",
+            "SELECT flight_id, event_kind, slot, flight_ref FROM temp.spoolite_busy_slot",
         )?;
         let mut rows_of = tx.prepare(
             "SELECT key, source_revision, retracted, displaced, batch_ref FROM spoolite_event
