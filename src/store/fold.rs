@@ -557,27 +557,40 @@ impl Tally {
 }
 
 /// The slot rule that spans keys (section *Slots*): an event whose revision
-/// another key of its slot holds is a conflict. A backend hands one slot's events
-/// in file order, after `start` with the slot's stored rows; each key holds the
+/// another key of its slot holds is a conflict. A backend hands the rows of the
+/// slots a file names slot by slot (flight, kind and slot), each slot's stored
+/// rows first, then the file's events in file order (`meet`); each key holds the
 /// highest revision stored or offered for it that was not a conflict (a lower or
 /// equal one leaves it as it was, as the outcome table does). Memory holds one
 /// slot's keys.
 #[derive(Debug, Default)]
 pub(crate) struct SlotClaims {
+    /// The slot being met: flight id, event kind and slot.
+    slot: [String; 3],
     held: Vec<([u8; 32], i64)>,
 }
 
 impl SlotClaims {
-    /// Starts the next slot from its stored rows' keys and revisions.
-    pub(crate) fn start(&mut self, stored: impl IntoIterator<Item = ([u8; 32], i64)>) {
-        self.held.clear();
-        self.held.extend(stored);
+    /// Meets the next row of `slot` (a new slot starts with none held): a stored
+    /// row's key holds its revision; for an event of the file, whether it is a
+    /// conflict (another key holds `revision`), and if not its key now holds the
+    /// higher of its revision and what it held.
+    pub(crate) fn meet(
+        &mut self,
+        slot: [&str; 3],
+        key: &[u8; 32],
+        revision: i64,
+        stored: bool,
+    ) -> bool {
+        if self.slot != slot {
+            self.slot = slot.map(str::to_owned);
+            self.held.clear();
+        }
+        // No two stored keys of a slot hold one revision.
+        self.conflicts(key, revision) && !stored
     }
 
-    /// Whether the slot's next event, of `key` with `revision`, is a conflict
-    /// (another key holds `revision`); if not, its key now holds the higher of its
-    /// revision and what it held.
-    pub(crate) fn conflicts(&mut self, key: &[u8; 32], revision: i64) -> bool {
+    fn conflicts(&mut self, key: &[u8; 32], revision: i64) -> bool {
         if self.held.iter().any(|(k, r)| k != key && *r == revision) {
             return true;
         }

@@ -3,13 +3,11 @@
 //! or not an AIDX notification, is rejected whole; a leg without its identifiers
 //! quarantines each of its actual times; a gzipped message goes in like the plain.
 
-use std::io::Write;
 use std::path::Path;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
-use crate::support::{dump, event, ingest_json, query, rejected_whole, write};
+use crate::support::{
+    CONTENT_COLUMNS, dump, event, gzip, ingest_json, query, rejected_whole, write,
+};
 
 /// The sample message: two legs of BA117A, six actual times.
 fn sample() -> String {
@@ -70,17 +68,6 @@ fn sample_as_ndjson() -> String {
     .concat()
 }
 
-/// The event columns of the contract, `retracted` included.
-const COLUMNS: &[&str] = &[
-    "idempotency_key",
-    "flight_id",
-    "event_kind",
-    "instant_utc",
-    "source_revision",
-    "payload",
-    "retracted",
-];
-
 /// The events and flight times a new database holds after ingesting `name`.
 fn rows_after(name: &str, content: &[u8]) -> Vec<Vec<String>> {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -91,15 +78,9 @@ fn rows_after(name: &str, content: &[u8]) -> Vec<Vec<String>> {
     assert_eq!(lines[0]["outcome"], "processed", "{lines:?}");
     assert_eq!(lines[0]["invalid"], 0, "{lines:?}");
     vec![
-        dump(&db, "duty_event_all", COLUMNS),
+        dump(&db, "duty_event_all", CONTENT_COLUMNS),
         dump(&db, "flight_times", &[]),
     ]
-}
-
-fn gzip(content: &[u8]) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(content).expect("compress");
-    encoder.finish().expect("compress")
 }
 
 #[test]

@@ -3,25 +3,12 @@
 //! row or cell is quarantined with the row as its raw; a header of neither shape
 //! rejects the file; an unended last row waits until the file is settled.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
-use crate::support::{Site, dump, ingest_json, query, rejected_whole, write};
-
-/// The event columns of `duty_event_all` a CSV batch must fill as JSON does.
-const COLUMNS: &[&str] = &[
-    "idempotency_key",
-    "flight_id",
-    "event_kind",
-    "instant_utc",
-    "source_revision",
-    "payload",
-    "retracted",
-];
+use crate::support::{
+    CONTENT_COLUMNS, Site, dump, gzip, ingest_json, query, rejected_whole, write,
+};
 
 /// Event rows: a byte-order mark, CRLF, names in any case, every column but slot.
 const EVENT_ROWS: &str = "\u{feff}Flight_ID, event_kind ,instant_utc,source_revision,retracted,\
@@ -51,12 +38,6 @@ const FLIGHT_LINES: &str = r#"{"flight_id":"LH0400-20261129","event_kind":"off_b
 {"flight_id":"LH0401-20261129","event_kind":"off_blocks","instant_utc":"2026-11-29T18:00:00Z"}
 "#;
 
-fn gzip(content: &[u8]) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(content).expect("compress");
-    encoder.finish().expect("compress")
-}
-
 /// The counts of each file's `ingest --json` line, and the event and flight rows
 /// after ingesting `files` into a new database.
 fn rows_after(files: &[(&str, &[u8])]) -> (Vec<Vec<serde_json::Value>>, Vec<Vec<String>>) {
@@ -78,7 +59,7 @@ fn rows_after(files: &[(&str, &[u8])]) -> (Vec<Vec<serde_json::Value>>, Vec<Vec<
         })
         .collect();
     let rows = vec![
-        dump(&db, "duty_event_all", COLUMNS),
+        dump(&db, "duty_event_all", CONTENT_COLUMNS),
         dump(&db, "flight_times", &[]),
         dump(&db, "quarantine", &["record_index", "reason", "raw"]),
     ];

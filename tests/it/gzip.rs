@@ -9,20 +9,10 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
 use crate::support::{
-    EVENT_COLUMNS, Site, dump, event, ingest_command, ingest_json, json_batch, parse_lines, query,
-    rejected_whole, sha256_hex, write,
+    EVENT_COLUMNS, Site, dump, event, gzip, ingest_command, ingest_json, json_batch, parse_lines,
+    query, rejected_whole, sha256_hex, write,
 };
-
-/// `content` compressed as one gzip member.
-fn gzip(content: &[u8]) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(content).expect("compress");
-    encoder.finish().expect("compress")
-}
 
 /// Three events of two flights, one of them invalid, as NDJSON lines.
 fn lines() -> String {
@@ -295,7 +285,7 @@ fn a_gzip_file_cut_short_waits_for_the_rest_and_a_bomb_costs_only_itself() {
     fs::write(&path, &whole[..whole.len() / 2]).expect("write");
     // A gigabyte of newlines in a file of a megabyte: rejected at the limit, with
     // memory flat, while the cut file (older, so looked at first) waits.
-    let mut bomb = GzEncoder::new(Vec::new(), Compression::fast());
+    let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let block = vec![b'\n'; 1 << 20];
     for _ in 0..1024 {
         bomb.write_all(&block).expect("compress");

@@ -11,11 +11,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
 use crate::faults::peak_rss_bytes;
-use crate::support::{Daemon, Site, query};
+use crate::support::{Daemon, Site, gzip, query};
 
 /// How much the big files hold: far over `--event-bytes-max` (16 MiB by default)
 /// and over what the daemon may hold in memory.
@@ -307,13 +304,6 @@ fn hostile_files_cost_only_themselves_and_memory_stays_flat() {
         "peak RSS {} MiB over 128 MiB",
         peak >> 20
     );
-}
-
-/// `content` compressed as one gzip member.
-fn gzip(content: &[u8]) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(content).expect("compress");
-    encoder.finish().expect("compress")
 }
 
 #[test]

@@ -181,6 +181,26 @@ pub const EVENT_COLUMNS: &[&str] = &[
     "payload",
 ];
 
+/// `EVENT_COLUMNS` and `retracted`: what a batch in any format must leave as the
+/// same events sent as JSON do.
+pub const CONTENT_COLUMNS: &[&str] = &[
+    "idempotency_key",
+    "flight_id",
+    "event_kind",
+    "instant_utc",
+    "source_revision",
+    "payload",
+    "retracted",
+];
+
+/// `content` compressed as one gzip member.
+pub fn gzip(content: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(content).expect("compress");
+    encoder.finish().expect("compress")
+}
+
 /// The tables and views of the contract, which analysts read.
 pub const CONTRACT_RELATIONS: [&str; 6] = [
     "duty_event_all",

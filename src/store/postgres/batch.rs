@@ -461,22 +461,16 @@ impl Batch<'_> {
         self.tx.batch_execute(SLOT_CURSOR)?;
         let mut conflicts = HashSet::new();
         let mut claims = SlotClaims::default();
-        let mut current: Option<(String, String, String)> = None;
         let fetch = format!("FETCH {FETCH_ROWS} FROM spoolite_slots");
         loop {
             let rows = self.tx.query(&fetch, &[])?;
             for row in &rows {
-                let slot: (String, String, String) = (row.get(0), row.get(1), row.get(2));
-                if current.as_ref() != Some(&slot) {
-                    claims.start([]);
-                    current = Some(slot);
-                }
+                let slot: [&str; 3] = [row.get(0), row.get(1), row.get(2)];
                 let idx: i64 = row.get(3);
                 let key = key_bytes(row.get(4))?;
                 let revision: Option<i64> = row.get(5);
                 let revision = revision.unwrap_or(default_revision);
-                // A stored row (idx -1) only claims its revision.
-                if claims.conflicts(&key, revision) && idx >= 0 {
+                if claims.meet(slot, &key, revision, idx < 0) {
                     conflicts.insert(idx as u64);
                 }
             }

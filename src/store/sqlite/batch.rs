@@ -293,19 +293,12 @@ impl Batch<'_> {
         )?;
         let mut rows = events.query([])?;
         let mut claims = SlotClaims::default();
-        let mut current: Option<(String, String, String)> = None;
         while let Some(row) = rows.next()? {
-            let slot = (row.get(0)?, row.get(1)?, row.get(2)?);
-            if current.as_ref() != Some(&slot) {
-                claims.start([]);
-                current = Some(slot);
-            }
-            let key: [u8; 32] = row.get(4)?;
+            let slot = [text(row, 0)?, text(row, 1)?, text(row, 2)?];
             let index: i64 = row.get(3)?;
+            let key: [u8; 32] = row.get(4)?;
             let revision = row.get::<_, Option<i64>>(5)?.unwrap_or(default_revision);
-            // A stored row only holds its revision (no two stored keys of a
-            // slot hold one).
-            if claims.conflicts(&key, revision) && index >= 0 {
+            if claims.meet(slot, &key, revision, index < 0) {
                 conflicts.insert(index as u64);
             }
         }
