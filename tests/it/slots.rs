@@ -305,14 +305,17 @@ fn check_names_a_slot_with_two_live_rows() {
     );
 }
 
-/// The keys of the property test: (slot, instant). Key `k` sends revisions
-/// `k`, `k + KEYS`, `k + 2 * KEYS` only, so no two keys of a slot ever send one
-/// revision (which would be a conflict, an outcome that depends on order).
-const KEYS: [(&str, &str); 4] = [
-    ("1", "09:05"),
-    ("1", "09:06"),
-    ("1", "09:07"),
-    ("2", "10:00"),
+/// The keys of the property test: (flight, slot, instant), over two flights so
+/// that a file may hold a flight's events in more than one run. Key `k` sends
+/// revisions `k`, `k + KEYS`, `k + 2 * KEYS` only, so no two keys of a slot ever
+/// send one revision (which would be a conflict, an outcome that depends on
+/// order).
+const KEYS: [(&str, &str, &str); 5] = [
+    ("FL1-20261201", "1", "09:05"),
+    ("FL1-20261201", "1", "09:06"),
+    ("FL2-20261201", "1", "09:07"),
+    ("FL1-20261201", "2", "10:00"),
+    ("FL2-20261201", "1", "09:08"),
 ];
 
 /// Whether event (key, round) is a retraction, and its payload.
@@ -325,10 +328,10 @@ fn version_of(key: usize, round: usize) -> (bool, String) {
 
 /// One event of the property test as an NDJSON line.
 fn versioned(key: usize, round: usize) -> String {
-    let (slot, time) = KEYS[key];
+    let (flight, slot, time) = KEYS[key];
     let (retracted, payload) = version_of(key, round);
     format!(
-        "{{\"flight_id\":\"FL1-20261201\",\"event_kind\":\"off_blocks\",\
+        "{{\"flight_id\":\"{flight}\",\"event_kind\":\"off_blocks\",\
          \"instant_utc\":\"2026-12-01T{time}:00Z\",\"source_revision\":{},\
          \"slot\":\"{slot}\",\"payload\":{payload},\"retracted\":{retracted}}}\n",
         key + round * KEYS.len()
@@ -347,15 +350,15 @@ fn expected(files: &[Vec<(usize, usize)>]) -> Vec<String> {
     let mut rows: Vec<String> = (0..KEYS.len())
         .filter_map(|key| top[key].map(|round| (key, round)))
         .map(|(key, round)| {
-            let (slot, time) = KEYS[key];
+            let (flight, slot, time) = KEYS[key];
             let wins = (0..KEYS.len())
-                .filter(|&other| KEYS[other].0 == slot)
+                .filter(|&other| KEYS[other].0 == flight && KEYS[other].1 == slot)
                 .filter_map(|other| top[other].map(|r| revision(other, r)))
                 .max()
                 == Some(revision(key, round));
             let (retracted, payload) = version_of(key, round);
             format!(
-                "FL1-20261201|off_blocks|2026-12-01T{time}:00Z|{}|{payload}|{}|{slot}",
+                "{flight}|off_blocks|2026-12-01T{time}:00Z|{}|{payload}|{}|{slot}",
                 revision(key, round),
                 u8::from(retracted || !wins)
             )
@@ -403,16 +406,25 @@ proptest::proptest! {
                 .collect();
             deliver(&db, &ordered);
             proptest::prop_assert_eq!(&events(&db), &want);
-            let live: Vec<String> = want
-                .iter()
-                .map(|row| row.split('|').collect::<Vec<_>>())
-                .filter(|columns| columns[5] == "0")
-                .map(|columns| columns[2].to_owned())
-                .collect();
-            let first_live = live.iter().min().cloned();
+            // Each flight's first live off-blocks, as flight_times reads it.
+            let mut first_live: Vec<String> = Vec::new();
+            for flight in ["FL1-20261201", "FL2-20261201"] {
+                let live = want
+                    .iter()
+                    .map(|row| row.split('|').collect::<Vec<_>>())
+                    .filter(|columns| columns[0] == flight)
+                    .map(|columns| (columns[5] == "0", columns[2].to_owned()))
+                    .collect::<Vec<_>>();
+                if let Some(first) = live.iter().filter(|(on, _)| *on).map(|(_, t)| t).min() {
+                    first_live.push(format!("{flight}|{first}"));
+                }
+            }
             proptest::prop_assert_eq!(
-                db.lines("SELECT off_blocks_utc FROM flight_times"),
-                first_live.into_iter().collect::<Vec<_>>()
+                db.lines(
+                    "SELECT flight_id, off_blocks_utc FROM flight_times \
+                     WHERE off_blocks_utc IS NOT NULL"
+                ),
+                first_live
             );
             assert_checks(&db);
         }

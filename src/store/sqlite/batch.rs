@@ -7,13 +7,14 @@
 //! only when that insert meets one. A dry run folds the same way with no write path.
 //!
 //! Slots (the contract's *Slots*) add two steps around the fold. The file's
-//! events that have a slot are also noted, with their place in the file, in a
-//! temporary table; before the fold, each slot's events are met in file order
-//! with its stored rows (`SlotClaims`), and an event whose revision another key
-//! of its slot holds is a conflict the fold skips. After the fold, each slot the
-//! file wrote into is settled (`settle_slots`): its highest revision reads as it
-//! was sent, every other row reads retracted (`displaced`), and a row that read
-//! live and no longer does is written as this batch's change.
+//! events whose slot may be busy (hold more than one row) are also noted, with
+//! their place in the file, in a temporary table (`slotted`); before the fold,
+//! each busy slot's events are met in file order with its stored rows
+//! (`SlotClaims`), and an event whose revision another key of its slot holds is
+//! a conflict the fold skips. After the fold, each busy slot is settled
+//! (`settle_slots`): its highest revision reads as it was sent, every other row
+//! reads retracted (`displaced`), and a row that read live and no longer does
+//! is written as this batch's change.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -27,6 +28,7 @@ use super::DatabaseFile;
 use super::flights::{self, Flights};
 use super::rebuild;
 use super::runs::{Runs, Staged};
+use super::slotted::{BUSY_SLOTS, FlightSeen, Slotted};
 use crate::batch::{Event, Header, Record};
 use crate::store::common::{CaseVariants, Quarantined};
 use crate::store::error::StoreError;
@@ -52,40 +54,9 @@ pub struct Batch<'c> {
     /// The time spent in `stage` (logged at debug level: how much of the read the
     /// writer's thread was busy).
     staging: std::time::Duration,
-    /// Whether an event with a slot was staged (into `temp.spoolite_slotted`).
-    slotted: bool,
+    /// The staged events that have a slot, noted where their slot may be busy.
+    slotted: Slotted,
 }
-
-/// The events of the batch that have a slot, with their place in the file: what
-/// the slot rules go through, slot by slot in file order. A temporary table, so
-/// that memory stays bounded whatever the file holds.
-const CREATE_SLOTTED: &str = "CREATE TEMP TABLE IF NOT EXISTS spoolite_slotted (
-        flight_id TEXT NOT NULL,
-        event_kind TEXT NOT NULL,
-        slot TEXT NOT NULL,
-        record_index INTEGER NOT NULL,
-        key BLOB NOT NULL,
-        revision INTEGER,
-        flight_ref INTEGER NOT NULL,
-        PRIMARY KEY (flight_id, event_kind, slot, record_index)
-    ) WITHOUT ROWID;
-    DELETE FROM temp.spoolite_slotted;";
-
-/// The slots the batch names that hold, or will hold, more than one row: its own
-/// events of one slot, or a stored row besides. Only they can hold a conflict
-/// or a row to displace (a slot of one row reads as sent); a first ingest of
-/// corrected times names mostly slots of one row.
-const BUSY_SLOTS: &str = "DROP TABLE IF EXISTS temp.spoolite_busy_slot;
-    CREATE TEMP TABLE spoolite_busy_slot AS
-    WITH named AS (
-        SELECT flight_id, event_kind, slot, min(flight_ref) AS flight_ref, count(*) AS staged
-        FROM temp.spoolite_slotted GROUP BY flight_id, event_kind, slot
-    )
-    SELECT flight_id, event_kind, slot, flight_ref FROM named AS n
-    WHERE n.staged > 1 OR EXISTS (
-        SELECT 1 FROM spoolite_event AS e
-        WHERE e.flight_id = n.flight_id AND e.event_kind = n.event_kind AND e.slot = n.slot
-    );";
 
 /// Where a batch's results go: `Writer` writes them, `DryRun` drops them. The
 /// staging, the runs and the fold (`FileFold`) are the same for both.
@@ -96,8 +67,13 @@ pub(super) trait Effects {
     /// Takes what the batch numbers its rows from, in its transaction.
     fn begin(&mut self, tx: &Connection) -> Result<(), StoreError>;
 
-    /// The flight number of a valid event being staged.
-    fn flight_ref(&mut self, tx: &Connection, event: &Event) -> Result<i64, StoreError>;
+    /// The flight number of a valid event being staged, and what was seen of
+    /// its flight when its run of events began.
+    fn flight_ref(
+        &mut self,
+        tx: &Connection,
+        event: &Event,
+    ) -> Result<(i64, FlightSeen), StoreError>;
 
     /// Quarantines an event of the file.
     fn quarantine(&self, tx: &Connection, event: Quarantined<'_>) -> Result<(), StoreError>;
@@ -128,7 +104,8 @@ pub(super) struct Apply<'s> {
     stop: &'s AtomicBool,
     /// The file's events (by place in the file) that the slot rules made conflicts.
     slot_conflicts: HashSet<u64>,
-    /// Whether any event has a slot: the slots it wrote into are settled.
+    /// Whether any event was noted in `spoolite_slotted`: the busy slots are
+    /// settled.
     slotted: bool,
 }
 
@@ -203,7 +180,7 @@ pub(super) fn begin<'c>(
         tally: Tally::default(),
         runs,
         staging: std::time::Duration::ZERO,
-        slotted: false,
+        slotted: Slotted::default(),
     }))
 }
 
@@ -230,52 +207,28 @@ impl Batch<'_> {
     }
 
     fn stage_event(&mut self, event: &Event, record: &Record) -> Result<(), StoreError> {
-        let flight_ref = self.effects.flight_ref(&self.tx, event)?;
-        if let Some(slot) = event.slot() {
-            if !self.slotted {
-                self.tx.execute_batch(CREATE_SLOTTED)?;
-                self.slotted = true;
-            }
-            self.tx
-                .prepare_cached(
-                    "INSERT INTO temp.spoolite_slotted
-                         (flight_id, event_kind, slot, record_index, key, revision, flight_ref)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    event.flight_id(),
-                    event.event_kind(),
-                    slot,
-                    record.index as i64,
-                    &event.key()[..],
-                    event.revision(),
-                    flight_ref
-                ])?;
-        }
-        self.runs
-            .push(&Staged {
-                key: event.key(),
-                index: record.index,
-                flight_ref,
-                flight_id: event.flight_id(),
-                revision: event.revision(),
-                retracted: event.retracted(),
-                event_kind: event.event_kind(),
-                instant_utc: event.instant_utc(),
-                payload: event.payload(),
-                raw: &record.raw,
-                slot: event.slot(),
-            })
-            .map_err(StoreError::Spill)
+        let (flight_ref, seen) = self.effects.flight_ref(&self.tx, event)?;
+        let staged = Staged {
+            key: event.key(),
+            index: record.index,
+            flight_ref,
+            flight_id: event.flight_id(),
+            revision: event.revision(),
+            retracted: event.retracted(),
+            event_kind: event.event_kind(),
+            instant_utc: event.instant_utc(),
+            payload: event.payload(),
+            raw: &record.raw,
+            slot: event.slot(),
+        };
+        self.slotted.stage(&self.tx, &staged, seen)?;
+        self.runs.push(&staged).map_err(StoreError::Spill)
     }
 
     /// The events the slot rules make conflicts: each slot's events in file order,
     /// met with the slot's stored rows (`SlotClaims`).
     fn slot_conflicts(&self, default_revision: i64) -> Result<HashSet<u64>, StoreError> {
         let mut conflicts = HashSet::new();
-        if !self.slotted {
-            return Ok(conflicts);
-        }
         self.tx.execute_batch(BUSY_SLOTS)?;
         // Each busy slot's stored rows first (record_index -1), then its events
         // in file order.
@@ -317,6 +270,11 @@ impl Batch<'_> {
         );
         let default_revision = header.source_revision.unwrap_or(0);
         let started = std::time::Instant::now();
+        let slotted = self.slotted.finish(&self.tx, &self.runs)?;
+        let slot_conflicts = match slotted {
+            true => self.slot_conflicts(default_revision)?,
+            false => HashSet::new(),
+        };
         let runs = std::mem::replace(&mut self.runs, Runs::new(Vec::new(), 0));
         let valid = self.tally.valid();
         let staged = Apply {
@@ -324,8 +282,8 @@ impl Batch<'_> {
             valid,
             default_revision,
             stop,
-            slot_conflicts: self.slot_conflicts(default_revision)?,
-            slotted: self.slotted,
+            slot_conflicts,
+            slotted,
         };
         let fold = self.effects.apply(&self.tx, staged)?;
         log::debug!(
@@ -370,13 +328,18 @@ impl Effects for Writer {
         Ok(())
     }
 
-    fn flight_ref(&mut self, tx: &Connection, event: &Event) -> Result<i64, StoreError> {
-        self.flights.stage(
+    fn flight_ref(
+        &mut self,
+        tx: &Connection,
+        event: &Event,
+    ) -> Result<(i64, FlightSeen), StoreError> {
+        let flight_ref = self.flights.stage(
             tx,
             (event.flight_id(), event.event_kind(), event.instant_utc()),
             event.retracted(),
             event.payload(),
-        )
+        )?;
+        Ok((flight_ref, self.flights.seen()))
     }
 
     /// Writes one quarantine row.
@@ -461,8 +424,8 @@ impl Effects for DryRun {
     }
 
     /// A dry run numbers no flight: it writes nothing.
-    fn flight_ref(&mut self, _: &Connection, _: &Event) -> Result<i64, StoreError> {
-        Ok(0)
+    fn flight_ref(&mut self, _: &Connection, _: &Event) -> Result<(i64, FlightSeen), StoreError> {
+        Ok((0, FlightSeen::Unknown))
     }
 
     fn quarantine(&self, _: &Connection, _: Quarantined<'_>) -> Result<(), StoreError> {
@@ -1081,8 +1044,13 @@ mod tests {
     }
 
     /// Ingests `files` one after the other into a new database with runs of
-    /// `run_bytes`; returns each file's dry-run and real counts and the tables.
-    fn ingest(files: &[Vec<Record>], run_bytes: usize) -> (Vec<(Counts, Counts)>, Vec<String>) {
+    /// `run_bytes`; returns each file's dry-run and real counts and the tables
+    /// (`duty_event_all`, `quarantine`, `ingest_inbox`, the flight ids, the
+    /// displaced rows' keys).
+    fn ingest(
+        files: &[Vec<Record>],
+        run_bytes: usize,
+    ) -> (Vec<(Counts, Counts)>, [Vec<String>; 5]) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("writer.db");
         let mut store = Store::open(&path).expect("open");
@@ -1121,12 +1089,13 @@ mod tests {
                 .expect("query");
             rows.map(|row| row.expect("row")).collect()
         };
-        let mut tables = dump("SELECT * FROM duty_event ORDER BY idempotency_key");
-        tables.extend(dump("SELECT rowid, * FROM quarantine ORDER BY rowid"));
-        tables.extend(dump("SELECT * FROM ingest_inbox ORDER BY rowid"));
-        tables.extend(dump(
-            "SELECT flight_id FROM spoolite_flight ORDER BY flight_id",
-        ));
+        let tables = [
+            dump("SELECT * FROM duty_event_all ORDER BY idempotency_key"),
+            dump("SELECT rowid, * FROM quarantine ORDER BY rowid"),
+            dump("SELECT * FROM ingest_inbox ORDER BY rowid"),
+            dump("SELECT flight_id FROM spoolite_flight ORDER BY flight_id"),
+            dump("SELECT lower(hex(key)) FROM spoolite_event WHERE displaced ORDER BY 1"),
+        ];
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .expect("list")
             .map(|entry| entry.expect("entry").file_name())
@@ -1157,6 +1126,92 @@ mod tests {
             total.invalid,
         ];
         assert!(every.iter().all(|&count| count > 0), "{total:?}");
+    }
+
+    /// Events of `flights` flights with slots, each flight's in file order: an
+    /// off-blocks or landing at one of 30 minutes, its slot its minute's tenth
+    /// (so several keys share a slot), revisions 0-4 or none, two payloads, now
+    /// and then a retraction. Flight 0 has more events than a run holds back.
+    fn slotted(flights: u64, salt: u64) -> Vec<Vec<String>> {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64 ^ salt;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        (0..flights)
+            .map(|flight| {
+                let count = if flight == 0 { 700 } else { 1 + next(6) };
+                (0..count)
+                    .map(|_| {
+                        let kind = ["off_blocks", "landing"][next(2) as usize];
+                        let minute = next(30);
+                        let revision = match next(6) {
+                            5 => String::new(),
+                            r => format!(r#","source_revision":{r}"#),
+                        };
+                        format!(
+                            r#"{{"flight_id":"SL{flight:03}","event_kind":"{kind}","instant_utc":"2026-11-29T10:{minute:02}:00Z"{revision},"slot":"{}","retracted":{},"payload":{{"p":{}}}}}"#,
+                            minute / 10,
+                            next(9) == 0,
+                            next(2)
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `flights`' events as a file: one flight after the other, or taken in
+    /// turns (each flight's events still in their order).
+    fn file_of(flights: &[Vec<String>], in_turns: bool) -> Vec<Record> {
+        let lines: Vec<&String> = match in_turns {
+            false => flights.iter().flatten().collect(),
+            true => {
+                let longest = flights.iter().map(Vec::len).max().unwrap_or(0);
+                (0..longest)
+                    .flat_map(|at| flights.iter().filter_map(move |f| f.get(at)))
+                    .collect()
+            }
+        };
+        lines
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| Record {
+                index: index as u64,
+                raw: raw.clone(),
+                event: Event::parse(raw, 64),
+            })
+            .collect()
+    }
+
+    /// A slot's events meet in file order whether a flight's events come in one
+    /// run or in many (a file in time order): the same outcomes and rows, and a
+    /// dry run (which notes every slotted event) counts the same.
+    #[test]
+    fn slots_decide_alike_whether_a_flights_events_come_together_or_in_turns() {
+        let first = slotted(40, 1);
+        let second = slotted(40, 2);
+        let together = [file_of(&first, false), file_of(&second, false)];
+        let in_turns = [file_of(&first, true), file_of(&second, true)];
+        let (counts, tables) = ingest(&together, runs::RUN_BYTES);
+        let (turns_counts, turns_tables) = ingest(&in_turns, 4096);
+        for (dry, real) in counts.iter().chain(&turns_counts) {
+            assert_eq!(dry, real, "a dry run counts as the ingest does");
+        }
+        let real = |counts: &[(Counts, Counts)]| counts.iter().map(|c| c.1).collect::<Vec<_>>();
+        assert_eq!(real(&turns_counts), real(&counts));
+        assert_eq!(turns_tables[0], tables[0], "duty_event_all");
+        assert_eq!(turns_tables[3], tables[3], "flights");
+        let mut total = Counts::default();
+        counts.iter().for_each(|(_, real)| total.add(real));
+        assert!(
+            total.conflicts > 0 && total.stale > 0 && total.updated > 0,
+            "{total:?}"
+        );
+        assert_eq!(turns_tables[4], tables[4], "displaced rows");
+        assert!(!tables[4].is_empty(), "some rows are displaced");
     }
 
     /// The database file moved away after its batch began: the commit is refused

@@ -23,6 +23,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 
 use super::crew;
+use super::slotted::FlightSeen;
 use crate::batch::event::before;
 use crate::store::common::CaseVariants;
 use crate::store::error::StoreError;
@@ -228,6 +229,16 @@ impl Flights {
         // After the flight's row: a new flight's crew rows read its minutes there.
         self.crew
             .end_run(tx, (run.flight_ref, &run.flight_id), run.crew)
+    }
+
+    /// What was seen of the flight of the event staged last when its run began.
+    pub(super) fn seen(&self) -> FlightSeen {
+        match &self.run {
+            None => FlightSeen::Unknown,
+            Some(run) if run.new => FlightSeen::First,
+            Some(run) if self.stored_before(run.flight_ref) => FlightSeen::Stored,
+            Some(_) => FlightSeen::Again,
+        }
     }
 
     /// Whether the flight `flight_ref` was stored before the batch.

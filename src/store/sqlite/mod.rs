@@ -14,6 +14,7 @@ pub mod crew_hours;
 mod flights;
 mod rebuild;
 mod runs;
+mod slotted;
 
 use std::path::{Path, PathBuf};
 

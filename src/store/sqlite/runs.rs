@@ -287,6 +287,28 @@ impl Runs {
         })
     }
 
+    /// Hands `each` every event pushed so far, in no particular order, and keeps
+    /// them: the spilled runs read back one after the other, then the run being
+    /// built. A run file that cannot be read back is `spill_error`.
+    pub(super) fn each_staged<E>(
+        &self,
+        spill_error: fn(io::Error) -> E,
+        mut each: impl FnMut(&Staged<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Some(file) = &self.spill {
+            for &(start, end) in &self.spilled {
+                let mut reader = RunReader::new(start, end, MERGE_BUFFER_MAX_BYTES);
+                while reader.read_next(file).map_err(spill_error)? {
+                    each(&decode(&reader.key, &reader.event).map_err(spill_error)?)?;
+                }
+            }
+        }
+        for (at, entry) in self.run.entries.iter().enumerate() {
+            each(&decode(&entry.key, self.run.encoded(at)).map_err(spill_error)?)?;
+        }
+        Ok(())
+    }
+
     /// Every event pushed, in key order and file order within a key.
     fn merge(mut self) -> io::Result<Merge> {
         self.run.sort();
