@@ -68,6 +68,7 @@
 //!   from the start of the file (0-based), at the start of the markup concerned.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{self, BufRead};
 
@@ -83,6 +84,8 @@ use super::{DEPTH_MAX, Limits, ReadError, Record, RejectReason, reject};
 const AIDX_NS: &str = "http://www.iata.org/IATA/2007/00";
 /// The namespace of `xsi:nil`.
 const XSI_NS: &[u8] = b"http://www.w3.org/2001/XMLSchema-instance";
+/// The attributes read: the root's revision, and an `OperationTime`'s kind.
+const ATTRIBUTES: [&str; 3] = ["TimeStamp", "TimeType", "OperationQualifier"];
 /// How many actual times one `FlightLeg` may hold.
 const TIMES_PER_LEG_MAX: usize = 64;
 
@@ -214,24 +217,83 @@ struct Leg {
     held: usize,
 }
 
-/// Counts the bytes and lines the XML reader consumes, and lets no one piece of
-/// markup grow past `cap` bytes: the reader holds each piece whole.
+/// Lets no one piece of markup grow past `cap` bytes (the reader holds each
+/// piece whole), and knows the line the piece being read starts on. Reads
+/// through a buffer of its own, so that newlines are counted only when a line is
+/// asked for (a leg's start, a message), in one pass over what was not counted
+/// yet, or once per buffer.
 struct Guard<R> {
     inner: R,
     cap: usize,
     /// Bytes consumed since `reset`.
     used: usize,
-    /// Newlines consumed.
+    buffer: Box<[u8]>,
+    /// The consumed part of `buffer`, and its filled part.
+    at: usize,
+    filled: usize,
+    /// Newlines before `buffer`.
     lines: u64,
+    /// Newlines in `buffer` before `counted`.
+    counted: Cell<(usize, u64)>,
+    /// Where the piece being read starts in `buffer`, or (once the buffer moved
+    /// past it) its line.
+    piece: Piece,
     /// The underlying input reached its end.
     eof: bool,
     /// `cap` was reached.
     tripped: bool,
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    At(usize),
+    Line(u64),
+}
+
+/// The size of `Guard`'s buffer.
+const GUARD_BUFFER_BYTES: usize = 64 << 10;
+
 impl<R: BufRead> Guard<R> {
-    fn reset(&mut self) {
+    fn new(inner: R, cap: usize) -> Guard<R> {
+        Guard {
+            inner,
+            cap,
+            used: 0,
+            buffer: vec![0; GUARD_BUFFER_BYTES].into_boxed_slice(),
+            at: 0,
+            filled: 0,
+            lines: 0,
+            counted: Cell::new((0, 0)),
+            piece: Piece::At(0),
+            eof: false,
+            tripped: false,
+        }
+    }
+
+    /// A piece of markup starts at the next byte.
+    fn start_piece(&mut self) {
         self.used = 0;
+        self.piece = Piece::At(self.at);
+    }
+
+    /// The line (from 1) the piece being read starts on.
+    fn line(&self) -> u64 {
+        match self.piece {
+            Piece::Line(line) => line,
+            Piece::At(at) => self.lines + self.newlines_before(at) + 1,
+        }
+    }
+
+    /// The newlines in `buffer` before `at`, counted on from `counted` (`at`
+    /// only moves forward within a buffer).
+    fn newlines_before(&self, at: usize) -> u64 {
+        let (from, before) = match self.counted.get() {
+            (from, before) if from <= at => (from, before),
+            _ => (0, 0),
+        };
+        let more = memchr::memchr_iter(b'\n', &self.buffer[from..at]).count() as u64;
+        self.counted.set((at, before + more));
+        before + more
     }
 }
 
@@ -250,28 +312,31 @@ impl<R: BufRead> io::Read for Guard<R> {
 
 impl<R: BufRead> BufRead for Guard<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        let available = self.inner.fill_buf()?;
-        if available.is_empty() {
+        if self.at == self.filled {
+            if matches!(self.piece, Piece::At(_)) {
+                self.piece = Piece::Line(self.line());
+            }
+            self.lines += self.newlines_before(self.filled);
+            self.filled = self.inner.read(&mut self.buffer)?;
+            self.at = 0;
+            self.counted.set((0, 0));
+        }
+        if self.filled == 0 {
             self.eof = true;
-            return Ok(available);
+            return Ok(&[]);
         }
         let left = self.cap - self.used.min(self.cap);
         if left == 0 {
             self.tripped = true;
             return Err(io::Error::other("a piece of XML over --event-bytes-max"));
         }
-        let n = available.len().min(left);
-        Ok(&available[..n])
+        let n = (self.filled - self.at).min(left);
+        Ok(&self.buffer[self.at..self.at + n])
     }
 
     fn consume(&mut self, amount: usize) {
-        // The bytes consumed are still in the inner buffer: count their lines.
-        if let Ok(available) = self.inner.fill_buf() {
-            let seen = &available[..amount.min(available.len())];
-            self.lines += seen.iter().filter(|&&b| b == b'\n').count() as u64;
-        }
         self.used += amount;
-        self.inner.consume(amount);
+        self.at = (self.at + amount).min(self.filled);
     }
 }
 
@@ -284,8 +349,8 @@ pub struct AidxReader<R> {
     /// The byte-order mark skipped at the start, if any (quick-xml counts from
     /// after it).
     bom: u64,
-    /// Where the markup being read starts.
-    at: At,
+    /// Where the markup being read starts (its line: `Guard::line`).
+    piece_byte: u64,
     /// The records of the last leg read, not yet handed out.
     ready: VecDeque<Record>,
     index: u64,
@@ -312,15 +377,8 @@ enum Ns {
 
 impl<R: BufRead> AidxReader<R> {
     pub fn new(input: R, limits: Limits) -> AidxReader<R> {
-        let guard = Guard {
-            inner: input,
-            // Room for the markup around a text of the limit's size.
-            cap: limits.event_bytes_max.saturating_add(64),
-            used: 0,
-            lines: 0,
-            eof: false,
-            tripped: false,
-        };
+        // Room for the markup around a text of the limit's size.
+        let guard = Guard::new(input, limits.event_bytes_max.saturating_add(64));
         let mut xml = NsReader::from_reader(guard);
         let config = xml.config_mut();
         config.check_end_names = true;
@@ -332,7 +390,7 @@ impl<R: BufRead> AidxReader<R> {
             buf: Vec::new(),
             started: false,
             bom: 0,
-            at: At { line: 1, byte: 0 },
+            piece_byte: 0,
             ready: VecDeque::new(),
             index: 0,
             revision: 0,
@@ -362,32 +420,32 @@ impl<R: BufRead> AidxReader<R> {
         }
     }
 
+    /// Where the piece of markup being read starts.
+    fn at(&self) -> At {
+        At {
+            line: self.xml.get_ref().line(),
+            byte: self.piece_byte,
+        }
+    }
+
     /// Reads and handles one piece of XML.
     fn step(&mut self) -> Result<(), ReadError> {
-        self.at = At {
-            line: self.xml.get_ref().lines + 1,
-            byte: self.bom + self.xml.buffer_position(),
-        };
-        self.xml.get_mut().reset();
+        self.piece_byte = self.bom + self.xml.buffer_position();
+        self.xml.get_mut().start_piece();
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
-        let result = match self.xml.read_resolved_event_into(&mut buf) {
-            Ok((ns, event)) => match ns_of(ns) {
-                Ok(ns) => self.handle(ns, event),
-                Err(prefix) => {
-                    Err(self.not_xml(format!("the namespace prefix {prefix:?} is not declared")))
-                }
-            },
+        let result = match self.xml.read_event_into(&mut buf) {
+            Ok(event) => self.handle(event),
             Err(error) => Err(self.xml_error(error)),
         };
         self.buf = buf;
         result
     }
 
-    fn handle(&mut self, ns: Ns, event: XmlEvent<'_>) -> Result<(), ReadError> {
+    fn handle(&mut self, event: XmlEvent<'_>) -> Result<(), ReadError> {
         match event {
-            XmlEvent::Start(start) => self.start(ns, &start, false),
-            XmlEvent::Empty(start) => self.start(ns, &start, true),
+            XmlEvent::Start(start) => self.start(&start, false),
+            XmlEvent::Empty(start) => self.start(&start, true),
             XmlEvent::End(_) => self.end(),
             XmlEvent::Text(text) => {
                 let text = text.xml10_content().map_err(|e| self.not_xml(e))?;
@@ -442,15 +500,28 @@ impl<R: BufRead> AidxReader<R> {
     }
 
     /// A start tag (`empty`: one that closes itself).
-    fn start(&mut self, ns: Ns, start: &BytesStart<'_>, empty: bool) -> Result<(), ReadError> {
+    fn start(&mut self, start: &BytesStart<'_>, empty: bool) -> Result<(), ReadError> {
+        // An end tag needs no namespace: quick-xml checks it names its start tag.
+        let ns = ns_of(self.xml.resolve_element(start.name()).0).map_err(|prefix| {
+            self.not_xml(format!("the namespace prefix {prefix:?} is not declared"))
+        })?;
         let local = start.local_name();
-        let local = String::from_utf8_lossy(local.as_ref()).into_owned();
-        // Every attribute is checked (duplicates, quoting, entities), as XML asks.
+        let local = String::from_utf8_lossy(local.into_inner());
+        // Every attribute is checked (duplicates, quoting, entities), as XML asks;
+        // the unprefixed ones read are kept (`ATTRIBUTES`).
         let mut nil = false;
-        let mut attributes: Vec<(String, String)> = Vec::new();
+        let mut kept: [Option<Cow<'_, str>>; ATTRIBUTES.len()] = Default::default();
         for attribute in start.attributes() {
             let attribute = attribute.map_err(|e| self.not_xml(e))?;
             let value = attribute.unescape_value().map_err(|e| self.not_xml(e))?;
+            // An attribute without a prefix is in no namespace (XML Namespaces 6.2).
+            if attribute.key.prefix().is_none() {
+                let name = attribute.key.local_name().into_inner();
+                if let Some(at) = ATTRIBUTES.iter().position(|n| n.as_bytes() == name) {
+                    kept[at] = Some(value);
+                }
+                continue;
+            }
             let (ns, name) = self.xml.resolve_attribute(attribute.key);
             match ns {
                 ResolveResult::Bound(ns) if ns.as_ref() == XSI_NS => {
@@ -464,18 +535,12 @@ impl<R: BufRead> AidxReader<R> {
                         self.not_xml(format!("the namespace prefix {prefix:?} is not declared"))
                     );
                 }
-                ResolveResult::Unbound => {
-                    let name = String::from_utf8_lossy(name.as_ref()).into_owned();
-                    attributes.push((name, value.into_owned()));
-                }
-                ResolveResult::Bound(_) => {}
+                ResolveResult::Unbound | ResolveResult::Bound(_) => {}
             }
         }
         let attribute = |name: &str| {
-            attributes
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
+            let at = ATTRIBUTES.iter().position(|n| *n == name);
+            at.and_then(|at| kept[at].as_deref())
         };
         if self.after_root {
             return Err(self.not_xml(format!(
@@ -487,7 +552,7 @@ impl<R: BufRead> AidxReader<R> {
                 RejectReason::TooDeep,
                 format!(
                     "the file nests elements deeper than {DEPTH_MAX} levels at {}",
-                    self.at
+                    self.at()
                 ),
             ));
         }
@@ -498,17 +563,17 @@ impl<R: BufRead> AidxReader<R> {
                 let _ = parent;
                 Place::Other
             }
-            Some(Place::Root) => match local.as_str() {
+            Some(Place::Root) => match &*local {
                 "FlightLeg" => {
                     if self.message == Some(Message::Rs) && !self.success {
                         return Err(super::bad_shape(format!(
                             "the IATA_AIDX_FlightLegRS gives a FlightLeg at {} before any \
                              Success: only a response holding Success carries flight legs",
-                            self.at
+                            self.at()
                         )));
                     }
                     self.leg = Some(Leg {
-                        at: self.at,
+                        at: self.at(),
                         fields: Default::default(),
                         problem: None,
                         times: Vec::new(),
@@ -524,12 +589,12 @@ impl<R: BufRead> AidxReader<R> {
                     return Err(super::bad_shape(format!(
                         "the IATA_AIDX_FlightLegRS holds Errors at {}, not Success: it \
                          reports a failure and carries no flight legs",
-                        self.at
+                        self.at()
                     )));
                 }
                 _ => Place::Other,
             },
-            Some(Place::FlightLeg) => match local.as_str() {
+            Some(Place::FlightLeg) => match &*local {
                 "LegIdentifier" => Place::LegIdentifier,
                 "LegData" => Place::LegData,
                 _ => Place::Other,
@@ -538,7 +603,7 @@ impl<R: BufRead> AidxReader<R> {
                 .into_iter()
                 .find(|field| field.name() == local)
                 .map_or(Place::Other, Place::Field),
-            Some(Place::LegData) => match local.as_str() {
+            Some(Place::LegData) => match &*local {
                 "AircraftInfo" => Place::AircraftInfo,
                 "OperationTime" => {
                     self.time(attribute("TimeType"), attribute("OperationQualifier"), nil)?
@@ -605,7 +670,7 @@ impl<R: BufRead> AidxReader<R> {
                 super::bad_shape(format!(
                     "the {} TimeStamp {timestamp:?} at {} {why}",
                     message.name(),
-                    self.at
+                    self.at()
                 ))
             })?;
         }
@@ -635,7 +700,8 @@ impl<R: BufRead> AidxReader<R> {
             return Err(super::bad_shape(format!(
                 "the FlightLeg at {} has more than {TIMES_PER_LEG_MAX} actual times (the one \
                  at {} is one too many): AIDX gives one per milestone",
-                leg.at, self.at
+                leg.at,
+                self.at()
             )));
         }
         Ok(Place::Time(kind))
@@ -735,7 +801,7 @@ impl<R: BufRead> AidxReader<R> {
             None => "the file ends before its root element begins".to_owned(),
             Some(_) => format!(
                 "the file ends at {} before its root element {} closes",
-                self.at,
+                self.at(),
                 self.message.map_or("", Message::name)
             ),
         };
@@ -781,7 +847,7 @@ impl<R: BufRead> AidxReader<R> {
             format!(
                 "the file has a DOCTYPE at {}: AIDX messages have none, and spoolite reads no \
                  DTD; remove it",
-                self.at
+                self.at()
             ),
         )
     }
@@ -789,7 +855,7 @@ impl<R: BufRead> AidxReader<R> {
     fn not_xml(&self, why: impl std::fmt::Display) -> ReadError {
         reject(
             RejectReason::NotXml,
-            format!("the file is not well-formed XML at {}: {why}", self.at),
+            format!("the file is not well-formed XML at {}: {why}", self.at()),
         )
     }
 
@@ -803,7 +869,8 @@ impl<R: BufRead> AidxReader<R> {
                 format!(
                     "a piece of XML that begins at {} is longer than --event-bytes-max ({} \
                      bytes); no AIDX text is that long",
-                    self.at, self.limits.event_bytes_max
+                    self.at(),
+                    self.limits.event_bytes_max
                 ),
             ),
             quick_xml::Error::Io(e) => ReadError::Io(io::Error::new(e.kind(), e.to_string())),
@@ -815,7 +882,7 @@ impl<R: BufRead> AidxReader<R> {
                 | SyntaxError::UnclosedTag,
             ) => super::truncated(format!(
                 "the file ends inside the markup that begins at {}",
-                self.at
+                self.at()
             )),
             // `<!` or `&name` cut by the end of the file.
             quick_xml::Error::Syntax(SyntaxError::InvalidBangMarkup)
@@ -824,7 +891,7 @@ impl<R: BufRead> AidxReader<R> {
             {
                 super::truncated(format!(
                     "the file ends inside the markup that begins at {}",
-                    self.at
+                    self.at()
                 ))
             }
             error => self.not_xml(error),
@@ -1326,6 +1393,42 @@ mod tests {
             "truncated",
             arriving,
         );
+    }
+
+    /// Lines are counted across the reader's buffer: in a message of many legs,
+    /// each leg without an Airline names the line it starts on, and markup that
+    /// is not XML far down names its own.
+    #[test]
+    fn lines_are_named_right_far_into_a_large_file() {
+        let mut xml =
+            "<IATA_AIDX_FlightLegNotifRQ xmlns=\"http://www.iata.org/IATA/2007/00\">\n".to_owned();
+        let mut starts = Vec::new();
+        for leg in 0..300 {
+            // Legs of several sizes, most of each its start tag, so that buffer
+            // ends fall inside FlightLeg tags.
+            let padding = "\n".repeat(leg % 5) + &" ".repeat(400 + leg * 7 % 61);
+            starts.push(xml.lines().count() + 1);
+            xml.push_str(&format!(
+                "<FlightLeg{padding}><LegIdentifier><FlightNumber>{leg}</FlightNumber>\
+                 <DepartureAirport>LHR</DepartureAirport>\n<OriginDate>2026-11-29</OriginDate>\
+                 </LegIdentifier>\n<LegData><OperationTime OperationQualifier=\"OFB\" \
+                 TimeType=\"ACT\">2026-11-29T10:05:00Z</OperationTime></LegData></FlightLeg>\n"
+            ));
+        }
+        assert!(xml.len() > 3 * GUARD_BUFFER_BYTES);
+        let records = read(&format!("{xml}</IATA_AIDX_FlightLegNotifRQ>\n")).expect("read");
+        assert_eq!(records.len(), starts.len());
+        for (record, line) in records.iter().zip(&starts) {
+            let detail = &record.event.as_ref().unwrap_err().detail;
+            assert!(
+                detail.contains(&format!("FlightLeg at line {line} ")),
+                "{detail}"
+            );
+        }
+        let line = xml.lines().count() + 1;
+        let (code, detail) = read(&format!("{xml}<a></b>")).expect_err("not XML");
+        assert_eq!(code, "not_xml");
+        assert!(detail.contains(&format!("at line {line} ")), "{detail}");
     }
 
     #[test]
