@@ -2185,7 +2185,6 @@ fn a_schema_2_database_keeps_its_rows_when_the_key_becomes_binary() {
             ["index", "spoolite_event_key"],
             ["index", "spoolite_event_kind_instant"],
             ["index", "spoolite_event_off_blocks"],
-            ["index", "spoolite_event_slot"],
             ["index", "spoolite_event_updated_at"],
             ["table", "spoolite_flight"],
             ["index", "spoolite_flight_block"],

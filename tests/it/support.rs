@@ -506,7 +506,9 @@ pub fn downgrade_to_schema_11(db: &Path) {
     let conn = rusqlite::Connection::open(db).expect("open");
     conn.execute_batch(
         "BEGIN;
-         DROP INDEX spoolite_event_slot;
+         DROP INDEX spoolite_event_flight;
+         CREATE INDEX spoolite_event_flight
+             ON spoolite_event (flight_id, retracted, event_kind, instant_utc);
          DROP VIEW duty_event;
          DROP VIEW duty_event_all;
          ALTER TABLE spoolite_event DROP COLUMN slot;

@@ -28,7 +28,7 @@ use super::DatabaseFile;
 use super::flights::{self, Flights};
 use super::rebuild;
 use super::runs::{Runs, Staged};
-use super::slotted::{BUSY_SLOTS, FlightSeen, Slotted};
+use super::slotted::{self, BUSY_SLOTS, FlightSeen, Slotted};
 use crate::batch::{Event, Header, Record};
 use crate::store::common::{CaseVariants, Quarantined};
 use crate::store::error::StoreError;
@@ -232,18 +232,7 @@ impl Batch<'_> {
         self.tx.execute_batch(BUSY_SLOTS)?;
         // Each busy slot's stored rows first (record_index -1), then its events
         // in file order.
-        let mut events = self.tx.prepare(
-            "SELECT b.flight_id, b.event_kind, b.slot, -1, e.key, e.source_revision
-             FROM temp.spoolite_busy_slot AS b JOIN spoolite_event AS e
-                 ON e.flight_id = b.flight_id AND e.event_kind = b.event_kind
-                    AND e.slot = b.slot
-             UNION ALL
-             SELECT s.flight_id, s.event_kind, s.slot, s.record_index, s.key, s.revision
-             FROM temp.spoolite_busy_slot AS b JOIN temp.spoolite_slotted AS s
-                 ON s.flight_id = b.flight_id AND s.event_kind = b.event_kind
-                    AND s.slot = b.slot
-             ORDER BY 1, 2, 3, 4",
-        )?;
+        let mut events = self.tx.prepare(slotted::BUSY_SLOT_EVENTS)?;
         let mut rows = events.query([])?;
         let mut claims = SlotClaims::default();
         while let Some(row) = rows.next()? {
@@ -457,7 +446,7 @@ impl Effects for DryRun {
 
 /// A stored row of a slot, as `Writer::settle_slots` reads it.
 struct SlotRow {
-    key: [u8; 32],
+    rowid: i64,
     revision: i64,
     retracted: bool,
     displaced: bool,
@@ -816,35 +805,20 @@ impl Writer {
     /// retracted keeps them. The flight of a slot whose rows changed has its times
     /// and crew rows computed again.
     fn settle_slots(&self, tx: &Connection, flights: &mut Flights) -> Result<(), StoreError> {
-        let mut slots = tx.prepare(
-            "SELECT flight_id, event_kind, slot, flight_ref FROM temp.spoolite_busy_slot",
-        )?;
-        let mut rows_of = tx.prepare(
-            "SELECT key, source_revision, retracted, displaced, batch_ref FROM spoolite_event
-             WHERE flight_id = ?1 AND event_kind = ?2 AND slot = ?3",
-        )?;
-        let mut set =
-            tx.prepare("UPDATE spoolite_event SET retracted = ?2, displaced = ?3 WHERE key = ?1")?;
-        let mut displace = tx.prepare(
-            "UPDATE spoolite_event SET retracted = 1, displaced = 1, batch_ref = ?2,
-                 updated_at = ?3, change_seq = ?4
-             WHERE key = ?1",
-        )?;
-        let slots = slots
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, i64>(3)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        for (flight_id, event_kind, slot, flight_ref) in slots {
+        let mut slots = tx.prepare(slotted::BUSY_SLOT_LIST)?;
+        let mut rows_of = tx.prepare(slotted::SLOT_ROWS)?;
+        let mut set = tx.prepare(slotted::SET_SLOT_ROW)?;
+        let mut displace = tx.prepare(slotted::DISPLACE_SLOT_ROW)?;
+        // One busy slot at a time (a temporary table the settling does not
+        // write), so that memory holds one slot's rows, not every busy slot.
+        let mut slots = slots.query([])?;
+        while let Some(busy) = slots.next()? {
+            let (flight_id, event_kind, slot) = (text(busy, 0)?, text(busy, 1)?, text(busy, 2)?);
+            let flight_ref: i64 = busy.get(3)?;
             let rows = rows_of
                 .query_map(params![flight_id, event_kind, slot], |row| {
                     Ok(SlotRow {
-                        key: row.get(0)?,
+                        rowid: row.get(0)?,
                         revision: row.get(1)?,
                         retracted: row.get(2)?,
                         displaced: row.get(3)?,
@@ -868,7 +842,7 @@ impl Writer {
                 changed = true;
                 if !row.retracted && retracted && row.batch_ref != self.batch_ref {
                     displace.execute(params![
-                        &row.key[..],
+                        row.rowid,
                         self.batch_ref,
                         self.now,
                         self.change_seq()
@@ -876,14 +850,14 @@ impl Writer {
                     self.wrote_row();
                     *self.replaced.borrow_mut().entry(row.batch_ref).or_default() += 1;
                 } else {
-                    set.execute(params![&row.key[..], retracted, displaced])?;
+                    set.execute(params![row.rowid, retracted, displaced])?;
                 }
             }
             if changed {
-                if flights::is_timed(&event_kind) {
+                if flights::is_timed(event_kind) {
                     flights.recompute(tx, flight_ref)?;
                 }
-                flights.written(tx, flight_ref, &event_kind)?;
+                flights.written(tx, flight_ref, event_kind)?;
             }
         }
         Ok(())

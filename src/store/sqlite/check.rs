@@ -253,7 +253,7 @@ const CREW_FLIGHT_LIVE: &str = "WITH times AS (
     CROSS JOIN spoolite_event AS d
         ON d.flight_id = t.flight_id AND d.retracted = 0 AND d.event_kind = 'off_blocks'
         AND d.instant_utc = t.ob || 'Z'
-    LEFT JOIN spoolite_event AS a
+    LEFT JOIN spoolite_event AS a INDEXED BY spoolite_event_flight
         ON a.flight_id = t.flight_id AND a.retracted = 0 AND a.event_kind = 'crew_assignment'
         AND a.instant_utc = t.ca || 'Z'
     ORDER BY t.flight_id";
@@ -294,7 +294,7 @@ const CREW_DUTY_LIVE: &str = "WITH times AS (
     SELECT c.flight_id, c.st || 'Z', c.en || 'Z',
            round((julianday(c.en) - julianday(c.st)) * 1440, 2), d.payload
     FROM closed AS c
-    CROSS JOIN spoolite_event AS d
+    CROSS JOIN spoolite_event AS d INDEXED BY spoolite_event_flight
         ON d.flight_id = c.flight_id AND d.retracted = 0 AND d.event_kind = 'duty_start'
         AND d.instant_utc = c.st || 'Z'
     ORDER BY c.flight_id";

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/0010_block_hours.sql"),
     include_str!("../../../schema/0011_crew_model.sql"),
     include_str!("../../../schema/0012_slots.sql"),
+    include_str!("../../../schema/0013_slot_in_flight_index.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored

@@ -64,6 +64,38 @@ pub(super) const BUSY_SLOTS: &str = "DROP TABLE IF EXISTS temp.spoolite_busy_slo
         WHERE e.flight_id = n.flight_id AND e.event_kind = n.event_kind AND e.slot = n.slot
     );";
 
+/// Each busy slot's stored rows (record index -1), then its events in file
+/// order: what `SlotClaims` meets, slot by slot.
+pub(super) const BUSY_SLOT_EVENTS: &str =
+    "SELECT b.flight_id, b.event_kind, b.slot, -1, e.key, e.source_revision
+     FROM temp.spoolite_busy_slot AS b JOIN spoolite_event AS e
+         ON e.flight_id = b.flight_id AND e.event_kind = b.event_kind AND e.slot = b.slot
+     UNION ALL
+     SELECT s.flight_id, s.event_kind, s.slot, s.record_index, s.key, s.revision
+     FROM temp.spoolite_busy_slot AS b JOIN temp.spoolite_slotted AS s
+         ON s.flight_id = b.flight_id AND s.event_kind = b.event_kind AND s.slot = b.slot
+     ORDER BY 1, 2, 3, 4";
+
+/// The busy slots, to settle once the batch's rows are written.
+pub(super) const BUSY_SLOT_LIST: &str =
+    "SELECT flight_id, event_kind, slot, flight_ref FROM temp.spoolite_busy_slot";
+
+/// A slot's rows, as they read once the batch's rows are written.
+pub(super) const SLOT_ROWS: &str =
+    "SELECT rowid, source_revision, retracted, displaced, batch_ref FROM spoolite_event
+     WHERE flight_id = ?1 AND event_kind = ?2 AND slot = ?3";
+
+/// A row of a settled slot that reads as it did, but for `retracted` and
+/// `displaced`.
+pub(super) const SET_SLOT_ROW: &str =
+    "UPDATE spoolite_event SET retracted = ?2, displaced = ?3 WHERE rowid = ?1";
+
+/// A live row its slot displaces: this batch's change.
+pub(super) const DISPLACE_SLOT_ROW: &str =
+    "UPDATE spoolite_event SET retracted = 1, displaced = 1, batch_ref = ?2, updated_at = ?3,
+         change_seq = ?4
+     WHERE rowid = ?1";
+
 /// What the database and the batch held of an event's flight when its run began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FlightSeen {
@@ -279,5 +311,51 @@ impl Slotted {
         let start = self.texts.len();
         self.texts.push_str(text);
         start..self.texts.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every look-up of a slot's rows is a search of the flight index or of a
+    /// row by its rowid, never a scan of the event table (which grows to
+    /// millions of rows while a batch names a few slots).
+    #[test]
+    fn a_slots_rows_are_found_through_an_index() {
+        let setup = format!(
+            "{CREATE_SLOTTED} CREATE TEMP TABLE spoolite_busy_slot (flight_id, event_kind, \
+             slot, flight_ref);"
+        );
+        for sql in [
+            BUSY_SLOTS
+                .split_once(';')
+                .map(|(_, create)| create)
+                .unwrap_or_default(),
+            BUSY_SLOT_EVENTS,
+            SLOT_ROWS,
+            SET_SLOT_ROW,
+            DISPLACE_SLOT_ROW,
+        ] {
+            let mut sql = sql.replace("CREATE TEMP TABLE spoolite_busy_slot AS", "");
+            for n in 1..=4 {
+                sql = sql.replace(&format!("?{n}"), "'1'");
+            }
+            let plan = super::super::query_plan(&setup, &sql);
+            let events: Vec<&String> = plan
+                .iter()
+                .filter(|step| step.contains(" e ") || step.contains("spoolite_event "))
+                .collect();
+            assert!(!events.is_empty(), "{sql}: {plan:?}");
+            for step in events {
+                assert!(
+                    step.starts_with("SEARCH")
+                        && (step.contains(
+                            "INDEX spoolite_event_flight (flight_id=? AND event_kind=? AND slot=?)"
+                        ) || step.contains("INTEGER PRIMARY KEY (rowid=?)")),
+                    "{sql}: {plan:?}"
+                );
+            }
+        }
     }
 }
