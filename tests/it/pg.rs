@@ -669,3 +669,60 @@ fn a_daemon_waiting_for_another_writers_apply_stops_at_sigterm_and_leaves_the_fi
         [["0"]]
     );
 }
+
+/// A station's file of a few flights reads the event, flight and crew tables
+/// through their indexes however many rows they hold: the plan of every
+/// statement of its ingest (`auto_explain`) holds no sequential scan of them.
+/// Before the batch's temporary tables were analysed, the planner took each for
+/// 1,360 rows and computed the flights' times and crew rows by hash joins that
+/// read the whole event table, so a file's cost grew with the database.
+#[test]
+fn a_small_file_reads_the_large_tables_through_their_indexes() {
+    use spoolite_testkit::generate::{BatchSpec, Layout, write_batch_file};
+    let db = PgDb::on(crate::support_pg::Server::own(""));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = |offset, count| BatchSpec {
+        offset,
+        count,
+        revision: 0,
+        crew_changed: false,
+        batch_id: format!("b{offset}"),
+    };
+    let base = dir.path().join("base.ndjson");
+    write_batch_file(&base, 7, &spec(0, 30_000), Layout::Ndjson).expect("write base");
+    let (code, lines) = ingest_json(Path::new(&db.uri()), &[&base]);
+    assert_eq!((code, lines[0]["inserted"].as_u64()), (0, Some(30_000)));
+    // What autovacuum does on its own within a minute of such a load.
+    db.client().batch_execute("ANALYZE").expect("analyze");
+    for setting in [
+        "session_preload_libraries = 'auto_explain'",
+        "auto_explain.log_min_duration = 0",
+    ] {
+        db.server()
+            .admin(&format!("ALTER DATABASE {} SET {setting}", db.name()));
+    }
+    // Five new flights, their duties and crew, and one flight already stored.
+    let station = dir.path().join("station.ndjson");
+    write_batch_file(&station, 7, &spec(29_994, 36), Layout::Ndjson).expect("write station");
+    let logged = db.server().log().len();
+    let (code, lines) = ingest_json(Path::new(&db.uri()), &[&station]);
+    assert_eq!(
+        (code, lines[0]["inserted"].as_u64()),
+        (0, Some(30)),
+        "{lines:?}"
+    );
+    let log = db.server().log()[logged..].to_owned();
+    assert!(log.contains("Index Scan"), "no plan was logged: {log}");
+    for table in [
+        "spoolite_event",
+        "spoolite_flight",
+        "spoolite_crew_flight",
+        "spoolite_crew_duty",
+        "spoolite_crew_fdp",
+    ] {
+        assert!(
+            !log.contains(&format!("Seq Scan on {table} ")),
+            "a sequential scan of {table}:\n{log}"
+        );
+    }
+}

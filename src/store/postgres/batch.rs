@@ -430,6 +430,10 @@ impl Batch<'_> {
     /// `stop` set from outside abandons the batch (rolled back) with
     /// `StoreError::Stopped`.
     pub fn finish(mut self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
+        // The staged rows' statistics, before the lock: without them the planner
+        // takes a temporary table for 1,360 rows, and for a station's file it
+        // read the whole event table (a hash join) to find a few dozen keys.
+        self.tx.batch_execute("ANALYZE spoolite_stage")?;
         // The apply phase of every writer in turn, from here to the commit: the
         // stored rows read below are those the writer before committed, and the
         // change_seq taken here is larger than every one committed.
@@ -676,6 +680,7 @@ impl Effects for Write {
         slotted: bool,
     ) -> Result<Finished, StoreError> {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
+        tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
         let written = tx.execute(APPLY, &[&digest, &self.now])?;
         let expected = (self.next_seq - self.first_seq) as u64;
