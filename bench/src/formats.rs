@@ -134,6 +134,32 @@ pub fn write_all(dir: &Path, flights: u64) -> std::io::Result<[u64; 4]> {
     Ok(sizes)
 }
 
+/// The least time, of `rounds` reads, that spoolite's batch reader takes to read
+/// the file at `path` into records (in this process, on one thread, from the page
+/// cache): the parse a first ingest does beside its writes.
+pub fn read_alone(path: &Path, rounds: u32) -> std::io::Result<f64> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let format = spoolite::batch::Format::from_name(&name)
+        .ok_or_else(|| std::io::Error::other(format!("no batch format for {name}")))?;
+    let mut least = f64::INFINITY;
+    for _ in 0..rounds.max(1) {
+        let started = std::time::Instant::now();
+        let input = std::io::BufReader::with_capacity(1 << 20, File::open(path)?);
+        let mut reader =
+            spoolite::batch::BatchReader::new(format, input, spoolite::batch::Limits::default());
+        while reader
+            .next_record()
+            .map_err(|e| std::io::Error::other(format!("read {name}: {e:?}")))?
+            .is_some()
+        {}
+        least = least.min(started.elapsed().as_secs_f64());
+    }
+    Ok(least)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

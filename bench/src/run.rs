@@ -507,6 +507,10 @@ impl Bench {
         }
         let medians: Vec<Ingested> = runs.iter().map(|r| median_ingest(r)).collect();
         let plain = medians[0];
+        let mut reading = Vec::with_capacity(files.len());
+        for file in &files {
+            reading.push(crate::formats::read_alone(&file.path, rounds)?);
+        }
         let section_1 = self.first_ndjson;
         for (i, what, target, goal) in [
             (
@@ -549,15 +553,18 @@ impl Bench {
                         runs[i].len()
                     ),
                     format!(
-                        "{} = {}; peak RSS {}",
+                        "{} = {}; peak RSS {}; reading alone {}",
                         table::seconds(ingested.seconds),
                         table::rate(file.events, ingested.seconds),
-                        table::mebibytes(ingested.peak_rss_bytes)
+                        table::mebibytes(ingested.peak_rss_bytes),
+                        table::seconds(reading[i])
                     ),
                     format!(
-                        "the same flights as NDJSON without a slot {} = {}{against_1}",
+                        "the same flights as NDJSON without a slot {} = {}; reading alone \
+                         {}{against_1}",
                         table::seconds(plain.seconds),
-                        table::rate(files[0].events, plain.seconds)
+                        table::rate(files[0].events, plain.seconds),
+                        table::seconds(reading[0])
                     ),
                 )
                 .judged(ratio, format!("{ratio:.2}× the NDJSON rate"), target, goal),
