@@ -986,17 +986,21 @@ mod tests {
     use crate::batch::Event;
     use crate::store::sqlite::{SqliteStore as Store, runs};
 
-    /// `count` events over a few flights and keys, several versions of most keys
-    /// spread over the file (revisions 0-3, two payloads, some without a revision
-    /// of their own), and an invalid one now and then: every outcome occurs.
-    fn records(count: u64, salt: u64) -> Vec<Record> {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ salt;
-        let mut next = move |below: u64| {
+    /// Numbers below a bound, drawn from `seed` (xorshift): the same every run.
+    fn draws(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |below| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state % below
-        };
+        }
+    }
+
+    /// `count` events over a few flights and keys, several versions of most keys
+    /// spread over the file (revisions 0-3, two payloads, some without a revision
+    /// of their own), and an invalid one now and then: every outcome occurs.
+    fn records(count: u64, salt: u64) -> Vec<Record> {
+        let mut next = draws(0x9e37_79b9_7f4a_7c15_u64 ^ salt);
         (0..count)
             .map(|index| {
                 let flight = next(7);
@@ -1107,13 +1111,7 @@ mod tests {
     /// (so several keys share a slot), revisions 0-4 or none, two payloads, now
     /// and then a retraction. Flight 0 has more events than a run holds back.
     fn slotted(flights: u64, salt: u64) -> Vec<Vec<String>> {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64 ^ salt;
-        let mut next = move |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut next = draws(0x2545_f491_4f6c_dd1d_u64 ^ salt);
         (0..flights)
             .map(|flight| {
                 let count = if flight == 0 { 700 } else { 1 + next(6) };

@@ -23,7 +23,7 @@
 
 use std::ops::Range;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Statement, params};
 
 use super::runs::{Runs, Staged};
 use crate::store::error::StoreError;
@@ -118,6 +118,44 @@ struct Note {
     slot: Range<usize>,
 }
 
+/// One row of `spoolite_slotted`.
+struct Row<'a> {
+    flight_id: &'a str,
+    event_kind: &'a str,
+    slot: &'a str,
+    index: u64,
+    key: &'a [u8; 32],
+    revision: Option<i64>,
+    flight_ref: i64,
+}
+
+impl<'a> Row<'a> {
+    fn of(event: &Staged<'a>, slot: &'a str) -> Row<'a> {
+        Row {
+            flight_id: event.flight_id,
+            event_kind: event.event_kind,
+            slot,
+            index: event.index,
+            key: event.key,
+            revision: event.revision,
+            flight_ref: event.flight_ref,
+        }
+    }
+
+    fn insert(&self, note: &mut Statement<'_>) -> Result<(), StoreError> {
+        note.execute(params![
+            self.flight_id,
+            self.event_kind,
+            self.slot,
+            self.index as i64,
+            &self.key[..],
+            self.revision,
+            self.flight_ref
+        ])?;
+        Ok(())
+    }
+}
+
 /// The noting of a batch's events that have a slot.
 pub(super) struct Slotted {
     /// Whether `spoolite_slotted` was made for this batch and may hold rows.
@@ -210,19 +248,9 @@ impl Slotted {
         if self.read_back {
             self.make_table(tx)?;
             let mut note = tx.prepare_cached(NOTE)?;
-            runs.each_staged(StoreError::Spill, |event| {
-                if let Some(slot) = event.slot {
-                    note.execute(params![
-                        event.flight_id,
-                        event.event_kind,
-                        slot,
-                        event.index as i64,
-                        &event.key[..],
-                        event.revision,
-                        event.flight_ref
-                    ])?;
-                }
-                Ok(())
+            runs.each_staged(StoreError::Spill, |event| match event.slot {
+                Some(slot) => Row::of(event, slot).insert(&mut note),
+                None => Ok(()),
             })?;
         }
         Ok(self.table)
@@ -268,15 +296,16 @@ impl Slotted {
         let mut note = tx.prepare_cached(NOTE)?;
         for (at, held) in self.notes.iter().enumerate() {
             if which(at) {
-                note.execute(params![
-                    self.flight_id,
-                    &self.texts[held.event_kind.clone()],
-                    &self.texts[held.slot.clone()],
-                    held.index as i64,
-                    &held.key[..],
-                    held.revision,
-                    self.flight_ref
-                ])?;
+                let row = Row {
+                    flight_id: &self.flight_id,
+                    event_kind: &self.texts[held.event_kind.clone()],
+                    slot: &self.texts[held.slot.clone()],
+                    index: held.index,
+                    key: &held.key,
+                    revision: held.revision,
+                    flight_ref: self.flight_ref.unwrap_or_default(),
+                };
+                row.insert(&mut note)?;
             }
         }
         self.notes.clear();
@@ -287,16 +316,7 @@ impl Slotted {
     /// Notes one event at once.
     fn note(&mut self, tx: &Connection, event: &Staged<'_>, slot: &str) -> Result<(), StoreError> {
         self.make_table(tx)?;
-        tx.prepare_cached(NOTE)?.execute(params![
-            event.flight_id,
-            event.event_kind,
-            slot,
-            event.index as i64,
-            &event.key[..],
-            event.revision,
-            event.flight_ref
-        ])?;
-        Ok(())
+        Row::of(event, slot).insert(&mut *tx.prepare_cached(NOTE)?)
     }
 
     fn make_table(&mut self, tx: &Connection) -> Result<(), StoreError> {
