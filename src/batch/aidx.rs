@@ -447,6 +447,13 @@ impl<R: BufRead> AidxReader<R> {
             XmlEvent::Start(start) => self.start(&start, false),
             XmlEvent::Empty(start) => self.start(&start, true),
             XmlEvent::End(_) => self.end(),
+            // Text inside an element that is neither a field nor a time is not
+            // read (ingest checks a file's UTF-8 whole before it parses).
+            XmlEvent::Text(_) | XmlEvent::CData(_)
+                if self.capture.is_none() && !self.stack.is_empty() =>
+            {
+                Ok(())
+            }
             XmlEvent::Text(text) => {
                 let text = text.xml10_content().map_err(|e| self.not_xml(e))?;
                 self.text(&text)
@@ -505,8 +512,11 @@ impl<R: BufRead> AidxReader<R> {
         let ns = ns_of(self.xml.resolve_element(start.name()).0).map_err(|prefix| {
             self.not_xml(format!("the namespace prefix {prefix:?} is not declared"))
         })?;
-        let local = start.local_name();
-        let local = String::from_utf8_lossy(local.into_inner());
+        let local = start.local_name().into_inner();
+        let local = match std::str::from_utf8(local) {
+            Ok(local) => Cow::Borrowed(local),
+            Err(_) => String::from_utf8_lossy(local),
+        };
         // Every attribute is checked (duplicates, quoting, entities), as XML asks;
         // the unprefixed ones read are kept (`ATTRIBUTES`).
         let mut nil = false;
