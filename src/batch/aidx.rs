@@ -313,11 +313,15 @@ impl<R: BufRead> io::Read for Guard<R> {
 impl<R: BufRead> BufRead for Guard<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.at == self.filled {
-            if matches!(self.piece, Piece::At(_)) {
-                self.piece = Piece::Line(self.line());
-            }
-            self.lines += self.newlines_before(self.filled);
-            self.filled = self.inner.read(&mut self.buffer)?;
+            // Counted before the read overwrites the buffer, kept only once it
+            // succeeded: a read that fails (or is interrupted and tried again)
+            // leaves the counts as they were.
+            let piece = Piece::Line(self.line());
+            let newlines = self.newlines_before(self.filled);
+            let filled = self.inner.read(&mut self.buffer)?;
+            self.piece = piece;
+            self.lines += newlines;
+            self.filled = filled;
             self.at = 0;
             self.counted.set((0, 0));
         }
@@ -1405,6 +1409,39 @@ mod tests {
         );
     }
 
+    /// Input whose every other read is interrupted, as a signal interrupts a
+    /// `read(2)`.
+    struct Interrupting<'a> {
+        data: &'a [u8],
+        reads: usize,
+    }
+
+    impl<'a> Interrupting<'a> {
+        fn new(data: &'a [u8]) -> Interrupting<'a> {
+            Interrupting { data, reads: 0 }
+        }
+    }
+
+    impl io::Read for Interrupting<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.reads += 1;
+            if self.reads.is_multiple_of(2) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            self.data.read(out)
+        }
+    }
+
+    impl BufRead for Interrupting<'_> {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            Ok(self.data)
+        }
+
+        fn consume(&mut self, amount: usize) {
+            self.data = &self.data[amount..];
+        }
+    }
+
     /// Lines are counted across the reader's buffer: in a message of many legs,
     /// each leg without an Airline names the line it starts on, and markup that
     /// is not XML far down names its own.
@@ -1426,7 +1463,8 @@ mod tests {
             ));
         }
         assert!(xml.len() > 3 * GUARD_BUFFER_BYTES);
-        let records = read(&format!("{xml}</IATA_AIDX_FlightLegNotifRQ>\n")).expect("read");
+        let whole = format!("{xml}</IATA_AIDX_FlightLegNotifRQ>\n");
+        let records = read(&whole).expect("read");
         assert_eq!(records.len(), starts.len());
         for (record, line) in records.iter().zip(&starts) {
             let detail = &record.event.as_ref().unwrap_err().detail;
@@ -1435,6 +1473,14 @@ mod tests {
                 "{detail}"
             );
         }
+        // A read interrupted now and then (EINTR) is tried again and counts no
+        // line twice.
+        let mut reader = AidxReader::new(Interrupting::new(whole.as_bytes()), Limits::default());
+        let mut again = Vec::new();
+        while let Some(record) = reader.next_record().expect("read") {
+            again.push(record);
+        }
+        assert_eq!(again, records);
         let line = xml.lines().count() + 1;
         let (code, detail) = read(&format!("{xml}<a></b>")).expect_err("not XML");
         assert_eq!(code, "not_xml");

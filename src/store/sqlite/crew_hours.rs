@@ -49,8 +49,8 @@ const EXPLAIN_FDPS_SQL: &str = "SELECT duty_id, '', function, '', fdp_start_utc,
      FROM crew_fdp WHERE crew_id = ?3 AND fdp_start_utc < ?2 \
      AND (fdp_end_utc IS NULL OR fdp_end_utc > ?1)";
 
-/// A live event by its flight, kind and instant (the flight index), with its
-/// batch's file name.
+/// A live event by its flight, kind and instant (an index search: of the flight
+/// index, or of a kind and instant), with its batch's file name.
 pub(in crate::store) const EVENT_SQL: &str = "SELECT d.idempotency_key, d.event_kind, \
      d.instant_utc, d.source_revision, d.batch_digest, i.file_name \
      FROM duty_event AS d JOIN ingest_inbox AS i ON i.batch_digest = d.batch_digest \
