@@ -299,14 +299,7 @@ impl<R: BufRead> Guard<R> {
 
 impl<R: BufRead> io::Read for Guard<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let n = {
-            let available = self.fill_buf()?;
-            let n = available.len().min(out.len());
-            out[..n].copy_from_slice(&available[..n]);
-            n
-        };
-        self.consume(n);
-        Ok(n)
+        super::read_buffered(self, out)
     }
 }
 
@@ -1129,15 +1122,7 @@ mod tests {
     /// Every record of `xml`, or the file's rejection (reason code and detail).
     fn read_with(xml: &str, limits: Limits) -> Result<Vec<Record>, (&'static str, String)> {
         let mut reader = AidxReader::new(xml.as_bytes(), limits);
-        let mut records = Vec::new();
-        loop {
-            match reader.next_record() {
-                Ok(Some(record)) => records.push(record),
-                Ok(None) => return Ok(records),
-                Err(ReadError::Rejected(r)) => return Err((r.reason.code(), r.detail)),
-                Err(ReadError::Io(e)) => panic!("{e}"),
-            }
-        }
+        super::super::read_to_end(|| reader.next_record()).map_err(|r| (r.reason.code(), r.detail))
     }
 
     fn read(xml: &str) -> Result<Vec<Record>, (&'static str, String)> {

@@ -73,7 +73,9 @@ use csv_core::ReadFieldResult;
 
 use super::event::{Event, Invalid, InvalidReason, invalid, revision_from_number};
 use super::json::{self, Value};
-use super::{Limits, ReadError, Record, RejectReason, reject, text_prefix, too_large, utf8};
+use super::{
+    Limits, ReadError, Record, RejectReason, bad_shape, reject, text_prefix, too_large, utf8,
+};
 
 /// The time columns of flight rows, in the order their events come.
 const TIMES: [&str; 4] = ["off_blocks", "takeoff", "landing", "on_blocks"];
@@ -757,10 +759,6 @@ fn no_time(columns: &[Column]) -> Invalid {
     )
 }
 
-fn bad_shape(detail: impl Into<String>) -> ReadError {
-    reject(RejectReason::BadShape, detail)
-}
-
 /// Reads the header row's cells (found on line `line`): its columns and shape.
 fn header<'a>(
     cells: impl Iterator<Item = (&'a str, bool)>,
@@ -882,15 +880,8 @@ mod tests {
     fn outcome(text: &[u8], limits: Limits) -> Result<Vec<Record>, (&'static str, String)> {
         let read = |capacity: usize| {
             let mut reader = CsvReader::new(BufReader::with_capacity(capacity, text), limits);
-            let mut records = Vec::new();
-            loop {
-                match reader.next_record() {
-                    Ok(Some(record)) => records.push(record),
-                    Ok(None) => return Ok(records),
-                    Err(ReadError::Rejected(r)) => return Err((r.reason.code(), r.detail)),
-                    Err(ReadError::Io(e)) => panic!("reading memory failed: {e}"),
-                }
-            }
+            super::super::read_to_end(|| reader.next_record())
+                .map_err(|r| (r.reason.code(), r.detail))
         };
         let whole = read(1 << 16);
         for capacity in [1, 2, 3, 5, 64] {

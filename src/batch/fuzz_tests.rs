@@ -117,11 +117,7 @@ struct Pieces<'a> {
 
 impl io::Read for Pieces<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let piece = self.fill_buf()?;
-        let n = piece.len().min(out.len());
-        out[..n].copy_from_slice(&piece[..n]);
-        self.consume(n);
-        Ok(n)
+        super::read_buffered(self, out)
     }
 }
 
@@ -621,15 +617,7 @@ fn read_through(
 ) -> Result<Vec<Record>, (RejectReason, String)> {
     let input = std::io::BufReader::with_capacity(capacity, bytes);
     let mut reader = BatchReader::new(format, input, Limits::default());
-    let mut records = Vec::new();
-    loop {
-        match reader.next_record() {
-            Ok(Some(record)) => records.push(record),
-            Ok(None) => return Ok(records),
-            Err(ReadError::Rejected(r)) => return Err((r.reason, r.detail)),
-            Err(ReadError::Io(e)) => panic!("reading memory failed: {e}"),
-        }
-    }
+    super::read_to_end(|| reader.next_record()).map_err(|r| (r.reason, r.detail))
 }
 
 /// `aidx::midnight` sliced a time text at bytes 11..19 once its byte 10 was `T`;

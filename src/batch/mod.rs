@@ -160,6 +160,35 @@ impl From<io::Error> for ReadError {
     }
 }
 
+/// Every record `next` hands out until the end, or the rejection that ends the
+/// file; reading memory does not fail otherwise (the unit tests' readers).
+#[cfg(test)]
+fn read_to_end(
+    mut next: impl FnMut() -> Result<Option<Record>, ReadError>,
+) -> Result<Vec<Record>, Rejection> {
+    let mut records = Vec::new();
+    loop {
+        match next() {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => return Ok(records),
+            Err(ReadError::Rejected(rejection)) => return Err(rejection),
+            Err(ReadError::Io(error)) => panic!("reading memory failed: {error}"),
+        }
+    }
+}
+
+/// `Read::read` of a reader that is a `BufRead`: what `fill_buf` holds, consumed.
+fn read_buffered(reader: &mut impl BufRead, out: &mut [u8]) -> io::Result<usize> {
+    let n = {
+        let held = reader.fill_buf()?;
+        let n = held.len().min(out.len());
+        out[..n].copy_from_slice(&held[..n]);
+        n
+    };
+    reader.consume(n);
+    Ok(n)
+}
+
 fn reject(reason: RejectReason, detail: impl Into<String>) -> ReadError {
     ReadError::Rejected(Rejection::new(reason, detail))
 }
@@ -298,11 +327,7 @@ impl<R: BufRead> Head<R> {
 
 impl<R: BufRead> io::Read for Head<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let buf = self.fill_buf()?;
-        let n = buf.len().min(out.len());
-        out[..n].copy_from_slice(&buf[..n]);
-        self.consume(n);
-        Ok(n)
+        read_buffered(self, out)
     }
 }
 

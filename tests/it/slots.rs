@@ -6,7 +6,7 @@
 //! event columns depend only on the set of files delivered.
 
 use crate::pg_contract::Backend;
-use crate::support::{ingest_json, spoolite, write};
+use crate::support::{COUNT_FIELDS, ingest_json, spoolite, write};
 
 /// An off-blocks of FL1 at `time` (HH:MM) in slot `slot` with `revision`.
 fn off_blocks(time: &str, slot: Option<&str>, revision: i64) -> String {
@@ -40,16 +40,10 @@ fn deliver(db: &Backend, files: &[(&str, String)]) -> Vec<serde_json::Value> {
     lines
 }
 
+/// A file's outcome counts (`COUNT_FIELDS` but `events_total`).
 fn counts(line: &serde_json::Value) -> [u64; 6] {
-    [
-        "inserted",
-        "updated",
-        "unchanged",
-        "stale",
-        "conflicts",
-        "invalid",
-    ]
-    .map(|name| {
+    let [_, outcomes @ ..] = COUNT_FIELDS;
+    outcomes.map(|name| {
         line[name]
             .as_u64()
             .unwrap_or_else(|| panic!("{name} in {line}"))

@@ -172,14 +172,7 @@ pub fn dump(db: &Path, table: &str, columns: &[&str]) -> Vec<String> {
 }
 
 /// The event columns of duty_event, which depend only on the set of files delivered.
-pub const EVENT_COLUMNS: &[&str] = &[
-    "idempotency_key",
-    "flight_id",
-    "event_kind",
-    "instant_utc",
-    "source_revision",
-    "payload",
-];
+pub const EVENT_COLUMNS: &[&str] = CONTENT_COLUMNS.split_at(6).0;
 
 /// `EVENT_COLUMNS` and `retracted`: what a batch in any format must leave as the
 /// same events sent as JSON do.

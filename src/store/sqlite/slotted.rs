@@ -97,7 +97,7 @@ pub(super) const DISPLACE_SLOT_ROW: &str =
      WHERE rowid = ?1";
 
 /// What the database and the batch held of an event's flight when its run began.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) enum FlightSeen {
     /// Neither holds an event of it: the run's events are all it has.
     First,
@@ -106,6 +106,7 @@ pub(super) enum FlightSeen {
     /// An earlier run of the batch.
     Again,
     /// Not known (a dry run numbers no flight).
+    #[default]
     Unknown,
 }
 
@@ -157,6 +158,7 @@ impl<'a> Row<'a> {
 }
 
 /// The noting of a batch's events that have a slot.
+#[derive(Default)]
 pub(super) struct Slotted {
     /// Whether `spoolite_slotted` was made for this batch and may hold rows.
     table: bool,
@@ -171,21 +173,6 @@ pub(super) struct Slotted {
     texts: String,
     /// The run outgrew `RUN_NOTES`: its events are noted as they come.
     long: bool,
-}
-
-impl Default for Slotted {
-    fn default() -> Slotted {
-        Slotted {
-            table: false,
-            read_back: false,
-            flight_ref: None,
-            flight_id: String::new(),
-            seen: FlightSeen::Unknown,
-            notes: Vec::new(),
-            texts: String::new(),
-            long: false,
-        }
-    }
 }
 
 impl Slotted {
