@@ -465,6 +465,12 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
             "",
         ),
         (
+            "a row committed without a change_seq",
+            "UPDATE spoolite_event SET change_seq = NULL WHERE key = '{key}'",
+            &["integrity"],
+            "spoolite_event holds 1 rows without a change_seq",
+        ),
+        (
             "a view dropped",
             "DROP VIEW batch_summary",
             &["integrity"],

@@ -624,50 +624,157 @@ fn a_file_larger_than_one_fetch_folds_the_same_on_both_backends() {
     assert!(line["conflicts"].as_u64() > Some(0), "{line}");
 }
 
+/// A daemon waiting for a lock another writer holds (a lock of the file's
+/// flight, then the counter row it numbers its rows under) stops at SIGTERM and
+/// leaves the file in incoming/, having written nothing.
 #[test]
-fn a_daemon_waiting_for_another_writers_apply_stops_at_sigterm_and_leaves_the_file() {
+fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_file() {
+    let holders = [
+        (
+            "SELECT pg_advisory_xact_lock(2, hashtext(lower('BA0117-20261129')))",
+            "pg_advisory_xact_lock",
+        ),
+        (
+            "SELECT 1 FROM spoolite_change_seq FOR UPDATE",
+            "spoolite_change_seq",
+        ),
+    ];
+    for (hold, waited_in) in holders {
+        let db = PgDb::new();
+        let uri = db.uri();
+        let site = crate::support::Site::new();
+        let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
+        daemon.wait(Duration::from_secs(20), "the schema created", || {
+            db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
+        });
+        let mut other = db.client();
+        let mut applying = other.transaction().expect("begin");
+        applying.execute(hold, &[]).expect("take the lock");
+        let batch = json_batch(&[event(
+            "BA0117-20261129",
+            "takeoff",
+            "2026-11-29T10:20:00Z",
+            Some(1),
+            "{}",
+        )]);
+        site.drop_file("a.json", &batch);
+        let waiting = || {
+            db.query(&format!(
+                "SELECT count(*)::text FROM pg_stat_activity
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%{waited_in}%'"
+            )) == [["1"]]
+        };
+        daemon.wait(Duration::from_secs(20), waited_in, waiting);
+        daemon.signal(libc::SIGTERM);
+        let stopped = daemon.wait_exit(Duration::from_secs(10), "the daemon to stop");
+        assert_eq!(stopped.code(), Some(0), "{hold}: {}", daemon.log());
+        assert_eq!(
+            site.waiting(),
+            ["a.json"],
+            "{hold}: the file stays in incoming/"
+        );
+        applying.rollback().expect("release the lock");
+        assert_eq!(db.query("SELECT count(*)::text FROM ingest_inbox"), [["0"]]);
+        assert_eq!(
+            db.query("SELECT count(*)::text FROM duty_event_all"),
+            [["0"]]
+        );
+    }
+}
+
+/// Two writers of other flights apply side by side and meet only at the counter
+/// row, where each computes the flight duty periods its rows touch from what
+/// the writers before it committed. Held there together, a crew member's duty
+/// with its first flight and, from the other spool, that member's second
+/// flight: whichever commits second sees the first's rows, so the period ends at
+/// the second flight's on-blocks. Computed before the counter (each from what
+/// was committed when both were still open), it ended at the first flight's.
+#[test]
+fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
     let db = PgDb::new();
     let uri = db.uri();
-    let site = crate::support::Site::new();
-    let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
-    daemon.wait(Duration::from_secs(20), "the schema created", || {
+    let sites: Vec<_> = (0..2).map(|_| crate::support::Site::new()).collect();
+    let mut daemons: Vec<_> = sites
+        .iter()
+        .map(|site| crate::support_pg::start_daemon(site, &uri, &[]))
+        .collect();
+    daemons[0].wait(Duration::from_secs(20), "the schema created", || {
         db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
     });
-    // Another writer in its apply phase: it holds the counter row.
     let mut other = db.client();
-    let mut applying = other.transaction().expect("begin");
-    applying
+    let mut holding = other.transaction().expect("begin");
+    holding
         .execute("SELECT 1 FROM spoolite_change_seq FOR UPDATE", &[])
         .expect("lock the counter");
-    let batch = json_batch(&[event(
-        "BA0117-20261129",
-        "takeoff",
-        "2026-11-29T10:20:00Z",
-        Some(1),
-        "{}",
-    )]);
-    site.drop_file("a.json", &batch);
-    let waiting = || {
+    let crew = r#"{"crew":["C0"]}"#;
+    let flight = |id: &str, off: &str, on: &str| {
+        [
+            event(id, "off_blocks", off, Some(1), crew),
+            event(id, "on_blocks", on, Some(1), crew),
+        ]
+    };
+    let duty = [
+        event(
+            "DUTY-C0-20261201",
+            "duty_start",
+            "2026-12-01T06:00:00Z",
+            Some(1),
+            crew,
+        ),
+        event(
+            "DUTY-C0-20261201",
+            "duty_end",
+            "2026-12-01T18:00:00Z",
+            Some(1),
+            "{}",
+        ),
+    ];
+    let first = flight(
+        "LH0001-20261201",
+        "2026-12-01T07:00:00Z",
+        "2026-12-01T08:30:00Z",
+    );
+    let second = flight(
+        "LH0002-20261201",
+        "2026-12-01T12:00:00Z",
+        "2026-12-01T13:30:00Z",
+    );
+    sites[0].drop_file("duty.json", json_batch(&[&duty[..], &first[..]].concat()));
+    sites[1].drop_file("second.json", json_batch(&second));
+    daemons[0].wait(Duration::from_secs(20), "both at the counter", || {
         db.query(
             "SELECT count(*)::text FROM pg_stat_activity
              WHERE wait_event_type = 'Lock' AND query LIKE '%spoolite_change_seq%'",
-        ) == [["1"]]
-    };
-    daemon.wait(
-        Duration::from_secs(20),
-        "the daemon to wait for the counter",
-        waiting,
-    );
-    daemon.signal(libc::SIGTERM);
-    let stopped = daemon.wait_exit(Duration::from_secs(10), "the daemon to stop");
-    assert_eq!(stopped.code(), Some(0), "{}", daemon.log());
-    assert_eq!(site.waiting(), ["a.json"], "the file stays in incoming/");
-    applying.rollback().expect("release the counter");
-    assert_eq!(db.query("SELECT count(*)::text FROM ingest_inbox"), [["0"]]);
+        ) == [["2"]]
+    });
+    holding.rollback().expect("release the counter");
+    for (daemon, site) in daemons.iter_mut().zip(&sites) {
+        daemon.wait(Duration::from_secs(20), "the file archived", || {
+            site.archived().len() == 1
+        });
+    }
     assert_eq!(
-        db.query("SELECT count(*)::text FROM duty_event_all"),
-        [["0"]]
+        db.query("SELECT duty_id, crew_id, fdp_start_utc, fdp_end_utc FROM crew_fdp"),
+        [[
+            "DUTY-C0-20261201",
+            "C0",
+            "2026-12-01T06:00:00Z",
+            "2026-12-01T13:30:00Z"
+        ]]
     );
+    let checked = crate::support::spoolite()
+        .args(["check", "--db", &uri])
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    for daemon in &mut daemons {
+        daemon.signal(libc::SIGTERM);
+        assert!(
+            daemon
+                .wait_exit(Duration::from_secs(20), "the daemon to stop")
+                .success()
+        );
+    }
 }
 
 /// A station's file of a few flights reads the event, flight and crew tables

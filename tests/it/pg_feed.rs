@@ -690,3 +690,205 @@ fn the_readme_analyst_role_reads_every_table_and_view_and_writes_none() {
         assert!(follower.wait_exit(WAIT, "the follower to stop").success());
     }
 }
+
+/// The events of `crew_files`: for each of six crew members and three days, a
+/// duty and four flights, each flight crewed by the member and the next one (so
+/// a period of one member holds flights that other files carry), every
+/// on-blocks in slot 1, and a later revision of each on-blocks, a quarter of an
+/// hour on, which displaces the first.
+fn crossing_crew_events() -> Vec<String> {
+    let mut events = Vec::new();
+    for member in 0..6 {
+        for day in 1..=3 {
+            let date = format!("2026-12-0{day}");
+            let duty = format!("DUTY-C{member}-2026120{day}");
+            let crew = format!("{{\"crew\":[\"C{member}\"]}}");
+            events.push(event(
+                &duty,
+                "duty_start",
+                &format!("{date}T06:00:00Z"),
+                Some(1),
+                &crew,
+            ));
+            events.push(event(
+                &duty,
+                "duty_end",
+                &format!("{date}T18:00:00Z"),
+                Some(1),
+                "{}",
+            ));
+            for leg in 0..4 {
+                let flight = format!("F{member}{day}{leg}-2026120{day}");
+                let crew = format!("{{\"crew\":[\"C{member}\",\"C{}\"]}}", (member + 1) % 6);
+                let hour = 7 + 2 * leg;
+                events.push(event(
+                    &flight,
+                    "off_blocks",
+                    &format!("{date}T{hour:02}:00:00Z"),
+                    Some(1),
+                    &crew,
+                ));
+                for (revision, minute) in [(1, 30), (2, 45)] {
+                    let on_blocks = event(
+                        &flight,
+                        "on_blocks",
+                        &format!("{date}T{:02}:{minute}:00Z", hour + 1),
+                        Some(revision),
+                        &crew,
+                    );
+                    let open = on_blocks.strip_suffix('}').expect("an object");
+                    events.push(format!("{open},\"slot\":\"1\"}}"));
+                }
+            }
+        }
+    }
+    events
+}
+
+/// `crossing_crew_events` shared out into `CROSSING_FILES` files, an event to
+/// each file in turn: a duty's and a flight's events, and a slot's revisions,
+/// lie in different files.
+fn crossing_crew_files() -> Vec<(String, String)> {
+    let mut files = vec![Vec::new(); CROSSING_FILES];
+    for (at, event) in crossing_crew_events().into_iter().enumerate() {
+        files[at % CROSSING_FILES].push(event);
+    }
+    files
+        .iter()
+        .enumerate()
+        .map(|(at, events)| (format!("x{at:02}.json"), json_batch(events)))
+        .collect()
+}
+
+const CROSSING_FILES: usize = 24;
+
+/// What a batch's content leaves in the tables analysts read, whoever wrote it
+/// and when: every event's content, the flights' times and the crew rows.
+fn content_tables(db: &PgDb) -> Vec<Vec<Vec<String>>> {
+    [
+        "SELECT idempotency_key, flight_id, event_kind, instant_utc, source_revision::text,
+                payload, retracted::text, coalesce(slot, '')
+         FROM duty_event_all ORDER BY idempotency_key",
+        "SELECT * FROM flight_times ORDER BY flight_id",
+        "SELECT * FROM crew_flight ORDER BY flight_id, crew_id, role",
+        "SELECT * FROM crew_duty ORDER BY duty_id, crew_id, role",
+        "SELECT * FROM crew_fdp ORDER BY duty_id, crew_id",
+    ]
+    .iter()
+    .map(|sql| db.query(&format!("SELECT row_to_json(r)::text FROM ({sql}) AS r")))
+    .map(|rows| rows.into_iter().map(|row| row.to_vec()).collect())
+    .collect()
+}
+
+/// Four daemons apply side by side (each waits only for the writers of its own
+/// flights, and for the short numbering before each commit), with crew members
+/// who fly and sit duties in every spool's files and slots corrected from
+/// another spool, while a follower reads the feed: it sees every change_seq
+/// handed out exactly once, in order, and ends with every row as it stands; the
+/// crew rows and periods are those `check` computes from the live events, and
+/// every table is what the same files ingested one at a time leave.
+#[test]
+fn four_daemons_of_crossing_crews_give_a_follower_every_change_once() {
+    let db = PgDb::new();
+    let uri = db.uri();
+    let dir = tempfile::tempdir().expect("temp dir");
+    ingest_batch(
+        dir.path(),
+        Path::new(&uri),
+        "seed.json",
+        &[takeoff("SEED", 1, 1)],
+    );
+    let mut follower = Follower::on(Path::new(&uri), &[]);
+    follower.read_through(1, "the seed row");
+    let sites: Vec<Site> = (0..4)
+        .map(|_| {
+            let mut site = Site::new();
+            site.db = PathBuf::from(&uri);
+            site
+        })
+        .collect();
+    let mut daemons: Vec<_> = sites
+        .iter()
+        .map(|site| {
+            let mut daemon = site.spawn(
+                site.run_command()
+                    .args(["--settle", "50ms", "--rescan", "1s"]),
+            );
+            daemon.wait_serving(site);
+            daemon
+        })
+        .collect();
+    let files = crossing_crew_files();
+    for (at, (name, content)) in files.iter().enumerate() {
+        sites[at % sites.len()].drop_file(name, content);
+    }
+    for (daemon, site) in daemons.iter_mut().zip(&sites) {
+        daemon.wait(WAIT, "every file archived", || {
+            site.archived().len() == CROSSING_FILES / 4
+        });
+    }
+    assert_eq!(
+        db.query("SELECT count(*)::text FROM ingest_inbox"),
+        [[(CROSSING_FILES + 1).to_string()]]
+    );
+    let last = max_seq(&db);
+    follower.read_through(last, "the last change");
+    // Every number handed out, each once and in order: none skipped, none twice.
+    let numbers: Vec<i64> = follower.seen.iter().map(seq).collect();
+    assert_eq!(numbers, (1..=last).collect::<Vec<_>>());
+    assert_eq!(
+        db.query("SELECT next_seq::text FROM spoolite_change_seq"),
+        [[(last + 1).to_string()]]
+    );
+    // The last line of each key is its row as it stands, every column.
+    let mut last_line: BTreeMap<String, Value> = BTreeMap::new();
+    for line in &follower.seen {
+        let key = line["idempotency_key"].as_str().expect("key").to_owned();
+        last_line.insert(key, line.clone());
+    }
+    let mut rows: Vec<Value> = feed_rows(&db, "");
+    rows.sort_by(|a, b| {
+        a["idempotency_key"]
+            .as_str()
+            .cmp(&b["idempotency_key"].as_str())
+    });
+    assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
+    // 18 duties, 72 flights of two crew members, each with an off-blocks and
+    // two on-blocks, and the seed.
+    assert_eq!(rows.len(), 18 * 2 + 72 * 3 + 1);
+    let checked = spoolite()
+        .args(["check", "--db", &uri])
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    assert_eq!(
+        db.query(
+            "SELECT count(*)::text, count(DISTINCT crew_id)::text,
+                    count(*) FILTER (WHERE fdp_end_utc LIKE '%:45:00Z')::text
+             FROM crew_fdp"
+        ),
+        [["18", "6", "18"]],
+        "every duty's period ends at the corrected on-blocks of its last flight"
+    );
+    // The same files, one at a time, in reverse order, into a database of its own.
+    let serial = PgDb::new();
+    let serial_uri = serial.uri();
+    ingest_batch(
+        dir.path(),
+        Path::new(&serial_uri),
+        "seed.json",
+        &[takeoff("SEED", 1, 1)],
+    );
+    for (name, content) in files.iter().rev() {
+        let file = write(dir.path(), name, content);
+        let (code, lines) = ingest_json(Path::new(&serial_uri), &[&file]);
+        assert_eq!(code, 0, "{lines:?}");
+    }
+    assert_eq!(content_tables(&db), content_tables(&serial));
+    for daemon in &mut daemons {
+        daemon.signal(libc::SIGTERM);
+        assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
+    }
+    follower.signal(libc::SIGTERM);
+    assert!(follower.wait_exit(WAIT, "the follower to stop").success());
+}

@@ -8,19 +8,26 @@
 //! 2. `stage` COPYs each chunk's valid events into a temporary table and its
 //!    invalid ones straight into quarantine; the flight id of each run of one
 //!    flight's events goes into a temporary table of its own.
-//! 3. `finish` locks the one `spoolite_change_seq` row, which serialises the apply
-//!    phase of every writer in commit order, then reads the staged events joined
-//!    to their stored rows in key order (file order within a key) through a
-//!    cursor, folds each key with `store::fold::FileFold` exactly as SQLite does,
-//!    COPYs the winners (each with the next `change_seq`) and conflicts out, adds
-//!    the batch's new flight ids to `spoolite_flight_id` (noting those that differ
-//!    from another only in letter case), applies
-//!    the winners with one revision-guarded `INSERT … ON CONFLICT … DO UPDATE`,
-//!    moves the counter on, fills in the inbox row's counts (reading back the
-//!    transaction's id), and commits. A `COMMIT` that fails may have happened all
-//!    the same: `StoreError::CommitInDoubt` carries the id and what the batch came
-//!    to, so that the next try, which finds the digest in the inbox or takes the
-//!    file over, can tell whether the commit was this one (`commit_status`).
+//! 3. `finish` takes a lock on each flight id the file names (`lock_flights`:
+//!    transaction advisory locks, in one order for every writer), so that writers
+//!    of other flights apply side by side and two writers of one flight one after
+//!    the other. It then reads the staged events joined to their stored rows in
+//!    key order (file order within a key) through a cursor, folds each key with
+//!    `store::fold::FileFold` exactly as SQLite does, COPYs the winners and
+//!    conflicts out, adds the batch's new flight ids to `spoolite_flight_id`
+//!    (noting those that differ from another only in letter case), applies the
+//!    winners with one revision-guarded `INSERT … ON CONFLICT … DO UPDATE`, and
+//!    computes the flights' times and crew rows again (`crew::keep_flights`).
+//! 4. Last, in a short critical section: it locks the one `spoolite_change_seq`
+//!    row, computes the flight duty periods its rows touch (which read other
+//!    flights' rows: `crew::keep_periods`), numbers the rows it changed (written
+//!    without a `change_seq` until then), moves the counter on, fills in the
+//!    inbox row's counts (reading back the transaction's id), and commits, which
+//!    releases every lock. Numbers are therefore handed out in commit order. A `COMMIT` that fails may have
+//!    happened all the same: `StoreError::CommitInDoubt` carries the id and what
+//!    the batch came to, so that the next try, which finds the digest in the
+//!    inbox or takes the file over, can tell whether the commit was this one
+//!    (`commit_status`).
 //!
 //! Slots (the contract's *Slots*) add two steps, as on SQLite: before the fold,
 //! the staged events that have a slot are met slot by slot in file order with the
@@ -28,7 +35,7 @@
 //! revision another key holds are conflicts the fold skips; after the winners
 //! are applied, every slot the file named is settled (`SETTLE_SLOTS`): only its
 //! highest revision reads as sent, the rest read retracted, and a row that read
-//! live and no longer does takes this batch's `change_seq`.
+//! live and no longer does takes one of this batch's `change_seq`s.
 //!
 //! Memory is bounded by the cursor's fetch size, not by the number of events (and
 //! by the slot conflicts found, which are few).
@@ -79,7 +86,7 @@ pub(super) trait Effects {
     /// Quarantines an event of the batch `digest`, sent with the next `flush`.
     fn quarantine(&mut self, digest: &str, event: Quarantined<'_>);
 
-    /// Starts the apply phase (see `lock_counter`).
+    /// Starts the apply phase: locks the staged events' flights (`lock_flights`).
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError>;
 
     /// The version of a key that won within the file, sent with the next `flush`.
@@ -93,28 +100,35 @@ pub(super) trait Effects {
     fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError>;
 
     /// Ends the transaction: the winners applied, the slots the file named
-    /// settled (`slotted`: it named any), the counter moved and the inbox row's
-    /// counts written before the commit; or a rollback.
+    /// settled (`slotted`: it named any), the changed rows numbered, the counter
+    /// moved and the inbox row's counts written before the commit; or a
+    /// rollback. `stop` set abandons a wait for a lock.
     fn end(
         self: Box<Self>,
         tx: Transaction<'_>,
-        digest: String,
-        header: &Header,
+        batch: Ending<'_>,
         finished: Finished,
-        slotted: bool,
+        stop: &AtomicBool,
     ) -> Result<Finished, StoreError>;
 }
 
+/// What `Effects::end` needs of the batch besides its transaction.
+pub(super) struct Ending<'b> {
+    digest: String,
+    header: &'b Header,
+    /// The file named a slot.
+    slotted: bool,
+}
+
 /// The write path of one batch: the file its rows are written as, the time they
-/// are written at, the rows gathered for the next COPY, and the `change_seq`s.
+/// are written at, the rows gathered for the next COPY, and the winners' count.
 pub(super) struct Write {
     file_name: String,
     now: String,
     quarantined: Vec<u8>,
     winners: Vec<u8>,
-    /// The next `change_seq`, and the first this batch took (under the lock).
-    next_seq: i64,
-    first_seq: i64,
+    /// The winners the fold chose, each a row the apply must write.
+    chosen: u64,
     /// COPY text of runs' flight ids, for `spoolite_stage_flight`.
     flights: Vec<u8>,
 }
@@ -147,7 +161,6 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         source_revision bigint NOT NULL,
         payload text NOT NULL,
         retracted boolean NOT NULL,
-        change_seq bigint NOT NULL,
         slot text
     ) ON COMMIT DROP;
     CREATE TEMP TABLE spoolite_stage_flight (
@@ -163,8 +176,7 @@ impl Write {
             now: now.to_owned(),
             quarantined: Vec::new(),
             winners: Vec::new(),
-            next_seq: 0,
-            first_seq: 0,
+            chosen: 0,
             flights: Vec::new(),
         }
     }
@@ -177,8 +189,8 @@ pub(super) fn begin<'c>(
     digest: &str,
     effects: Box<dyn Effects>,
 ) -> Result<Option<Batch<'c>>, StoreError> {
-    // READ COMMITTED: every statement after the counter lock sees what the writer
-    // before committed (a snapshot per statement, taken after the lock is held).
+    // READ COMMITTED: every statement after a lock is granted sees what the
+    // writer that held it before committed (a snapshot per statement).
     let mut tx = client
         .build_transaction()
         .isolation_level(postgres::IsolationLevel::ReadCommitted)
@@ -209,7 +221,7 @@ const COPY_QUARANTINE: &str = "COPY quarantine (batch_digest, file_name, record_
     detail, raw, quarantined_at) FROM STDIN";
 const COPY_STAGE_FLIGHT: &str = "COPY spoolite_stage_flight (flight_id, idx) FROM STDIN";
 const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, instant_utc,
-    source_revision, payload, retracted, change_seq, slot) FROM STDIN";
+    source_revision, payload, retracted, slot) FROM STDIN";
 
 /// The staged events joined to their stored rows, in key order, then file order.
 /// A stored row's `retracted` is its own, as sent (a row its slot displaced was
@@ -259,15 +271,14 @@ const SETTLE_SLOTS: &str = "CREATE TEMP TABLE spoolite_settle ON COMMIT DROP AS
     WHERE (retracted, displaced) IS DISTINCT FROM (to_retracted, to_displaced)";
 
 /// The settled rows that read live and no longer do, and that another batch
-/// wrote: written as this batch's change (`$1` its digest, `$2` its time), each
-/// with the next `change_seq` from `$3`, in key order.
+/// wrote: written as this batch's change (`$1` its digest, `$2` its time), to be
+/// numbered after its winners (`NUMBER_DISPLACED`).
 const DISPLACE: &str = "UPDATE spoolite_event AS d
     SET retracted = true, displaced = s.to_displaced, batch_digest = $1, updated_at = $2,
-        change_seq = $3 + s.n - 1
-    FROM (SELECT key, to_displaced, row_number() OVER (ORDER BY key) AS n
-          FROM spoolite_settle
-          WHERE NOT retracted AND to_retracted AND batch_digest IS DISTINCT FROM $1) AS s
-    WHERE d.key = s.key";
+        change_seq = NULL
+    FROM spoolite_settle AS s
+    WHERE d.key = s.key
+      AND NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1";
 
 /// The other settled rows: only what they read changes.
 const RESETTLE: &str = "UPDATE spoolite_event AS d
@@ -276,14 +287,15 @@ const RESETTLE: &str = "UPDATE spoolite_event AS d
     WHERE d.key = s.key
       AND NOT (NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1)";
 
-/// The winners applied in one statement. The `WHERE` is the revision guard: a
-/// stored row is only ever replaced by a higher revision (which the fold has
-/// already decided each winner is, so every row of `spoolite_winner` is written).
+/// The winners applied in one statement, without a `change_seq` until `NUMBER_WINNERS`.
+/// The `WHERE` is the revision guard: a stored row is only ever replaced by a
+/// higher revision (which the fold has already decided each winner is, so every
+/// row of `spoolite_winner` is written).
 const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
         source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq,
         slot)
     SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
-           $1, $2, $2, change_seq, slot
+           $1, $2, $2, NULL, slot
     FROM spoolite_winner ORDER BY key
     ON CONFLICT (key) DO UPDATE SET
         source_revision = excluded.source_revision,
@@ -292,15 +304,30 @@ const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind
         displaced = false,
         batch_digest = excluded.batch_digest,
         updated_at = excluded.updated_at,
-        change_seq = excluded.change_seq
+        change_seq = NULL
     WHERE excluded.source_revision > d.source_revision";
+
+/// Numbers the winners from `$1`, in key order. Run under the counter lock,
+/// just before the commit, as `NUMBER_DISPLACED`.
+const NUMBER_WINNERS: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + s.n - 1
+    FROM (SELECT key, row_number() OVER (ORDER BY key) AS n FROM spoolite_winner) AS s
+    WHERE d.key = s.key";
+
+/// Numbers from `$1`, in key order, the rows a slot displaced: once the winners
+/// are numbered, the only rows without a `change_seq` this transaction sees
+/// (another's are not committed), found through the `change_seq` index.
+const NUMBER_DISPLACED: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + s.n - 1
+    FROM (SELECT key, row_number() OVER (ORDER BY key) AS n
+          FROM spoolite_event WHERE change_seq IS NULL) AS s
+    WHERE d.key = s.key";
 
 /// Adds the batch's new flight ids to `spoolite_flight_id` and returns, at most
 /// `CASE_VARIANTS_SHOWN` of them in file order, each new id with a spelling that
 /// differs only in letter case, stored before (the statement's snapshot does not
 /// see its own insert) or new in the file before it, and how many such pairs
-/// there are in all. Run under the counter lock: the writer before has committed
-/// its ids.
+/// there are in all. Run under the flights' locks (`lock_flights`, taken of each
+/// id in lower case): a writer of an id differing only in case has committed it
+/// or waits.
 const NOTE_FLIGHT_IDS: &str = "WITH sent AS (
         SELECT flight_id, min(idx) AS idx FROM spoolite_stage_flight GROUP BY flight_id
     ), new AS (
@@ -342,28 +369,29 @@ impl KeyColumns {
     }
 }
 
-/// How long one wait for the counter lock lasts before the stop flag is looked
-/// at again (the wait then goes on).
+/// How long one wait for a lock lasts before the stop flag is looked at again
+/// (the wait then goes on).
 const LOCK_WAIT: &str = "500ms";
 
-/// Locks the `spoolite_change_seq` row until the commit and returns the next
-/// `change_seq`. While another writer applies, the wait is cut into spans of
+/// Runs `sql`, which takes locks held until the commit, and returns its rows.
+/// While another writer holds one of them, the wait is cut into spans of
 /// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
-/// transaction), so that a stop is honoured while waiting.
-fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, StoreError> {
+/// transaction; the locks a span took are released with it), so that a stop is
+/// honoured while waiting.
+fn wait_for_locks(
+    tx: &mut Transaction<'_>,
+    sql: &str,
+    stop: &AtomicBool,
+) -> Result<Vec<postgres::Row>, StoreError> {
     tx.batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"))?;
     loop {
-        let mut attempt = tx.savepoint("spoolite_counter_lock")?;
-        match attempt.query_one(
-            "SELECT next_seq FROM spoolite_change_seq WHERE one FOR UPDATE",
-            &[],
-        ) {
-            Ok(row) => {
-                let next: i64 = row.get(0);
-                // Released, the savepoint's row lock passes to the transaction.
+        let mut attempt = tx.savepoint("spoolite_lock_wait")?;
+        match attempt.query(sql, &[]) {
+            Ok(rows) => {
+                // Released, the savepoint's locks pass to the transaction.
                 attempt.commit()?;
                 tx.batch_execute("SET LOCAL lock_timeout = 0")?;
-                return Ok(next);
+                return Ok(rows);
             }
             Err(error) if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
                 attempt.rollback()?;
@@ -374,6 +402,68 @@ fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, Stor
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// The most flights whose locks a batch takes one by one; a file of more locks
+/// them all at once (`lock_flights`). Each lock is an entry of the server's lock
+/// table, whose room is `max_locks_per_transaction` (64 by default) for each of
+/// its connections: a station's file names a few dozen flights.
+const FLIGHT_LOCKS_MAX: i64 = 256;
+
+/// The two-key advisory locks a batch takes: `(ALL_FLIGHTS, 0)` shared to lock
+/// flights one by one, exclusive to lock them all; `(ONE_FLIGHT, hash)` for a
+/// flight.
+const ALL_FLIGHTS: i32 = 1;
+const ONE_FLIGHT: i32 = 2;
+
+/// Locks the staged events' flights for the rest of the transaction, so that no
+/// other writer changes a row of them meanwhile: each flight id in lower case
+/// (ids differing only in letter case share a lock), or, for a file of more than
+/// `FLIGHT_LOCKS_MAX` flights, every flight at once. Every writer takes its locks
+/// in one order (the all-flights lock, then the flights by their keys, then at
+/// the end the counter row), so two writers never wait for each other in a
+/// circle.
+fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
+    let flights: i64 = tx
+        .query_one(
+            "SELECT count(DISTINCT hashtext(lower(flight_id))) FROM spoolite_stage",
+            &[],
+        )?
+        .get(0);
+    if flights > FLIGHT_LOCKS_MAX {
+        wait_for_locks(
+            tx,
+            &format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
+            stop,
+        )?;
+        return Ok(());
+    }
+    wait_for_locks(
+        tx,
+        &format!("SELECT pg_advisory_xact_lock_shared({ALL_FLIGHTS}, 0)"),
+        stop,
+    )?;
+    wait_for_locks(
+        tx,
+        &format!(
+            "SELECT pg_advisory_xact_lock({ONE_FLIGHT}, h)
+             FROM (SELECT DISTINCT hashtext(lower(flight_id)) AS h FROM spoolite_stage
+                   ORDER BY h) AS s"
+        ),
+        stop,
+    )?;
+    Ok(())
+}
+
+/// Locks the `spoolite_change_seq` row until the commit and returns the next
+/// `change_seq`: the last lock a batch takes, held from just before its commit.
+fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, StoreError> {
+    let rows = wait_for_locks(
+        tx,
+        "SELECT next_seq FROM spoolite_change_seq WHERE one FOR UPDATE",
+        stop,
+    )?;
+    Ok(rows[0].get(0))
 }
 
 impl Batch<'_> {
@@ -430,13 +520,13 @@ impl Batch<'_> {
     /// `stop` set from outside abandons the batch (rolled back) with
     /// `StoreError::Stopped`.
     pub fn finish(mut self, header: &Header, stop: &AtomicBool) -> Result<Finished, StoreError> {
-        // The staged rows' statistics, before the lock: without them the planner
-        // takes a temporary table for 1,360 rows, and for a station's file it
-        // read the whole event table (a hash join) to find a few dozen keys.
+        // The staged rows' statistics: without them the planner takes a
+        // temporary table for 1,360 rows, and for a station's file it read the
+        // whole event table (a hash join) to find a few dozen keys.
         self.tx.batch_execute("ANALYZE spoolite_stage")?;
-        // The apply phase of every writer in turn, from here to the commit: the
-        // stored rows read below are those the writer before committed, and the
-        // change_seq taken here is larger than every one committed.
+        // From here to the commit no other writer changes a row of these
+        // flights: the stored rows read below are those the last writer of each
+        // committed.
         self.effects.lock(&mut self.tx, stop)?;
         let default_revision = header.source_revision.unwrap_or(0);
         let slot_conflicts = match self.slotted {
@@ -444,19 +534,15 @@ impl Batch<'_> {
             false => HashSet::new(),
         };
         let fold = self.fold_staged(default_revision, &slot_conflicts, stop)?;
-        let resent = match &header.batch_id {
-            None => false,
-            Some(id) => self
-                .tx
-                .query_opt(
-                    "SELECT 1 FROM ingest_inbox WHERE batch_id = $1 AND batch_digest <> $2 LIMIT 1",
-                    &[id, &self.digest],
-                )?
-                .is_some(),
+        // Whether the batch id was sent before is asked in `end`, once the
+        // writers before have committed theirs.
+        let finished = self.tally.finish(&fold, false);
+        let ending = Ending {
+            digest: self.digest,
+            header,
+            slotted: self.slotted,
         };
-        let finished = self.tally.finish(&fold, resent);
-        self.effects
-            .end(self.tx, self.digest, header, finished, self.slotted)
+        self.effects.end(self.tx, ending, finished, stop)
     }
 
     /// The staged events the slot rules make conflicts: each slot's events in
@@ -630,14 +716,11 @@ impl Effects for Write {
     }
 
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-        self.next_seq = lock_counter(tx, stop)?;
-        self.first_seq = self.next_seq;
-        Ok(())
+        lock_flights(tx, stop)
     }
 
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
         let revision = version.revision.to_string();
-        let seq = self.next_seq.to_string();
         row(
             &mut self.winners,
             &[
@@ -648,11 +731,10 @@ impl Effects for Write {
                 Some(&revision),
                 Some(version.content.payload),
                 Some(bool_text(version.content.retracted)),
-                Some(&seq),
                 version.content.slot,
             ],
         );
-        self.next_seq += 1;
+        self.chosen += 1;
     }
 
     fn flight(&mut self, flight_id: &str, index: u64) {
@@ -674,35 +756,50 @@ impl Effects for Write {
     fn end(
         mut self: Box<Self>,
         mut tx: Transaction<'_>,
-        digest: String,
-        header: &Header,
+        batch: Ending<'_>,
         mut finished: Finished,
-        slotted: bool,
+        stop: &AtomicBool,
     ) -> Result<Finished, StoreError> {
+        let Ending {
+            digest,
+            header,
+            slotted,
+        } = batch;
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
         let written = tx.execute(APPLY, &[&digest, &self.now])?;
-        let expected = (self.next_seq - self.first_seq) as u64;
-        if written != expected {
+        if written != self.chosen {
             return Err(StoreError::Disagreed(format!(
-                "the revision guard wrote {written} rows where the outcome rules chose \
-                 {expected}; the batch was rolled back"
+                "the revision guard wrote {written} rows where the outcome rules chose {}; \
+                 the batch was rolled back",
+                self.chosen
             )));
         }
         if slotted {
             tx.batch_execute(SETTLE_SLOTS)?;
-            let displaced = tx.execute(DISPLACE, &[&digest, &self.now, &self.next_seq])?;
-            self.next_seq += displaced as i64;
+            tx.execute(DISPLACE, &[&digest, &self.now])?;
             tx.execute(RESETTLE, &[&digest])?;
         }
-        // Still under the counter lock: no other writer's flight rows can be
-        // newer than what these statements see (`store::postgres::crew`).
-        super::crew::keep(&mut tx, super::crew::Scope::Written)?;
+        // Under the flights' locks: no other writer's rows of them can be newer
+        // than what it reads.
+        super::crew::keep_flights(&mut tx, super::crew::Scope::Written)?;
+        // The critical section: every writer passes it one at a time, so the
+        // periods computed here read every period's rows as committed, the
+        // numbers taken here are larger than every one committed, and the commit
+        // that ends it makes them visible before the next writer takes its own.
+        let first = lock_counter(&mut tx, stop)?;
+        super::crew::keep_periods(&mut tx, super::crew::Scope::Written)?;
+        // The winners first, then what their slots displaced, as on SQLite.
+        let mut next = first + tx.execute(NUMBER_WINNERS, &[&first])? as i64;
+        if slotted {
+            next += tx.execute(NUMBER_DISPLACED, &[&next])? as i64;
+        }
         tx.execute(
             "UPDATE spoolite_change_seq SET next_seq = $1 WHERE one",
-            &[&self.next_seq],
+            &[&next],
         )?;
+        finished.resent = resent(&mut tx, &digest, header)?;
         let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;
         // An error here leaves the outcome open: the COMMIT may have been carried
         // out with its acknowledgement lost. The batch is not tried again blindly:
@@ -721,6 +818,19 @@ impl Effects for Write {
             }),
         }
     }
+}
+
+/// Whether the inbox holds a batch with `header`'s batch id and other bytes.
+fn resent(tx: &mut Transaction<'_>, digest: &str, header: &Header) -> Result<bool, StoreError> {
+    let Some(id) = &header.batch_id else {
+        return Ok(false);
+    };
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM ingest_inbox WHERE batch_id = $1 AND batch_digest <> $2 LIMIT 1",
+            &[id, &digest],
+        )?
+        .is_some())
 }
 
 /// Runs `NOTE_FLIGHT_IDS`: the batch's new flight ids that differ only in letter
@@ -793,12 +903,12 @@ impl Effects for DryRun {
 
     fn end(
         self: Box<Self>,
-        tx: Transaction<'_>,
-        _: String,
-        _: &Header,
-        finished: Finished,
-        _: bool,
+        mut tx: Transaction<'_>,
+        batch: Ending<'_>,
+        mut finished: Finished,
+        _: &AtomicBool,
     ) -> Result<Finished, StoreError> {
+        finished.resent = resent(&mut tx, &batch.digest, batch.header)?;
         tx.rollback()?;
         Ok(finished)
     }

@@ -4,11 +4,12 @@
 //!
 //! Why a follower that reads `change_seq > last` never skips a row: a writer takes
 //! its `change_seq`s from the `spoolite_change_seq` row, which it locks (`FOR
-//! UPDATE`) before it reads stored rows and holds until its commit (`batch.rs`). The
-//! next writer's lock waits for that transaction to end, and PostgreSQL makes a
-//! commit visible before it releases the transaction's locks, so every writer's
-//! numbers are larger than every number committed before, and its commit becomes
-//! visible only after theirs. What one statement's snapshot sees is therefore
+//! UPDATE`) in its last step, just before its commit, and holds until the commit
+//! (`batch.rs`); its rows carry no number until then, and no other transaction
+//! sees them. The next writer's lock waits for that transaction to end, and
+//! PostgreSQL makes a commit visible before it releases the transaction's locks,
+//! so every writer's numbers are larger than every number committed before, and
+//! its commit becomes visible only after theirs. What one statement's snapshot sees is therefore
 //! always every `change_seq` up to some number: no row can later commit under a
 //! number a reader has already passed.
 //!

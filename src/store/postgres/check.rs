@@ -77,11 +77,18 @@ pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, St
     let row = store.client.query_one(
         "SELECT (SELECT count(*) FROM spoolite_change_seq),
                 (SELECT min(next_seq) FROM spoolite_change_seq),
-                (SELECT max(change_seq) FROM spoolite_event)",
+                (SELECT max(change_seq) FROM spoolite_event),
+                (SELECT count(*) FROM spoolite_event WHERE change_seq IS NULL)",
         &[],
     )?;
-    let (counters, next, largest): (i64, Option<i64>, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2));
+    let (counters, next, largest, unnumbered): (i64, Option<i64>, Option<i64>, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    if unnumbered > 0 {
+        // A batch numbers its rows just before its commit (schema 8).
+        problems.push(format!(
+            "spoolite_event holds {unnumbered} rows without a change_seq"
+        ));
+    }
     if counters != 1 {
         problems.push(format!("spoolite_change_seq holds {counters} rows, not 1"));
     } else if let (Some(next), Some(largest)) = (next, largest)

@@ -9,13 +9,20 @@
 //! (SQLite's `store::sqlite::crew` says the same rules).
 //!
 //! Many writers commit at once, so a recomputation must never see a state older
-//! than the last commit of a flight it recomputes. `keep` runs after the batch's
-//! winners are applied, so under the `spoolite_change_seq` row lock that the batch
-//! took (`FOR UPDATE`) before reading any stored row and holds until it commits:
-//! writers pass that lock one at a time, and in READ COMMITTED each statement here
-//! sees every batch committed before the lock was granted. Two batches touching
-//! one flight therefore recompute it one after the other, the second from the
-//! first's committed rows, and the last commit's rows are what stays.
+//! than the last commit of what it recomputes. A batch runs it in two parts,
+//! once its winners are applied:
+//!
+//! - `keep_flights`, the flights' times and crew rows, under the locks of the
+//!   batch's flights (and duties), which it took before reading any stored row
+//!   and holds until it commits: a flight's rows are written only by the holder
+//!   of its lock, which reads the rows the last holder committed.
+//! - `keep_periods`, the flight duty periods. A period also reads the member's
+//!   other flights and duties, which writers of other flights change, so it is
+//!   computed in the batch's last step, under the `spoolite_change_seq` row lock
+//!   (`batch.rs`): writers pass it one at a time, and in READ COMMITTED each
+//!   statement sees every batch committed before. A writer whose rows change a
+//!   period computes it there itself, after every writer before it committed, so
+//!   the last commit's periods are what stays.
 //!
 //! The crew rules are `crate::crew`'s, applied here to the payloads read back (a
 //! page at a time through a cursor, so memory stays bounded), and the rows
@@ -226,10 +233,18 @@ fn periods_sql(duties: &str) -> String {
     )
 }
 
-/// Computes again the times and crew rows of the flights in `scope`; call under
-/// the counter lock, once the batch's winners are applied (or in the migration's
-/// or `copy-db`'s transaction, which hold their own locks).
+/// Computes again the times, crew rows and flight duty periods of the flights in
+/// `scope`, in the migration's or `copy-db`'s transaction (which hold their own
+/// locks); a batch runs the two parts apart.
 pub(crate) fn keep(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreError> {
+    keep_flights(tx, scope)?;
+    keep_periods(tx, scope)
+}
+
+/// Computes again the times and crew rows of the flights in `scope`, and notes
+/// the crew members and times whose periods follow them (`keep_periods`); call
+/// under the flights' locks, once the batch's winners are applied.
+pub(crate) fn keep_flights(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreError> {
     tx.batch_execute(&format!(
         "CREATE TEMP TABLE spoolite_times_noted ON COMMIT DROP AS {};
          CREATE TEMP TABLE spoolite_crew_noted ON COMMIT DROP AS {}",
@@ -262,14 +277,22 @@ pub(crate) fn keep(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreEr
     tx.batch_execute(CREW_DELETE)?;
     write_crew(tx, FLIGHTS_CURSOR, COPY_CREW_FLIGHT, Kind::Flight)?;
     write_crew(tx, DUTIES_CURSOR, COPY_CREW_DUTY, Kind::Duty)?;
-    if all {
+    if !all {
+        tx.batch_execute(TOUCH)?;
+        tx.batch_execute("ANALYZE spoolite_crew_touch")?;
+    }
+    Ok(())
+}
+
+/// Computes again the flight duty periods that the flights and duties of
+/// `keep_flights` hold or touch; call under the counter lock.
+pub(crate) fn keep_periods(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreError> {
+    if scope == Scope::All {
         tx.batch_execute("DELETE FROM spoolite_crew_fdp")?;
         tx.batch_execute(&periods_sql(
             "SELECT DISTINCT duty_id FROM spoolite_crew_duty",
         ))?;
     } else {
-        tx.batch_execute(TOUCH)?;
-        tx.batch_execute("ANALYZE spoolite_crew_touch")?;
         tx.batch_execute(FDP_NOTED)?;
         tx.batch_execute("ANALYZE spoolite_fdp_noted")?;
         tx.batch_execute(
