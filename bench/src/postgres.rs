@@ -11,8 +11,11 @@
 //!   temporary table and one `INSERT … SELECT … ON CONFLICT (key) DO UPDATE … WHERE
 //!   excluded.source_revision > …`, one transaction; both timed as processes,
 //!   spawn to exit, median of `--repeat` interleaved rounds;
-//! - **daemons at once:** 1, 2 and 4 `spoolite run`, each on its own spool, the same
-//!   events split into `DAEMON_FILES` files shared out between them, one database;
+//! - **daemons at once:** 1, 2 and 4 `spoolite run`, each on its own spool, the
+//!   files a station sends (`STATION_FILES` of `STATION_EVENTS` events) shared out
+//!   between them, one database, with the machine's processor time (every
+//!   process's, the server's included) per 1,000 events: on a machine of few
+//!   processors they, not the daemons, bound what more daemons can add;
 //! - **drop-to-visible latency** through `latency::measure` with a PostgreSQL `--db`.
 
 use std::fmt::Write as _;
@@ -30,7 +33,7 @@ use crate::daemon::Daemon;
 use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
-use crate::table::{self, Floor, Row};
+use crate::table::{self, Floor, Row, Target};
 use crate::{BenchResult, progress};
 
 /// The superuser `initdb` makes; the bench connects as it (trust, socket only).
@@ -42,10 +45,17 @@ const PG_CTL_WAIT_SECS: u32 = 120;
 const FLOOR_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// Issue 13's target: spoolite's first ingest at most this times the floor's.
 const FLOOR_RATIO_MAX: f64 = 1.5;
-/// The events of the daemon runs are split into this many files.
-const DAEMON_FILES: u64 = 16;
-/// The daemon runs: this many daemons at once.
+/// The daemon runs: files of a station's size, this many of them (fewer in a
+/// run of fewer events, as the smoke run).
+const STATION_EVENTS: u64 = 500;
+const STATION_FILES: u64 = 240;
+/// The daemon runs: this many daemons at once, and what 2 and 4 are held to
+/// against one (issue 36).
 const DAEMONS: [u64; 3] = [1, 2, 4];
+const DAEMONS_RATIO_MIN: [f64; 3] = [1.0, 1.6, 2.5];
+/// The share of the machine's ceiling (`ceiling`) that more daemons must reach
+/// when the processors, not spoolite, bound them.
+const CEILING_SHARE_MIN: f64 = 0.8;
 /// The longest the daemon runs may go without a file committed.
 const DAEMON_STALL_MAX: Duration = Duration::from_secs(300);
 /// The longest wait for a daemon's `serving spool` line.
@@ -458,7 +468,8 @@ fn row_sum(server: &Server, name: &str) -> BenchResult<(i64, Option<String>)> {
     Ok((row.get(0), row.get(1)))
 }
 
-/// 1, 2 and 4 daemons, `--repeat` interleaved rounds.
+/// 1, 2 and 4 daemons, `--repeat` interleaved rounds, each into an empty
+/// database.
 fn daemons(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
     let root = plan.out.join("pg-daemons");
     if root.exists() {
@@ -466,60 +477,113 @@ fn daemons(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()>
     }
     let files = root.join("files");
     std::fs::create_dir_all(&files)?;
-    let per_file = plan.events.div_ceil(DAEMON_FILES).max(1);
+    let count = (plan.events / STATION_EVENTS).clamp(4, STATION_FILES);
     let mut names = Vec::new();
-    let mut offset = 0;
-    while offset < plan.events {
-        let count = per_file.min(plan.events - offset);
-        let name = format!("part-{:02}.ndjson", names.len());
+    for at in 0..count {
+        let name = format!("station-{at:03}.ndjson");
         let spec = BatchSpec {
-            offset,
-            count,
+            offset: at * STATION_EVENTS,
+            count: STATION_EVENTS,
             revision: 1,
             crew_changed: false,
             batch_id: String::new(),
         };
         generate::write_batch_file(&files.join(&name), plan.seed, &spec, Layout::Ndjson)?;
         names.push(name);
-        offset += count;
     }
-    let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); DAEMONS.len()];
+    let events = count * STATION_EVENTS;
+    let mut runs: Vec<Vec<DaemonRun>> = vec![Vec::new(); DAEMONS.len()];
     for round in 0..plan.repeat.max(1) {
-        for (at, &count) in DAEMONS.iter().enumerate() {
-            progress(&format!("P: round {}: {count} daemon(s)", round + 1));
-            let dir = root.join(format!("run-{count}"));
-            let taken = daemon_run(plan, server, &dir, &files, &names, count)?;
-            seconds[at].push(taken);
+        for (at, &daemons) in DAEMONS.iter().enumerate() {
+            progress(&format!("P: round {}: {daemons} daemon(s)", round + 1));
+            let dir = root.join(format!("run-{daemons}"));
+            let run = daemon_run(plan, server, &dir, &files, &names, daemons, events)?;
+            runs[at].push(run);
             std::fs::remove_dir_all(&dir)?;
         }
     }
     std::fs::remove_dir_all(&root)?;
-    let n = plan.events;
-    let one = table::median(&seconds[0]);
-    for (at, &count) in DAEMONS.iter().enumerate() {
-        let taken = table::median(&seconds[at]);
+    let medians: Vec<DaemonRun> = runs.iter().map(|runs| DaemonRun::median(runs)).collect();
+    let one = medians[0];
+    let processors = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for (at, &daemons) in DAEMONS.iter().enumerate() {
+        let run = medians[at];
+        let measure = format!(
+            "{daemons} `spoolite run` at once, each its own spool, {} station files of {} \
+             events shared out, one database, median of {}; the machine's CPU {:.2} s per 1k \
+             events, {:.2} of {processors} processors busy",
+            names.len(),
+            STATION_EVENTS,
+            runs[at].len(),
+            run.cpu_seconds / events as f64 * 1000.0,
+            run.cpu_seconds / run.seconds,
+        );
         let mut row = Row::info(
             "P",
-            &format!(
-                "{count} `spoolite run` at once, each its own spool, {} events in {} .ndjson \
-                 files shared out, one database, median of {}",
-                table::count(n),
-                names.len(),
-                seconds[at].len()
-            ),
-            table::timed(n, taken),
-            format!("1 daemon: {}", table::rate(n, one)),
+            &measure,
+            table::timed(events, run.seconds),
+            format!("1 daemon: {}", table::rate(events, one.seconds)),
         );
-        row.ratio = format!("{:.2}× one daemon's ev/s", one / taken);
+        let ratio = one.seconds / run.seconds;
+        row = match daemons {
+            1 => row,
+            _ => row.times(
+                ratio,
+                "one daemon's ev/s",
+                Target::AtLeast(DAEMONS_RATIO_MIN[at]),
+                &format!("≥ {:.1}× (issue 36)", DAEMONS_RATIO_MIN[at]),
+            ),
+        };
         report.rows.push(row);
+        if daemons > 1 {
+            // What the processors allow: one daemon's busy share of them, times
+            // as many daemons as fit.
+            let ceiling = (processors / (one.cpu_seconds / one.seconds)).min(daemons as f64);
+            let measure = format!(
+                "{daemons} daemons against the ceiling the processors set: {processors} \
+                 processors over one daemon's {:.2} busy, at most {daemons}",
+                one.cpu_seconds / one.seconds
+            );
+            report.rows.push(
+                Row::info(
+                    "P",
+                    &measure,
+                    format!("{ratio:.2}×"),
+                    format!("{ceiling:.2}×"),
+                )
+                .judged(
+                    ratio / ceiling,
+                    format!("{:.0} % of the ceiling", 100.0 * ratio / ceiling),
+                    Target::AtLeast(CEILING_SHARE_MIN),
+                    "≥ 80 % (issue 36)",
+                ),
+            );
+        }
     }
     Ok(())
+}
+
+/// One daemon run's time, from the first file renamed until the last inbox
+/// row committed, and the processor time the machine spent meanwhile.
+#[derive(Clone, Copy, Debug)]
+struct DaemonRun {
+    seconds: f64,
+    cpu_seconds: f64,
+}
+
+impl DaemonRun {
+    /// The run of the median time.
+    fn median(runs: &[DaemonRun]) -> DaemonRun {
+        let mut sorted = runs.to_vec();
+        sorted.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        sorted[sorted.len() / 2]
+    }
 }
 
 /// One daemon run: `count` daemons started on fresh spools of a fresh database,
 /// ready; then the files renamed into their incoming/ folders (file `i` to daemon
 /// `i % count`); returns the seconds from the first rename until the last file's
-/// inbox row is committed.
+/// inbox row is committed, and the machine's processor time meanwhile.
 fn daemon_run(
     plan: &Plan,
     server: &Server,
@@ -527,8 +591,11 @@ fn daemon_run(
     files: &Path,
     names: &[String],
     count: u64,
-) -> BenchResult<f64> {
-    let uri = server.fresh_db("daemons", true)?;
+    events: u64,
+) -> BenchResult<DaemonRun> {
+    // No schema: the daemons create it as they start, as on a new site, so a
+    // spoolite of another schema version (`--spoolite`) is measured alike.
+    let uri = server.fresh_db("daemons", false)?;
     let mut running = Vec::new();
     for number in 0..count {
         let home = dir.join(format!("daemon-{number}"));
@@ -557,6 +624,7 @@ fn daemon_run(
     }
     server.checkpoint()?;
     let mut client = server.connect("daemons")?;
+    let cpu_before = spoolite_testkit::process::machine_cpu_seconds()?;
     let started = Instant::now();
     for (_, spool, staging) in &running {
         for entry in std::fs::read_dir(staging)? {
@@ -571,7 +639,10 @@ fn daemon_run(
             .query_one("SELECT count(*) FROM ingest_inbox", &[])?
             .get(0);
         if done >= expected {
-            break started.elapsed().as_secs_f64();
+            break DaemonRun {
+                seconds: started.elapsed().as_secs_f64(),
+                cpu_seconds: spoolite_testkit::process::machine_cpu_seconds()? - cpu_before,
+            };
         }
         if done > progressed.1 {
             progressed = (Instant::now(), done);
@@ -598,10 +669,9 @@ fn daemon_run(
         &[],
     )?;
     let (inserted, stored): (i64, i64) = (row.get(0), row.get(1));
-    if inserted != plan.events as i64 || stored != plan.events as i64 {
+    if inserted != events as i64 || stored != events as i64 {
         return Err(format!(
-            "{count} daemon(s): {inserted} inserted, {stored} rows, expected {}",
-            plan.events
+            "{count} daemon(s): {inserted} inserted, {stored} rows, expected {events}"
         )
         .into());
     }

@@ -290,6 +290,24 @@ pub fn wait_until(limit: Duration, poll: Duration, mut condition: impl FnMut() -
     true
 }
 
+/// The processor time the machine has spent since it started, in seconds, every
+/// process's: each state of `/proc/stat`'s first line but idle and waiting for
+/// I/O (user, nice, system, irq, softirq, steal; guest is within user).
+pub fn machine_cpu_seconds() -> Result<f64, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    let line = stat.lines().next().ok_or("/proc/stat is empty")?;
+    let mut busy = 0;
+    for (at, field) in line.split_whitespace().skip(1).take(8).enumerate() {
+        let ticks: u64 = field
+            .parse()
+            .map_err(|e| format!("/proc/stat: {field:?}: {e}"))?;
+        if at != 3 && at != 4 {
+            busy += ticks;
+        }
+    }
+    Ok(busy as f64 / clock_ticks_per_second())
+}
+
 /// `sysconf(_SC_CLK_TCK)`, the unit of /proc's CPU times (100 on Linux).
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.

@@ -747,11 +747,30 @@ fn crossing_crew_events() -> Vec<String> {
 
 /// `crossing_crew_events` shared out into `CROSSING_FILES` files, an event to
 /// each file in turn: a duty's and a flight's events, and a slot's revisions,
-/// lie in different files.
+/// lie in different files. Then two files of `WIDE_FLIGHTS` flights, each a
+/// landing in slot 1, the second a later revision of each at another time: each
+/// locks every flight at once and numbers its rows as it writes them.
 fn crossing_crew_files() -> Vec<(String, String)> {
     let mut files = vec![Vec::new(); CROSSING_FILES];
     for (at, event) in crossing_crew_events().into_iter().enumerate() {
         files[at % CROSSING_FILES].push(event);
+    }
+    for (revision, minute) in [(1, 10), (2, 20)] {
+        files.push(
+            (0..WIDE_FLIGHTS)
+                .map(|n| {
+                    let landing = event(
+                        &format!("W{n:03}-20261201"),
+                        "landing",
+                        &format!("2026-12-01T12:{minute}:00Z"),
+                        Some(revision),
+                        "{}",
+                    );
+                    let open = landing.strip_suffix('}').expect("an object");
+                    format!("{open},\"slot\":\"1\"}}")
+                })
+                .collect(),
+        );
     }
     files
         .iter()
@@ -761,6 +780,8 @@ fn crossing_crew_files() -> Vec<(String, String)> {
 }
 
 const CROSSING_FILES: usize = 24;
+/// More flights than a batch locks one by one.
+const WIDE_FLIGHTS: usize = 300;
 
 /// What a batch's content leaves in the tables analysts read, whoever wrote it
 /// and when: every event's content, the flights' times and the crew rows.
@@ -822,14 +843,15 @@ fn four_daemons_of_crossing_crews_give_a_follower_every_change_once() {
     for (at, (name, content)) in files.iter().enumerate() {
         sites[at % sites.len()].drop_file(name, content);
     }
-    for (daemon, site) in daemons.iter_mut().zip(&sites) {
+    for (at, (daemon, site)) in daemons.iter_mut().zip(&sites).enumerate() {
+        let dropped = (at..files.len()).step_by(sites.len()).count();
         daemon.wait(WAIT, "every file archived", || {
-            site.archived().len() == CROSSING_FILES / 4
+            site.archived().len() == dropped
         });
     }
     assert_eq!(
         db.query("SELECT count(*)::text FROM ingest_inbox"),
-        [[(CROSSING_FILES + 1).to_string()]]
+        [[(files.len() + 1).to_string()]]
     );
     let last = max_seq(&db);
     follower.read_through(last, "the last change");
@@ -854,8 +876,16 @@ fn four_daemons_of_crossing_crews_give_a_follower_every_change_once() {
     });
     assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
     // 18 duties, 72 flights of two crew members, each with an off-blocks and
-    // two on-blocks, and the seed.
-    assert_eq!(rows.len(), 18 * 2 + 72 * 3 + 1);
+    // two on-blocks, the wide files' two landings of each flight, and the seed.
+    assert_eq!(rows.len(), 18 * 2 + 72 * 3 + 2 * WIDE_FLIGHTS + 1);
+    assert_eq!(
+        db.query(
+            "SELECT count(*)::text FROM duty_event
+             WHERE event_kind = 'landing' AND instant_utc LIKE '%12:20:00Z'"
+        ),
+        [[WIDE_FLIGHTS.to_string()]],
+        "the later revision of each wide landing reads as sent"
+    );
     let checked = spoolite()
         .args(["check", "--db", &uri])
         .output()

@@ -127,8 +127,12 @@ pub(super) struct Write {
     now: String,
     quarantined: Vec<u8>,
     winners: Vec<u8>,
-    /// The winners the fold chose, each a row the apply must write.
+    /// The winners the fold chose, each a row the apply must write; a winner's
+    /// ordinal (its `change_seq` less the batch's first) is the count before it.
     chosen: u64,
+    /// The batch's first `change_seq` when it took the counter row at once,
+    /// with every flight (`lock`): its rows are numbered as they are written.
+    first_seq: Option<i64>,
     /// COPY text of runs' flight ids, for `spoolite_stage_flight`.
     flights: Vec<u8>,
 }
@@ -161,7 +165,8 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         source_revision bigint NOT NULL,
         payload text NOT NULL,
         retracted boolean NOT NULL,
-        slot text
+        slot text,
+        ordinal bigint NOT NULL
     ) ON COMMIT DROP;
     CREATE TEMP TABLE spoolite_stage_flight (
         flight_id text COLLATE \"C\" NOT NULL,
@@ -177,6 +182,7 @@ impl Write {
             quarantined: Vec::new(),
             winners: Vec::new(),
             chosen: 0,
+            first_seq: None,
             flights: Vec::new(),
         }
     }
@@ -221,7 +227,7 @@ const COPY_QUARANTINE: &str = "COPY quarantine (batch_digest, file_name, record_
     detail, raw, quarantined_at) FROM STDIN";
 const COPY_STAGE_FLIGHT: &str = "COPY spoolite_stage_flight (flight_id, idx) FROM STDIN";
 const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, instant_utc,
-    source_revision, payload, retracted, slot) FROM STDIN";
+    source_revision, payload, retracted, slot, ordinal) FROM STDIN";
 
 /// The staged events joined to their stored rows, in key order, then file order.
 /// A stored row's `retracted` is its own, as sent (a row its slot displaced was
@@ -271,14 +277,16 @@ const SETTLE_SLOTS: &str = "CREATE TEMP TABLE spoolite_settle ON COMMIT DROP AS
     WHERE (retracted, displaced) IS DISTINCT FROM (to_retracted, to_displaced)";
 
 /// The settled rows that read live and no longer do, and that another batch
-/// wrote: written as this batch's change (`$1` its digest, `$2` its time), to be
-/// numbered after its winners (`NUMBER_DISPLACED`).
+/// wrote: written as this batch's change (`$1` its digest, `$2` its time), each
+/// with the next `change_seq` from `$3`, in key order, or with none until
+/// `NUMBER_DISPLACED` when `$3` is NULL.
 const DISPLACE: &str = "UPDATE spoolite_event AS d
     SET retracted = true, displaced = s.to_displaced, batch_digest = $1, updated_at = $2,
-        change_seq = NULL
-    FROM spoolite_settle AS s
-    WHERE d.key = s.key
-      AND NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1";
+        change_seq = $3 + s.n - 1
+    FROM (SELECT key, to_displaced, row_number() OVER (ORDER BY key) AS n
+          FROM spoolite_settle
+          WHERE NOT retracted AND to_retracted AND batch_digest IS DISTINCT FROM $1) AS s
+    WHERE d.key = s.key";
 
 /// The other settled rows: only what they read changes.
 const RESETTLE: &str = "UPDATE spoolite_event AS d
@@ -287,15 +295,16 @@ const RESETTLE: &str = "UPDATE spoolite_event AS d
     WHERE d.key = s.key
       AND NOT (NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1)";
 
-/// The winners applied in one statement, without a `change_seq` until `NUMBER_WINNERS`.
-/// The `WHERE` is the revision guard: a stored row is only ever replaced by a
-/// higher revision (which the fold has already decided each winner is, so every
-/// row of `spoolite_winner` is written).
+/// The winners applied in one statement, each with the `change_seq` `$3` plus
+/// its ordinal, or with none until `NUMBER_WINNERS` when `$3` is NULL. The
+/// `WHERE` is the revision guard: a stored row is only ever replaced by a higher
+/// revision (which the fold has already decided each winner is, so every row of
+/// `spoolite_winner` is written).
 const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
         source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq,
         slot)
     SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
-           $1, $2, $2, NULL, slot
+           $1, $2, $2, $3 + ordinal, slot
     FROM spoolite_winner ORDER BY key
     ON CONFLICT (key) DO UPDATE SET
         source_revision = excluded.source_revision,
@@ -304,14 +313,13 @@ const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind
         displaced = false,
         batch_digest = excluded.batch_digest,
         updated_at = excluded.updated_at,
-        change_seq = NULL
+        change_seq = excluded.change_seq
     WHERE excluded.source_revision > d.source_revision";
 
-/// Numbers the winners from `$1`, in key order. Run under the counter lock,
-/// just before the commit, as `NUMBER_DISPLACED`.
-const NUMBER_WINNERS: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + s.n - 1
-    FROM (SELECT key, row_number() OVER (ORDER BY key) AS n FROM spoolite_winner) AS s
-    WHERE d.key = s.key";
+/// Numbers the winners from `$1`, in key order (their ordinals'). Run under the
+/// counter lock, just before the commit, as `NUMBER_DISPLACED`.
+const NUMBER_WINNERS: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + w.ordinal
+    FROM spoolite_winner AS w WHERE d.key = w.key";
 
 /// Numbers from `$1`, in key order, the rows a slot displaced: once the winners
 /// are numbered, the only rows without a `change_seq` this transaction sees
@@ -419,11 +427,11 @@ const ONE_FLIGHT: i32 = 2;
 /// Locks the staged events' flights for the rest of the transaction, so that no
 /// other writer changes a row of them meanwhile: each flight id in lower case
 /// (ids differing only in letter case share a lock), or, for a file of more than
-/// `FLIGHT_LOCKS_MAX` flights, every flight at once. Every writer takes its locks
-/// in one order (the all-flights lock, then the flights by their keys, then at
-/// the end the counter row), so two writers never wait for each other in a
+/// `FLIGHT_LOCKS_MAX` flights, every flight at once (`Locked::All`). Every writer
+/// takes its locks in one order (the all-flights lock, then the flights by their
+/// keys, then the counter row), so two writers never wait for each other in a
 /// circle.
-fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
+fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<Locked, StoreError> {
     let flights: i64 = tx
         .query_one(
             "SELECT count(DISTINCT hashtext(lower(flight_id))) FROM spoolite_stage",
@@ -436,7 +444,7 @@ fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), Store
             &format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
             stop,
         )?;
-        return Ok(());
+        return Ok(Locked::All);
     }
     wait_for_locks(
         tx,
@@ -452,7 +460,16 @@ fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), Store
         ),
         stop,
     )?;
-    Ok(())
+    Ok(Locked::Each)
+}
+
+/// Which flights' locks a batch holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Locked {
+    /// Its own flights', one by one: other writers apply meanwhile.
+    Each,
+    /// Every flight's: no other writer applies meanwhile.
+    All,
 }
 
 /// Locks the `spoolite_change_seq` row until the commit and returns the next
@@ -716,11 +733,18 @@ impl Effects for Write {
     }
 
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-        lock_flights(tx, stop)
+        // A batch that holds every flight keeps every other writer waiting
+        // anyway: it takes the counter row now and numbers its rows as it
+        // writes them (numbering them apart costs a second write of each).
+        if lock_flights(tx, stop)? == Locked::All {
+            self.first_seq = Some(lock_counter(tx, stop)?);
+        }
+        Ok(())
     }
 
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
         let revision = version.revision.to_string();
+        let ordinal = self.chosen.to_string();
         row(
             &mut self.winners,
             &[
@@ -732,6 +756,7 @@ impl Effects for Write {
                 Some(version.content.payload),
                 Some(bool_text(version.content.retracted)),
                 version.content.slot,
+                Some(&ordinal),
             ],
         );
         self.chosen += 1;
@@ -768,7 +793,8 @@ impl Effects for Write {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
-        let written = tx.execute(APPLY, &[&digest, &self.now])?;
+        let chosen = self.chosen as i64;
+        let written = tx.execute(APPLY, &[&digest, &self.now, &self.first_seq])?;
         if written != self.chosen {
             return Err(StoreError::Disagreed(format!(
                 "the revision guard wrote {written} rows where the outcome rules chose {}; \
@@ -776,9 +802,11 @@ impl Effects for Write {
                 self.chosen
             )));
         }
+        let mut displaced = 0;
         if slotted {
             tx.batch_execute(SETTLE_SLOTS)?;
-            tx.execute(DISPLACE, &[&digest, &self.now])?;
+            let after_winners = self.first_seq.map(|first| first + chosen);
+            displaced = tx.execute(DISPLACE, &[&digest, &self.now, &after_winners])? as i64;
             tx.execute(RESETTLE, &[&digest])?;
         }
         // Under the flights' locks: no other writer's rows of them can be newer
@@ -788,16 +816,23 @@ impl Effects for Write {
         // periods computed here read every period's rows as committed, the
         // numbers taken here are larger than every one committed, and the commit
         // that ends it makes them visible before the next writer takes its own.
-        let first = lock_counter(&mut tx, stop)?;
+        let first = match self.first_seq {
+            Some(first) => first,
+            None => {
+                let first = lock_counter(&mut tx, stop)?;
+                // The winners first, then what their slots displaced, as on
+                // SQLite.
+                tx.execute(NUMBER_WINNERS, &[&first])?;
+                if displaced > 0 {
+                    tx.execute(NUMBER_DISPLACED, &[&(first + chosen)])?;
+                }
+                first
+            }
+        };
         super::crew::keep_periods(&mut tx, super::crew::Scope::Written)?;
-        // The winners first, then what their slots displaced, as on SQLite.
-        let mut next = first + tx.execute(NUMBER_WINNERS, &[&first])? as i64;
-        if slotted {
-            next += tx.execute(NUMBER_DISPLACED, &[&next])? as i64;
-        }
         tx.execute(
             "UPDATE spoolite_change_seq SET next_seq = $1 WHERE one",
-            &[&next],
+            &[&(first + chosen + displaced)],
         )?;
         finished.resent = resent(&mut tx, &digest, header)?;
         let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;
