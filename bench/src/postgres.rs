@@ -440,6 +440,7 @@ ON CONFLICT (key) DO UPDATE SET
     change_seq = excluded.change_seq
 WHERE excluded.source_revision > d.source_revision;
 UPDATE spoolite_change_seq SET next_seq = {next};
+SELECT setval('spoolite_change_seq_next', {next}, false);
 COMMIT;
 ",
         next = events + 1

@@ -299,6 +299,15 @@ fn verify_target(
         &[],
     )
     .map_err(target_error)?;
+    // And the sequence batches number their rows from, which must not be
+    // behind the counter (writers wait on the tables' locks meanwhile).
+    tx.execute(
+        "SELECT setval('spoolite_change_seq_next', next_seq, false) FROM spoolite_change_seq
+         WHERE next_seq > (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+                           FROM spoolite_change_seq_next)",
+        &[],
+    )
+    .map_err(target_error)?;
     let after = target_tally(tx).map_err(target_error)?;
     let differences = differences(counted, before, &after);
     if !differences.is_empty() {

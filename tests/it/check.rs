@@ -465,10 +465,10 @@ fn each_tampered_invariant_of_a_postgres_database_fails_its_check() {
             "",
         ),
         (
-            "a row committed without a change_seq",
-            "UPDATE spoolite_event SET change_seq = NULL WHERE key = '{key}'",
+            "the sequence of change_seq numbers set back",
+            "SELECT setval('spoolite_change_seq_next', 1)",
             &["integrity"],
-            "spoolite_event holds 1 rows without a change_seq",
+            "the sequence spoolite_change_seq_next gives 2, below the next change_seq",
         ),
         (
             "a view dropped",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::pg_contract::Backend;
 use crate::support::{downgrade_to_schema_6, downgrade_to_schema_8, downgrade_to_schema_10};
-use crate::support::{event, ingest_json, json_batch, write};
+use crate::support::{event, ingest_json, json_batch, spoolite, write};
 
 /// The three crew views, as `crew_flight`, `crew_duty` and `crew_fdp` read them,
 /// with every column.
@@ -767,6 +767,15 @@ fn check_migration_builds_the_rows_batches_keep(db: &Backend, downgrade: &dyn Fn
         kept,
         "the migration builds what the batches kept"
     );
+    // And every invariant holds (on PostgreSQL: the sequence of change_seq
+    // numbers that schema 8 adds starts at the counter).
+    let checked = spoolite()
+        .arg("check")
+        .arg("--db")
+        .arg(db.db())
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
 }
 
 /// The file of a SQLite backend.
@@ -837,6 +846,7 @@ fn the_migrations_from_postgres_schema_2_build_the_rows_batches_keep() {
             .batch_execute(&format!(
                 "DROP VIEW crew_flight; DROP VIEW crew_duty; DROP VIEW crew_fdp;
                  DROP VIEW flight_times;
+                 DROP SEQUENCE spoolite_change_seq_next;
                  DROP TRIGGER spoolite_event_changes ON spoolite_event;
                  DROP FUNCTION spoolite_notify_changes();
                  DROP VIEW duty_event; DROP VIEW duty_event_all;

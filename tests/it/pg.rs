@@ -777,6 +777,75 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
     }
 }
 
+/// A writer whose numbers another writer passed, by taking later ones and
+/// committing first, gives its rows new numbers before it commits: every number
+/// it commits is above every one committed before. Here the other writer is
+/// the test's own transaction, holding the counter row while the daemon's batch
+/// takes its numbers and waits, then committing a number above them.
+#[test]
+fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
+    let db = PgDb::new();
+    let uri = db.uri();
+    let site = crate::support::Site::new();
+    let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
+    daemon.wait(Duration::from_secs(20), "the schema created", || {
+        db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
+    });
+    let mut other = db.client();
+    let mut passing = other.transaction().expect("begin");
+    passing
+        .execute("SELECT 1 FROM spoolite_change_seq FOR UPDATE", &[])
+        .expect("lock the counter");
+    let events: Vec<String> = (0..5)
+        .map(|n| {
+            event(
+                &format!("LH000{n}-20261201"),
+                "takeoff",
+                "2026-12-01T10:00:00Z",
+                Some(1),
+                "{}",
+            )
+        })
+        .collect();
+    site.drop_file("a.json", json_batch(&events));
+    daemon.wait(Duration::from_secs(20), "the batch at the counter", || {
+        db.query(
+            "SELECT count(*)::text FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%spoolite_change_seq%'",
+        ) == [["1"]]
+    });
+    // The batch's rows hold numbers from the sequence; a later one committed.
+    let passed: i64 = passing
+        .query_one(
+            "UPDATE spoolite_change_seq SET next_seq = nextval('spoolite_change_seq_next') + 1
+             RETURNING next_seq",
+            &[],
+        )
+        .expect("pass the batch")
+        .get(0);
+    passing.commit().expect("commit");
+    daemon.wait(Duration::from_secs(20), "a.json archived", || {
+        site.archived() == ["a.json"]
+    });
+    let numbers = db.query("SELECT change_seq::text FROM duty_event_all ORDER BY change_seq");
+    assert_eq!(numbers.len(), 5);
+    for number in &numbers {
+        let number: i64 = number[0].parse().expect("a number");
+        assert!(number >= passed, "{numbers:?} against {passed}");
+    }
+    let checked = crate::support::spoolite()
+        .args(["check", "--db", &uri])
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    daemon.signal(libc::SIGTERM);
+    assert!(
+        daemon
+            .wait_exit(Duration::from_secs(20), "the daemon to stop")
+            .success()
+    );
+}
+
 /// A station's file of a few flights reads the event, flight and crew tables
 /// through their indexes however many rows they hold: the plan of every
 /// statement of its ingest (`auto_explain`) holds no sequential scan of them.

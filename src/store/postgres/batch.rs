@@ -20,14 +20,16 @@
 //!    computes the flights' times and crew rows again (`crew::keep_flights`).
 //! 4. Last, in a short critical section: it locks the one `spoolite_change_seq`
 //!    row, computes the flight duty periods its rows touch (which read other
-//!    flights' rows: `crew::keep_periods`), numbers the rows it changed (written
-//!    without a `change_seq` until then), moves the counter on, fills in the
-//!    inbox row's counts (reading back the transaction's id), and commits, which
-//!    releases every lock. Numbers are therefore handed out in commit order. A `COMMIT` that fails may have
-//!    happened all the same: `StoreError::CommitInDoubt` carries the id and what
-//!    the batch came to, so that the next try, which finds the digest in the
-//!    inbox or takes the file over, can tell whether the commit was this one
-//!    (`commit_status`).
+//!    flights' rows: `crew::keep_periods`), makes every number of its rows larger
+//!    than every committed one (`RENUMBER`) and moves the counter past them,
+//!    fills in the inbox row's counts (reading back the transaction's id), and
+//!    commits, which releases every lock. The rows take their numbers from the
+//!    sequence `spoolite_change_seq_next` as they are written; only a row whose
+//!    number another writer passed by committing first is written again. A
+//!    `COMMIT` that fails may have happened all the same:
+//!    `StoreError::CommitInDoubt` carries the id and what the batch came to, so
+//!    that the next try, which finds the digest in the inbox or takes the file
+//!    over, can tell whether the commit was this one (`commit_status`).
 //!
 //! Slots (the contract's *Slots*) add two steps, as on SQLite: before the fold,
 //! the staged events that have a slot are met slot by slot in file order with the
@@ -127,12 +129,8 @@ pub(super) struct Write {
     now: String,
     quarantined: Vec<u8>,
     winners: Vec<u8>,
-    /// The winners the fold chose, each a row the apply must write; a winner's
-    /// ordinal (its `change_seq` less the batch's first) is the count before it.
+    /// The winners the fold chose, each a row the apply must write.
     chosen: u64,
-    /// The batch's first `change_seq` when it took the counter row at once,
-    /// with every flight (`lock`): its rows are numbered as they are written.
-    first_seq: Option<i64>,
     /// COPY text of runs' flight ids, for `spoolite_stage_flight`.
     flights: Vec<u8>,
 }
@@ -165,8 +163,7 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
         source_revision bigint NOT NULL,
         payload text NOT NULL,
         retracted boolean NOT NULL,
-        slot text,
-        ordinal bigint NOT NULL
+        slot text
     ) ON COMMIT DROP;
     CREATE TEMP TABLE spoolite_stage_flight (
         flight_id text COLLATE \"C\" NOT NULL,
@@ -182,7 +179,6 @@ impl Write {
             quarantined: Vec::new(),
             winners: Vec::new(),
             chosen: 0,
-            first_seq: None,
             flights: Vec::new(),
         }
     }
@@ -227,7 +223,7 @@ const COPY_QUARANTINE: &str = "COPY quarantine (batch_digest, file_name, record_
     detail, raw, quarantined_at) FROM STDIN";
 const COPY_STAGE_FLIGHT: &str = "COPY spoolite_stage_flight (flight_id, idx) FROM STDIN";
 const COPY_WINNER: &str = "COPY spoolite_winner (key, flight_id, event_kind, instant_utc,
-    source_revision, payload, retracted, slot, ordinal) FROM STDIN";
+    source_revision, payload, retracted, slot) FROM STDIN";
 
 /// The staged events joined to their stored rows, in key order, then file order.
 /// A stored row's `retracted` is its own, as sent (a row its slot displaced was
@@ -278,14 +274,14 @@ const SETTLE_SLOTS: &str = "CREATE TEMP TABLE spoolite_settle ON COMMIT DROP AS
 
 /// The settled rows that read live and no longer do, and that another batch
 /// wrote: written as this batch's change (`$1` its digest, `$2` its time), each
-/// with the next `change_seq` from `$3`, in key order, or with none until
-/// `NUMBER_DISPLACED` when `$3` is NULL.
+/// with the next number of the sequence (after the winners'), in key order.
 const DISPLACE: &str = "UPDATE spoolite_event AS d
     SET retracted = true, displaced = s.to_displaced, batch_digest = $1, updated_at = $2,
-        change_seq = $3 + s.n - 1
-    FROM (SELECT key, to_displaced, row_number() OVER (ORDER BY key) AS n
-          FROM spoolite_settle
-          WHERE NOT retracted AND to_retracted AND batch_digest IS DISTINCT FROM $1) AS s
+        change_seq = s.seq
+    FROM (SELECT key, to_displaced, nextval('spoolite_change_seq_next') AS seq
+          FROM (SELECT key, to_displaced FROM spoolite_settle
+                WHERE NOT retracted AND to_retracted AND batch_digest IS DISTINCT FROM $1
+                ORDER BY key) AS o) AS s
     WHERE d.key = s.key";
 
 /// The other settled rows: only what they read changes.
@@ -295,16 +291,15 @@ const RESETTLE: &str = "UPDATE spoolite_event AS d
     WHERE d.key = s.key
       AND NOT (NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1)";
 
-/// The winners applied in one statement, each with the `change_seq` `$3` plus
-/// its ordinal, or with none until `NUMBER_WINNERS` when `$3` is NULL. The
-/// `WHERE` is the revision guard: a stored row is only ever replaced by a higher
-/// revision (which the fold has already decided each winner is, so every row of
-/// `spoolite_winner` is written).
+/// The winners applied in one statement, each with the next number of the
+/// sequence, in key order (taken after the sort). The `WHERE` is the revision guard: a stored row is only ever
+/// replaced by a higher revision (which the fold has already decided each winner
+/// is, so every row of `spoolite_winner` is written).
 const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
         source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq,
         slot)
     SELECT key, flight_id, event_kind, instant_utc, source_revision, payload, retracted,
-           $1, $2, $2, $3 + ordinal, slot
+           $1, $2, $2, nextval('spoolite_change_seq_next'), slot
     FROM spoolite_winner ORDER BY key
     ON CONFLICT (key) DO UPDATE SET
         source_revision = excluded.source_revision,
@@ -316,18 +311,25 @@ const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind
         change_seq = excluded.change_seq
     WHERE excluded.source_revision > d.source_revision";
 
-/// Numbers the winners from `$1`, in key order (their ordinals'). Run under the
-/// counter lock, just before the commit, as `NUMBER_DISPLACED`.
-const NUMBER_WINNERS: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + w.ordinal
-    FROM spoolite_winner AS w WHERE d.key = w.key";
+/// The sequence's next number as it stands (taking none): every number this
+/// session takes later is at least that. Read before the apply, so that a lone
+/// writer's rows take the numbers from the counter's next on, without a gap, as
+/// on SQLite.
+const SEQUENCE_NEXT: &str = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+    FROM spoolite_change_seq_next";
 
-/// Numbers from `$1`, in key order, the rows a slot displaced: once the winners
-/// are numbered, the only rows without a `change_seq` this transaction sees
-/// (another's are not committed), found through the `change_seq` index.
-const NUMBER_DISPLACED: &str = "UPDATE spoolite_event AS d SET change_seq = $1 + s.n - 1
-    FROM (SELECT key, row_number() OVER (ORDER BY key) AS n
-          FROM spoolite_event WHERE change_seq IS NULL) AS s
-    WHERE d.key = s.key";
+/// The rows of the batch `$1` (every row it wrote: a digest is written once)
+/// whose number is below `$2`, the counter's next, given new numbers from the
+/// sequence: another writer took numbers after theirs and committed first. Run
+/// under the counter lock, just before the commit.
+const RENUMBER: &str = "UPDATE spoolite_event SET change_seq = nextval('spoolite_change_seq_next')
+    WHERE batch_digest = $1 AND change_seq < $2";
+
+/// Moves the counter past the last number this session took: every number of
+/// the batch is at most that.
+const PASS_NUMBERS: &str = "UPDATE spoolite_change_seq
+    SET next_seq = greatest(next_seq, currval('spoolite_change_seq_next') + 1)
+    WHERE one";
 
 /// Adds the batch's new flight ids to `spoolite_flight_id` and returns, at most
 /// `CASE_VARIANTS_SHOWN` of them in file order, each new id with a spelling that
@@ -427,11 +429,10 @@ const ONE_FLIGHT: i32 = 2;
 /// Locks the staged events' flights for the rest of the transaction, so that no
 /// other writer changes a row of them meanwhile: each flight id in lower case
 /// (ids differing only in letter case share a lock), or, for a file of more than
-/// `FLIGHT_LOCKS_MAX` flights, every flight at once (`Locked::All`). Every writer
-/// takes its locks in one order (the all-flights lock, then the flights by their
-/// keys, then the counter row), so two writers never wait for each other in a
-/// circle.
-fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<Locked, StoreError> {
+/// `FLIGHT_LOCKS_MAX` flights, every flight at once. Every writer takes its
+/// locks in one order (the all-flights lock, then the flights by their keys,
+/// then the counter row), so two writers never wait for each other in a circle.
+fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
     let flights: i64 = tx
         .query_one(
             "SELECT count(DISTINCT hashtext(lower(flight_id))) FROM spoolite_stage",
@@ -444,7 +445,7 @@ fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<Locked, S
             &format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
             stop,
         )?;
-        return Ok(Locked::All);
+        return Ok(());
     }
     wait_for_locks(
         tx,
@@ -460,16 +461,7 @@ fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<Locked, S
         ),
         stop,
     )?;
-    Ok(Locked::Each)
-}
-
-/// Which flights' locks a batch holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Locked {
-    /// Its own flights', one by one: other writers apply meanwhile.
-    Each,
-    /// Every flight's: no other writer applies meanwhile.
-    All,
+    Ok(())
 }
 
 /// Locks the `spoolite_change_seq` row until the commit and returns the next
@@ -733,18 +725,11 @@ impl Effects for Write {
     }
 
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-        // A batch that holds every flight keeps every other writer waiting
-        // anyway: it takes the counter row now and numbers its rows as it
-        // writes them (numbering them apart costs a second write of each).
-        if lock_flights(tx, stop)? == Locked::All {
-            self.first_seq = Some(lock_counter(tx, stop)?);
-        }
-        Ok(())
+        lock_flights(tx, stop)
     }
 
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
         let revision = version.revision.to_string();
-        let ordinal = self.chosen.to_string();
         row(
             &mut self.winners,
             &[
@@ -756,7 +741,6 @@ impl Effects for Write {
                 Some(version.content.payload),
                 Some(bool_text(version.content.retracted)),
                 version.content.slot,
-                Some(&ordinal),
             ],
         );
         self.chosen += 1;
@@ -793,8 +777,8 @@ impl Effects for Write {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
-        let chosen = self.chosen as i64;
-        let written = tx.execute(APPLY, &[&digest, &self.now, &self.first_seq])?;
+        let first: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
+        let written = tx.execute(APPLY, &[&digest, &self.now])?;
         if written != self.chosen {
             return Err(StoreError::Disagreed(format!(
                 "the revision guard wrote {written} rows where the outcome rules chose {}; \
@@ -802,38 +786,40 @@ impl Effects for Write {
                 self.chosen
             )));
         }
-        let mut displaced = 0;
+        let mut changed = written;
         if slotted {
             tx.batch_execute(SETTLE_SLOTS)?;
-            let after_winners = self.first_seq.map(|first| first + chosen);
-            displaced = tx.execute(DISPLACE, &[&digest, &self.now, &after_winners])? as i64;
+            changed += tx.execute(DISPLACE, &[&digest, &self.now])?;
             tx.execute(RESETTLE, &[&digest])?;
         }
         // Under the flights' locks: no other writer's rows of them can be newer
         // than what it reads.
         super::crew::keep_flights(&mut tx, super::crew::Scope::Written)?;
         // The critical section: every writer passes it one at a time, so the
-        // periods computed here read every period's rows as committed, the
-        // numbers taken here are larger than every one committed, and the commit
-        // that ends it makes them visible before the next writer takes its own.
-        let first = match self.first_seq {
-            Some(first) => first,
-            None => {
-                let first = lock_counter(&mut tx, stop)?;
-                // The winners first, then what their slots displaced, as on
-                // SQLite.
-                tx.execute(NUMBER_WINNERS, &[&first])?;
-                if displaced > 0 {
-                    tx.execute(NUMBER_DISPLACED, &[&(first + chosen)])?;
-                }
-                first
-            }
-        };
+        // periods computed here read every period's rows as committed, every
+        // number of the batch is made larger than every one committed, and the
+        // commit that ends it makes them visible before the next writer passes.
+        let next = lock_counter(&mut tx, stop)?;
         super::crew::keep_periods(&mut tx, super::crew::Scope::Written)?;
-        tx.execute(
-            "UPDATE spoolite_change_seq SET next_seq = $1 WHERE one",
-            &[&(first + chosen + displaced)],
-        )?;
+        // Every number of the batch is at least `first`, so none is to be given
+        // again unless one below the counter's next may be among them.
+        if changed > 0 && first < next {
+            // The sequence gives every number once, in increasing order: the new
+            // numbers are at least its next, which must be at least the
+            // counter's (only a change made by hand can put it behind).
+            let again: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
+            if again < next {
+                return Err(StoreError::Disagreed(format!(
+                    "the sequence spoolite_change_seq_next gives {again}, below the counter's \
+                     next change_seq {next} (spoolite check reports it); the batch was rolled \
+                     back"
+                )));
+            }
+            tx.execute(RENUMBER, &[&digest, &next])?;
+        }
+        if changed > 0 {
+            tx.execute(PASS_NUMBERS, &[])?;
+        }
         finished.resent = resent(&mut tx, &digest, header)?;
         let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;
         // An error here leaves the outcome open: the COMMIT may have been carried

@@ -2,14 +2,15 @@
 //! `change_seq`, in `change_seq` order, a bounded page per statement, with the same
 //! `Change` rows as SQLite's feed.
 //!
-//! Why a follower that reads `change_seq > last` never skips a row: a writer takes
-//! its `change_seq`s from the `spoolite_change_seq` row, which it locks (`FOR
-//! UPDATE`) in its last step, just before its commit, and holds until the commit
-//! (`batch.rs`); its rows carry no number until then, and no other transaction
-//! sees them. The next writer's lock waits for that transaction to end, and
-//! PostgreSQL makes a commit visible before it releases the transaction's locks,
-//! so every writer's numbers are larger than every number committed before, and
-//! its commit becomes visible only after theirs. What one statement's snapshot sees is therefore
+//! Why a follower that reads `change_seq > last` never skips a row: in its last
+//! step, just before its commit, a writer locks the `spoolite_change_seq` row
+//! (`FOR UPDATE`), which holds the next number above every committed one, makes
+//! each of its rows' numbers at least that (`batch.rs`: they come from a
+//! sequence, and a row another writer's commit passed takes a new one), moves it
+//! past them and commits. The next writer's lock waits for that transaction to
+//! end, and PostgreSQL makes a commit visible before it releases the
+//! transaction's locks, so every writer's numbers are larger than every number
+//! committed before, and its commit becomes visible only after theirs. What one statement's snapshot sees is therefore
 //! always every `change_seq` up to some number: no row can later commit under a
 //! number a reader has already passed.
 //!

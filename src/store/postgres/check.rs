@@ -20,6 +20,7 @@ const RELATIONS: &[&str] = &[
     "ingest_inbox",
     "spoolite_event",
     "spoolite_change_seq",
+    "spoolite_change_seq_next",
     "quarantine",
     "spoolite_flight_id",
     "spoolite_flight",
@@ -50,7 +51,8 @@ fn count(store: &mut PgStore, sql: &str) -> Result<i64, StoreError> {
 /// PostgreSQL keeps its own pages' checksums (when the cluster has them) and
 /// has no `integrity_check` a reader may run; what stands in: the schema version
 /// is this spoolite's, every table and view of the schema is there, the
-/// `change_seq` counter is one row above every stored `change_seq`.
+/// `change_seq` counter is one row above every stored `change_seq`, and the
+/// sequence batches number their rows from is not behind it.
 pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, StoreError> {
     let version = store.schema_version()?;
     let mut problems = Vec::new();
@@ -78,15 +80,19 @@ pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, St
         "SELECT (SELECT count(*) FROM spoolite_change_seq),
                 (SELECT min(next_seq) FROM spoolite_change_seq),
                 (SELECT max(change_seq) FROM spoolite_event),
-                (SELECT count(*) FROM spoolite_event WHERE change_seq IS NULL)",
+                (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+                 FROM spoolite_change_seq_next)",
         &[],
     )?;
-    let (counters, next, largest, unnumbered): (i64, Option<i64>, Option<i64>, i64) =
+    let (counters, next, largest, sequence): (i64, Option<i64>, Option<i64>, i64) =
         (row.get(0), row.get(1), row.get(2), row.get(3));
-    if unnumbered > 0 {
-        // A batch numbers its rows just before its commit (schema 8).
+    if let Some(next) = next
+        && sequence < next
+    {
+        // A batch numbers its rows from the sequence (schema 8).
         problems.push(format!(
-            "spoolite_event holds {unnumbered} rows without a change_seq"
+            "the sequence spoolite_change_seq_next gives {sequence}, below the next \
+             change_seq {next}"
         ));
     }
     if counters != 1 {

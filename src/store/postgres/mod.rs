@@ -34,7 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/postgres/0005_crew_model.sql"),
     include_str!("../../../schema/postgres/0006_change_notify.sql"),
     include_str!("../../../schema/postgres/0007_slots.sql"),
-    include_str!("../../../schema/postgres/0008_change_seq_at_commit.sql"),
+    include_str!("../../../schema/postgres/0008_writers_side_by_side.sql"),
 ];
 
 /// The schema version after whose SQL the crew rows of the events already stored
