@@ -682,6 +682,23 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
     }
 }
 
+/// `spoolite check` of `uri` passes, and each daemon stops at SIGTERM with exit 0.
+fn checked_and_stopped(uri: &str, daemons: &mut [crate::support::Daemon]) {
+    let checked = crate::support::spoolite()
+        .args(["check", "--db", uri])
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    for daemon in daemons {
+        daemon.signal(libc::SIGTERM);
+        assert!(
+            daemon
+                .wait_exit(Duration::from_secs(20), "the daemon to stop")
+                .success()
+        );
+    }
+}
+
 /// Two writers of other flights apply side by side and meet only at the counter
 /// row, where each computes the flight duty periods its rows touch from what
 /// the writers before it committed. Held there together, a crew member's duty
@@ -762,19 +779,7 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
             "2026-12-01T13:30:00Z"
         ]]
     );
-    let checked = crate::support::spoolite()
-        .args(["check", "--db", &uri])
-        .output()
-        .expect("spoolite check");
-    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
-    for daemon in &mut daemons {
-        daemon.signal(libc::SIGTERM);
-        assert!(
-            daemon
-                .wait_exit(Duration::from_secs(20), "the daemon to stop")
-                .success()
-        );
-    }
+    checked_and_stopped(&uri, &mut daemons);
 }
 
 /// A writer whose numbers another writer passed, by taking later ones and
@@ -833,17 +838,7 @@ fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
         let number: i64 = number[0].parse().expect("a number");
         assert!(number >= passed, "{numbers:?} against {passed}");
     }
-    let checked = crate::support::spoolite()
-        .args(["check", "--db", &uri])
-        .output()
-        .expect("spoolite check");
-    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
-    daemon.signal(libc::SIGTERM);
-    assert!(
-        daemon
-            .wait_exit(Duration::from_secs(20), "the daemon to stop")
-            .success()
-    );
+    checked_and_stopped(&uri, &mut [daemon]);
 }
 
 /// A station's file of a few flights reads the event, flight and crew tables

@@ -267,6 +267,47 @@ fn a_postgres_follower_outlasts_a_server_restart() {
     assert!(follower.wait_exit(WAIT, "the follower to stop").success());
 }
 
+/// `count` daemons, each on a spool of its own, writing into `uri`, serving.
+fn daemons_on(uri: &str, count: usize) -> (Vec<Site>, Vec<crate::support::Daemon>) {
+    let sites: Vec<Site> = (0..count)
+        .map(|_| {
+            let mut site = Site::new();
+            site.db = PathBuf::from(uri);
+            site
+        })
+        .collect();
+    let daemons = sites
+        .iter()
+        .map(|site| {
+            let mut daemon = site.spawn(
+                site.run_command()
+                    .args(["--settle", "50ms", "--rescan", "1s"]),
+            );
+            daemon.wait_serving(site);
+            daemon
+        })
+        .collect();
+    (sites, daemons)
+}
+
+/// The last of the `seen` lines of each key is its row as it stands, every
+/// column; returns the rows, in key order.
+fn last_lines_are_the_rows(seen: &[Value], db: &PgDb) -> Vec<Value> {
+    let mut last_line: BTreeMap<String, Value> = BTreeMap::new();
+    for line in seen {
+        let key = line["idempotency_key"].as_str().expect("key").to_owned();
+        last_line.insert(key, line.clone());
+    }
+    let mut rows: Vec<Value> = feed_rows(db, "");
+    rows.sort_by(|a, b| {
+        a["idempotency_key"]
+            .as_str()
+            .cmp(&b["idempotency_key"].as_str())
+    });
+    assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
+    rows
+}
+
 /// A batch of spool `spool`'s file `file`: events on keys that the other spool's
 /// files share, each with a revision no other file gives that key.
 fn overlapping_batch(spool: i64, file: i64) -> String {
@@ -299,24 +340,7 @@ fn a_follower_of_two_daemons_never_goes_back_and_ends_with_the_final_state() {
     );
     let mut follower = Follower::on(Path::new(&uri), &[]);
     follower.read_through(1, "the seed row");
-    let sites: Vec<Site> = (0..2)
-        .map(|_| {
-            let mut site = Site::new();
-            site.db = PathBuf::from(&uri);
-            site
-        })
-        .collect();
-    let mut daemons: Vec<_> = sites
-        .iter()
-        .map(|site| {
-            let mut daemon = site.spawn(
-                site.run_command()
-                    .args(["--settle", "50ms", "--rescan", "1s"]),
-            );
-            daemon.wait_serving(site);
-            daemon
-        })
-        .collect();
+    let (sites, mut daemons) = daemons_on(&uri, 2);
     // Three waves of ten files a spool, each dropped at once into both spools;
     // the follower has read each wave's rows before the next wave rewrites them.
     const FILES: i64 = 30;
@@ -350,19 +374,7 @@ fn a_follower_of_two_daemons_never_goes_back_and_ends_with_the_final_state() {
             seq(&pair[0])
         );
     }
-    // The last line of each key is its row as it stands, every column.
-    let mut last_line: BTreeMap<String, Value> = BTreeMap::new();
-    for line in &seen {
-        let key = line["idempotency_key"].as_str().expect("key").to_owned();
-        last_line.insert(key, line.clone());
-    }
-    let mut rows: Vec<Value> = feed_rows(&db, "");
-    rows.sort_by(|a, b| {
-        a["idempotency_key"]
-            .as_str()
-            .cmp(&b["idempotency_key"].as_str())
-    });
-    assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
+    let rows = last_lines_are_the_rows(&seen, &db);
     assert_eq!(rows.len(), 25, "24 shared keys and the seed");
     // And the follower saw more than the final state: each wave rewrote keys.
     assert!(seen.len() > rows.len(), "{} lines", seen.len());
@@ -838,24 +850,7 @@ fn four_daemons_of_crossing_crews_give_a_follower_every_change_once() {
         .expect("the commit notes");
     let mut follower = Follower::on(Path::new(&uri), &[]);
     follower.read_through(1, "the seed row");
-    let sites: Vec<Site> = (0..4)
-        .map(|_| {
-            let mut site = Site::new();
-            site.db = PathBuf::from(&uri);
-            site
-        })
-        .collect();
-    let mut daemons: Vec<_> = sites
-        .iter()
-        .map(|site| {
-            let mut daemon = site.spawn(
-                site.run_command()
-                    .args(["--settle", "50ms", "--rescan", "1s"]),
-            );
-            daemon.wait_serving(site);
-            daemon
-        })
-        .collect();
+    let (sites, mut daemons) = daemons_on(&uri, 4);
     let files = crossing_crew_files();
     for (at, (name, content)) in files.iter().enumerate() {
         sites[at % sites.len()].drop_file(name, content);
@@ -895,19 +890,7 @@ fn four_daemons_of_crossing_crews_give_a_follower_every_change_once() {
         db.query("SELECT (next_seq > (SELECT max(change_seq) FROM spoolite_event))::text FROM spoolite_change_seq"),
         [["true"]]
     );
-    // The last line of each key is its row as it stands, every column.
-    let mut last_line: BTreeMap<String, Value> = BTreeMap::new();
-    for line in &follower.seen {
-        let key = line["idempotency_key"].as_str().expect("key").to_owned();
-        last_line.insert(key, line.clone());
-    }
-    let mut rows: Vec<Value> = feed_rows(&db, "");
-    rows.sort_by(|a, b| {
-        a["idempotency_key"]
-            .as_str()
-            .cmp(&b["idempotency_key"].as_str())
-    });
-    assert_eq!(last_line.into_values().collect::<Vec<_>>(), rows);
+    let rows = last_lines_are_the_rows(&follower.seen, &db);
     // 18 duties, 72 flights of two crew members, each with an off-blocks and
     // two on-blocks, the wide files' two landings of each flight, and the seed.
     assert_eq!(rows.len(), 18 * 2 + 72 * 3 + 2 * WIDE_FLIGHTS + 1);

@@ -46,7 +46,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use postgres::{Client, Transaction};
+use postgres::{Client, SimpleQueryMessage, Transaction};
 
 use super::copy_text::{copy, row};
 
@@ -133,6 +133,9 @@ pub(super) struct Write {
     chosen: u64,
     /// COPY text of runs' flight ids, for `spoolite_stage_flight`.
     flights: Vec<u8>,
+    /// The file's flight ids in lower case, up to one more than
+    /// `FLIGHT_LOCKS_MAX` (then the file locks every flight).
+    flight_names: HashSet<String>,
 }
 
 /// Bytes of runs' flight ids gathered before they are sent (a few thousand
@@ -180,6 +183,7 @@ impl Write {
             winners: Vec::new(),
             chosen: 0,
             flights: Vec::new(),
+            flight_names: HashSet::new(),
         }
     }
 }
@@ -292,9 +296,10 @@ const RESETTLE: &str = "UPDATE spoolite_event AS d
       AND NOT (NOT s.retracted AND s.to_retracted AND s.batch_digest IS DISTINCT FROM $1)";
 
 /// The winners applied in one statement, each with the next number of the
-/// sequence, in key order (taken after the sort). The `WHERE` is the revision guard: a stored row is only ever
-/// replaced by a higher revision (which the fold has already decided each winner
-/// is, so every row of `spoolite_winner` is written).
+/// sequence, in key order (taken after the sort). The `WHERE` is the revision
+/// guard: a stored row is only ever replaced by a higher revision (which the
+/// fold has already decided each winner is, so every row of `spoolite_winner`
+/// is written).
 const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind, instant_utc,
         source_revision, payload, retracted, batch_digest, first_seen_at, updated_at, change_seq,
         slot)
@@ -325,11 +330,10 @@ const SEQUENCE_NEXT: &str = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE
 const RENUMBER: &str = "UPDATE spoolite_event SET change_seq = nextval('spoolite_change_seq_next')
     WHERE batch_digest = $1 AND change_seq < $2";
 
-/// Moves the counter past the last number this session took: every number of
-/// the batch is at most that.
-const PASS_NUMBERS: &str = "UPDATE spoolite_change_seq
-    SET next_seq = greatest(next_seq, currval('spoolite_change_seq_next') + 1)
-    WHERE one";
+/// Whether the inbox holds a batch with the batch id `$2` and other bytes than
+/// `$1`'s.
+const RESENT: &str =
+    "EXISTS (SELECT 1 FROM ingest_inbox WHERE batch_id = $2 AND batch_digest <> $1)";
 
 /// Adds the batch's new flight ids to `spoolite_flight_id` and returns, at most
 /// `CASE_VARIANTS_SHOWN` of them in file order, each new id with a spelling that
@@ -383,28 +387,37 @@ impl KeyColumns {
 /// (the wait then goes on).
 const LOCK_WAIT: &str = "500ms";
 
-/// Runs `sql`, which takes locks held until the commit, and returns its rows.
-/// While another writer holds one of them, the wait is cut into spans of
-/// `LOCK_WAIT`, each in a savepoint (a lock timeout would otherwise abort the
-/// transaction; the locks a span took are released with it), so that a stop is
-/// honoured while waiting.
+/// Runs `sql` (one statement or several), which takes locks held until the
+/// commit, and returns the text of its rows' first column. While another writer
+/// holds one of them, the wait is cut into spans of `LOCK_WAIT`, each in a
+/// savepoint (a lock timeout would otherwise abort the transaction; the locks a
+/// span took are released with it), so that a stop is honoured while waiting.
+/// Two round trips when the locks are free: the counter's wait is part of a
+/// writer's last step, which writers take one at a time.
 fn wait_for_locks(
     tx: &mut Transaction<'_>,
     sql: &str,
     stop: &AtomicBool,
-) -> Result<Vec<postgres::Row>, StoreError> {
-    tx.batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"))?;
+) -> Result<Vec<String>, StoreError> {
+    let attempt =
+        format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'; SAVEPOINT spoolite_lock_wait; {sql}");
     loop {
-        let mut attempt = tx.savepoint("spoolite_lock_wait")?;
-        match attempt.query(sql, &[]) {
-            Ok(rows) => {
+        match tx.simple_query(&attempt) {
+            Ok(messages) => {
                 // Released, the savepoint's locks pass to the transaction.
-                attempt.commit()?;
-                tx.batch_execute("SET LOCAL lock_timeout = 0")?;
-                return Ok(rows);
+                tx.batch_execute(
+                    "RELEASE SAVEPOINT spoolite_lock_wait; SET LOCAL lock_timeout = 0",
+                )?;
+                let first_column = messages.iter().filter_map(|message| match message {
+                    SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
+                    _ => None,
+                });
+                return Ok(first_column.collect());
             }
             Err(error) if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                attempt.rollback()?;
+                tx.batch_execute(
+                    "ROLLBACK TO SAVEPOINT spoolite_lock_wait; RELEASE SAVEPOINT spoolite_lock_wait",
+                )?;
                 if stop.load(Ordering::Relaxed) {
                     return Err(StoreError::Stopped);
                 }
@@ -418,7 +431,7 @@ fn wait_for_locks(
 /// them all at once (`lock_flights`). Each lock is an entry of the server's lock
 /// table, whose room is `max_locks_per_transaction` (64 by default) for each of
 /// its connections: a station's file names a few dozen flights.
-const FLIGHT_LOCKS_MAX: i64 = 256;
+const FLIGHT_LOCKS_MAX: usize = 256;
 
 /// The two-key advisory locks a batch takes: `(ALL_FLIGHTS, 0)` shared to lock
 /// flights one by one, exclusive to lock them all; `(ONE_FLIGHT, hash)` for a
@@ -432,35 +445,21 @@ const ONE_FLIGHT: i32 = 2;
 /// `FLIGHT_LOCKS_MAX` flights, every flight at once. Every writer takes its
 /// locks in one order (the all-flights lock, then the flights by their keys,
 /// then the counter row), so two writers never wait for each other in a circle.
-fn lock_flights(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-    let flights: i64 = tx
-        .query_one(
-            "SELECT count(DISTINCT hashtext(lower(flight_id))) FROM spoolite_stage",
-            &[],
-        )?
-        .get(0);
-    if flights > FLIGHT_LOCKS_MAX {
-        wait_for_locks(
-            tx,
-            &format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
-            stop,
-        )?;
-        return Ok(());
-    }
-    wait_for_locks(
-        tx,
-        &format!("SELECT pg_advisory_xact_lock_shared({ALL_FLIGHTS}, 0)"),
-        stop,
-    )?;
-    wait_for_locks(
-        tx,
-        &format!(
-            "SELECT pg_advisory_xact_lock({ONE_FLIGHT}, h)
+fn lock_flights(
+    tx: &mut Transaction<'_>,
+    every_flight: bool,
+    stop: &AtomicBool,
+) -> Result<(), StoreError> {
+    let sql = match every_flight {
+        true => format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
+        false => format!(
+            "SELECT pg_advisory_xact_lock_shared({ALL_FLIGHTS}, 0);
+             SELECT pg_advisory_xact_lock({ONE_FLIGHT}, h)
              FROM (SELECT DISTINCT hashtext(lower(flight_id)) AS h FROM spoolite_stage
                    ORDER BY h) AS s"
         ),
-        stop,
-    )?;
+    };
+    wait_for_locks(tx, &sql, stop)?;
     Ok(())
 }
 
@@ -472,7 +471,9 @@ fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, Stor
         "SELECT next_seq FROM spoolite_change_seq WHERE one FOR UPDATE",
         stop,
     )?;
-    Ok(rows[0].get(0))
+    rows.first()
+        .and_then(|next| next.parse().ok())
+        .ok_or_else(|| StoreError::Disagreed(format!("the change_seq counter read {rows:?}")))
 }
 
 impl Batch<'_> {
@@ -725,7 +726,7 @@ impl Effects for Write {
     }
 
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-        lock_flights(tx, stop)
+        lock_flights(tx, self.flight_names.len() > FLIGHT_LOCKS_MAX, stop)
     }
 
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
@@ -751,6 +752,9 @@ impl Effects for Write {
             &mut self.flights,
             &[Some(flight_id), Some(&index.to_string())],
         );
+        if self.flight_names.len() <= FLIGHT_LOCKS_MAX {
+            self.flight_names.insert(flight_id.to_lowercase());
+        }
     }
 
     fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), StoreError> {
@@ -817,11 +821,9 @@ impl Effects for Write {
             }
             tx.execute(RENUMBER, &[&digest, &next])?;
         }
-        if changed > 0 {
-            tx.execute(PASS_NUMBERS, &[])?;
-        }
-        finished.resent = resent(&mut tx, &digest, header)?;
-        let xid = write_inbox_counts(&mut tx, &digest, header, &finished.counts)?;
+        let xid;
+        (xid, finished.resent) =
+            write_inbox_counts(&mut tx, &digest, header, &finished.counts, changed > 0)?;
         // An error here leaves the outcome open: the COMMIT may have been carried
         // out with its acknowledgement lost. The batch is not tried again blindly:
         // the next try finds its digest in the inbox or takes it over, and
@@ -847,11 +849,8 @@ fn resent(tx: &mut Transaction<'_>, digest: &str, header: &Header) -> Result<boo
         return Ok(false);
     };
     Ok(tx
-        .query_opt(
-            "SELECT 1 FROM ingest_inbox WHERE batch_id = $1 AND batch_digest <> $2 LIMIT 1",
-            &[id, &digest],
-        )?
-        .is_some())
+        .query_one(&format!("SELECT {RESENT}"), &[&digest, id])?
+        .get(0))
 }
 
 /// Runs `NOTE_FLIGHT_IDS`: the batch's new flight ids that differ only in letter
@@ -868,35 +867,49 @@ fn note_flight_ids(tx: &mut Transaction<'_>) -> Result<CaseVariants, StoreError>
     Ok(variants)
 }
 
-/// Fills in the inbox row's counts; returns the transaction's id, read back with
-/// them (no round trip more), so that if the COMMIT goes unacknowledged the
-/// server can be asked about it later.
+/// Fills in the inbox row's counts and, when the batch changed rows (`$10`),
+/// moves the counter past the last number this session took (every number of
+/// the batch is at most that), in one statement and one round trip. Returns the
+/// transaction's id, read back with them, so that if the COMMIT goes
+/// unacknowledged the server can be asked about it later, and whether the batch
+/// id was sent before (`RESENT`).
 fn write_inbox_counts(
     tx: &mut Transaction<'_>,
     digest: &str,
     header: &Header,
     counts: &Counts,
-) -> Result<String, StoreError> {
+    changed: bool,
+) -> Result<(String, bool), StoreError> {
+    use postgres::types::Type;
     let count = |n: u64| n as i64;
-    Ok(tx
-        .query_one(
-            "UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
+    let outcomes = [
+        count(counts.events_total),
+        count(counts.inserted),
+        count(counts.updated),
+        count(counts.unchanged),
+        count(counts.stale),
+        count(counts.conflicts),
+        count(counts.invalid),
+    ];
+    let mut params: Vec<(&(dyn postgres::types::ToSql + Sync), Type)> =
+        vec![(&digest, Type::TEXT), (&header.batch_id, Type::TEXT)];
+    params.extend(outcomes.iter().map(|n| (n as _, Type::INT8)));
+    params.push((&changed, Type::BOOL));
+    let row = tx.query_typed_one(
+        &format!(
+            "WITH pass AS (
+                 UPDATE spoolite_change_seq
+                 SET next_seq = greatest(next_seq, currval('spoolite_change_seq_next') + 1)
+                 WHERE one AND $10
+             )
+             UPDATE ingest_inbox SET batch_id = $2, events_total = $3, inserted = $4,
                  updated = $5, unchanged = $6, stale = $7, conflicts = $8, invalid = $9
              WHERE batch_digest = $1
-             RETURNING pg_current_xact_id()::text",
-            &[
-                &digest,
-                &header.batch_id,
-                &count(counts.events_total),
-                &count(counts.inserted),
-                &count(counts.updated),
-                &count(counts.unchanged),
-                &count(counts.stale),
-                &count(counts.conflicts),
-                &count(counts.invalid),
-            ],
-        )?
-        .get(0))
+             RETURNING pg_current_xact_id()::text, {RESENT}"
+        ),
+        &params,
+    )?;
+    Ok((row.get(0), row.get(1)))
 }
 
 impl Effects for DryRun {

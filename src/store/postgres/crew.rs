@@ -287,21 +287,24 @@ pub(crate) fn keep_flights(tx: &mut Transaction<'_>, scope: Scope) -> Result<(),
 /// Computes again the flight duty periods that the flights and duties of
 /// `keep_flights` hold or touch; call under the counter lock.
 pub(crate) fn keep_periods(tx: &mut Transaction<'_>, scope: Scope) -> Result<(), StoreError> {
-    if scope == Scope::All {
-        tx.batch_execute("DELETE FROM spoolite_crew_fdp")?;
-        tx.batch_execute(&periods_sql(
-            "SELECT DISTINCT duty_id FROM spoolite_crew_duty",
-        ))?;
-    } else {
-        tx.batch_execute(FDP_NOTED)?;
-        tx.batch_execute("ANALYZE spoolite_fdp_noted")?;
-        tx.batch_execute(
-            "DELETE FROM spoolite_crew_fdp WHERE duty_id IN (SELECT duty_id FROM spoolite_fdp_noted)",
-        )?;
-        tx.batch_execute(&periods_sql("SELECT duty_id FROM spoolite_fdp_noted"))?;
-        tx.batch_execute("DROP TABLE spoolite_fdp_noted; DROP TABLE spoolite_crew_touch")?;
-    }
-    tx.batch_execute("DROP TABLE spoolite_crew_noted")?;
+    // One round trip: a batch runs this in its last step, which writers take
+    // one at a time.
+    let steps = match scope {
+        Scope::All => format!(
+            "DELETE FROM spoolite_crew_fdp; {}",
+            periods_sql("SELECT DISTINCT duty_id FROM spoolite_crew_duty")
+        ),
+        _ => format!(
+            "{FDP_NOTED};
+             ANALYZE spoolite_fdp_noted;
+             DELETE FROM spoolite_crew_fdp
+             WHERE duty_id IN (SELECT duty_id FROM spoolite_fdp_noted);
+             {};
+             DROP TABLE spoolite_fdp_noted; DROP TABLE spoolite_crew_touch",
+            periods_sql("SELECT duty_id FROM spoolite_fdp_noted")
+        ),
+    };
+    tx.batch_execute(&format!("{steps}; DROP TABLE spoolite_crew_noted"))?;
     Ok(())
 }
 
