@@ -245,8 +245,10 @@ pub struct FlightSpan {
 /// duty from its start to the on-blocks of the last flight on which the member is
 /// operating whose off-blocks lies within the duty (from its start to its end, on
 /// while open), or to the duty's end where that flight has no block time; none
-/// for a home standby or a reserve, or without such a flight. `flights` are the
-/// member's, in off-blocks order.
+/// for a home standby or a reserve, or without such a flight. Of several such
+/// flights with the last off-blocks (data a `check` counts as an overlap), the
+/// one with the latest on-blocks ends it, one without block time before any
+/// with. `flights` are the member's, in off-blocks order.
 pub fn flight_duty_period(duty: &DutySpan, flights: &[FlightSpan]) -> Option<(i64, Option<i64>)> {
     match duty.duty_type {
         DutyType::AirportStandby => Some((duty.start, duty.end)),
@@ -258,8 +260,8 @@ pub fn flight_duty_period(duty: &DutySpan, flights: &[FlightSpan]) -> Option<(i6
             let flight = flights
                 .get(first..last)?
                 .iter()
-                .rev()
-                .find(|f| f.operating)?;
+                .filter(|f| f.operating)
+                .max_by_key(|f| (f.off_blocks, f.on_blocks))?;
             Some((duty.start, flight.on_blocks.or(duty.end)))
         }
     }
@@ -494,6 +496,20 @@ mod tests {
             flight_duty_period(&flight_duty, &edges),
             Some((5, Some(16)))
         );
+        // Two sectors from one off-blocks: the later on-blocks ends it, in
+        // either order, and one without block time never wins over one with.
+        for tied in [
+            [flight(6, Some(8), true), flight(6, Some(7), true)],
+            [flight(6, Some(7), true), flight(6, Some(8), true)],
+            [flight(6, None, true), flight(6, Some(8), true)],
+            [flight(6, Some(8), true), flight(6, None, true)],
+        ] {
+            assert_eq!(
+                flight_duty_period(&flight_duty, &tied),
+                Some((5, Some(8))),
+                "{tied:?}"
+            );
+        }
         let positioning_only = [flight(6, Some(8), false)];
         assert_eq!(flight_duty_period(&flight_duty, &positioning_only), None);
         assert_eq!(

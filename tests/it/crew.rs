@@ -1147,3 +1147,47 @@ fn long_and_open_duties_follow_a_later_flight() {
 fn long_and_open_duties_follow_a_later_flight_on_postgres() {
     check_long_and_open_duties_follow_a_later_flight(&Backend::postgres());
 }
+
+/// Two sectors of one crew member from one off-blocks in a duty (an overlap the
+/// data quality check counts): the later on-blocks ends the flight duty period
+/// on both backends, in whichever order the flights are stored, and `check`
+/// computes the same. PostgreSQL had taken either one, and `check` failed.
+fn check_tied_off_blocks_end_the_period_at_the_later_on_blocks(db: &Backend) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crew = r#"{"crew":["P7"]}"#;
+    ingest(
+        db,
+        dir.path(),
+        "tied.json",
+        &[
+            timed("TIE-D", "duty_start", "2026-11-20T06:00:00Z", 1, crew),
+            timed("TIE-D", "duty_end", "2026-11-20T14:00:00Z", 1, "{}"),
+            timed("TIE-A", "off_blocks", "2026-11-20T07:00:00Z", 1, crew),
+            timed("TIE-A", "on_blocks", "2026-11-20T12:00:00Z", 1, "{}"),
+            timed("TIE-B", "off_blocks", "2026-11-20T07:00:00Z", 1, crew),
+            timed("TIE-B", "on_blocks", "2026-11-20T08:00:00Z", 1, "{}"),
+            timed("TIE-C", "off_blocks", "2026-11-20T07:00:00Z", 1, crew),
+        ],
+    );
+    assert_eq!(
+        crew_fdp(db),
+        ["P7|flight_crew|TIE-D|2026-11-20T06:00:00Z|2026-11-20T12:00:00Z|36000"]
+    );
+    let checked = spoolite()
+        .arg("check")
+        .arg("--db")
+        .arg(db.db())
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+}
+
+#[test]
+fn tied_off_blocks_end_the_period_at_the_later_on_blocks() {
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::sqlite());
+}
+
+#[test]
+fn tied_off_blocks_end_the_period_at_the_later_on_blocks_on_postgres() {
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres());
+}

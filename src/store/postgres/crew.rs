@@ -200,8 +200,9 @@ const FDP_NOTED: &str = "CREATE TEMP TABLE spoolite_fdp_noted ON COMMIT DROP AS
 /// with the column `duty_id`): an airport standby whole; a flight or ground duty
 /// to the on-blocks of the member's last operating flight whose off-blocks lies in
 /// it (by the crew index's range of that member, from the start's second to the
-/// end's; the exact test orders instants by time), or to the duty's end where that
-/// flight has no block time; none without such a flight.
+/// end's; the exact test orders instants by time; of several at that off-blocks,
+/// the one with the latest on-blocks), or to the duty's end where that flight has
+/// no block time; none without such a flight.
 fn periods_sql(duties: &str) -> String {
     format!(
         "INSERT INTO spoolite_crew_fdp
@@ -222,7 +223,10 @@ fn periods_sql(duties: &str) -> String {
                  AND rtrim(f.off_blocks_utc, 'Z') >= rtrim(d.duty_start_utc, 'Z')
                  AND (d.duty_end_utc IS NULL
                       OR rtrim(f.off_blocks_utc, 'Z') <= rtrim(d.duty_end_utc, 'Z'))
-             ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC LIMIT 1
+             ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC,
+                      CASE WHEN f.block_minutes IS NOT NULL
+                           THEN rtrim(f.on_blocks_utc, 'Z') END DESC NULLS LAST
+             LIMIT 1
          ) AS l ON d.duty_type <> 'airport_standby'
          CROSS JOIN LATERAL (
              SELECT CASE WHEN d.duty_type = 'airport_standby' OR l.block_minutes IS NULL

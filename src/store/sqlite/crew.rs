@@ -541,8 +541,9 @@ const TOUCHED_DUTIES: &str = "INSERT OR IGNORE INTO temp.crew_fdp_noted (ref)
 /// The flight duty period of each crew member of the duties numbered by `{refs}`
 /// (see the module's doc): the last operating flight whose off-blocks lies in the
 /// duty, by the crew index's range of that crew member (from the duty's start's
-/// second to its end's; the exact test orders instants by time), then its
-/// on-blocks, or the duty's end where it has no block time.
+/// second to its end's; the exact test orders instants by time), of several at
+/// that off-blocks the one with the latest on-blocks (`crew::flight_duty_period`),
+/// then its on-blocks, or the duty's end where it has no block time.
 fn periods_sql(refs: &str) -> String {
     format!(
         "WITH last AS (
@@ -558,7 +559,10 @@ fn periods_sql(refs: &str) -> String {
                             AND rtrim(f.off_blocks_utc, 'Z') >= rtrim(d.duty_start_utc, 'Z')
                             AND (d.duty_end_utc IS NULL
                                  OR rtrim(f.off_blocks_utc, 'Z') <= rtrim(d.duty_end_utc, 'Z'))
-                        ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC LIMIT 1)
+                        ORDER BY rtrim(f.off_blocks_utc, 'Z') DESC,
+                                 CASE WHEN f.block_minutes IS NOT NULL
+                                      THEN rtrim(f.on_blocks_utc, 'Z') END DESC
+                        LIMIT 1)
                     END AS flight_ref
              FROM ({refs}) AS t
              CROSS JOIN spoolite_crew_duty AS d ON d.duty_ref = t.ref
