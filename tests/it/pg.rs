@@ -624,6 +624,13 @@ fn a_file_larger_than_one_fetch_folds_the_same_on_both_backends() {
     assert!(line["conflicts"].as_u64() > Some(0), "{line}");
 }
 
+/// Waits (bounded) until `daemon` has created the schema in `db`.
+fn wait_for_the_schema(daemon: &mut crate::support::Daemon, db: &PgDb) {
+    daemon.wait(Duration::from_secs(20), "the schema created", || {
+        db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
+    });
+}
+
 /// A daemon waiting for a lock another writer holds (a lock of the file's
 /// flight, then the counter row it numbers its rows under) stops at SIGTERM and
 /// leaves the file in incoming/, having written nothing.
@@ -644,9 +651,7 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
         let uri = db.uri();
         let site = crate::support::Site::new();
         let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
-        daemon.wait(Duration::from_secs(20), "the schema created", || {
-            db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
-        });
+        wait_for_the_schema(&mut daemon, &db);
         let mut other = db.client();
         let mut applying = other.transaction().expect("begin");
         applying.execute(hold, &[]).expect("take the lock");
@@ -715,9 +720,7 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
         .iter()
         .map(|site| crate::support_pg::start_daemon(site, &uri, &[]))
         .collect();
-    daemons[0].wait(Duration::from_secs(20), "the schema created", || {
-        db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
-    });
+    wait_for_the_schema(&mut daemons[0], &db);
     let mut other = db.client();
     let mut holding = other.transaction().expect("begin");
     holding
@@ -793,9 +796,7 @@ fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
     let uri = db.uri();
     let site = crate::support::Site::new();
     let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
-    daemon.wait(Duration::from_secs(20), "the schema created", || {
-        db.query("SELECT (to_regclass('spoolite_change_seq') IS NOT NULL)::text") == [["true"]]
-    });
+    wait_for_the_schema(&mut daemon, &db);
     let mut other = db.client();
     let mut passing = other.transaction().expect("begin");
     passing
