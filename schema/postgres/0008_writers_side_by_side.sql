@@ -5,7 +5,10 @@
 -- is not above every committed one (another writer took higher numbers and
 -- committed first) new numbers from the sequence, and moves the counter past
 -- its own. The sequence never gives a number below the counter's next_seq
--- (`spoolite check` says so); copy-db moves both.
+-- (`spoolite check` says so; a writer moves it up if it finds it behind);
+-- copy-db moves both.
 
 CREATE SEQUENCE spoolite_change_seq_next AS bigint;
-SELECT setval('spoolite_change_seq_next', next_seq, false) FROM spoolite_change_seq;
+-- Under the counter row's lock: a writer of schema 7 applying meanwhile has
+-- committed its numbers first.
+SELECT setval('spoolite_change_seq_next', next_seq, false) FROM spoolite_change_seq FOR UPDATE;

@@ -842,6 +842,49 @@ fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
     checked_and_stopped(&uri, &mut [daemon]);
 }
 
+/// A sequence of change_seq numbers behind the counter (a spoolite of schema 7
+/// numbered from the counter after the upgrade, or a change made by hand) is
+/// moved up by the next batch, whose numbers are above every committed one.
+#[test]
+fn a_batch_moves_up_a_sequence_left_behind_the_counter() {
+    let db = PgDb::new();
+    let uri = PathBuf::from(db.uri());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let takeoff = |flight: &str| event(flight, "takeoff", "2026-12-01T10:00:00Z", Some(1), "{}");
+    let first = write(
+        dir.path(),
+        "a.json",
+        json_batch(&[takeoff("LH0001-20261201")]),
+    );
+    let (code, _) = ingest_json(&uri, &[&first]);
+    assert_eq!(code, 0);
+    db.client()
+        .batch_execute("SELECT setval('spoolite_change_seq_next', 1, false)")
+        .expect("set the sequence back");
+    let second = write(
+        dir.path(),
+        "b.json",
+        json_batch(&[takeoff("LH0002-20261201")]),
+    );
+    let (code, lines) = ingest_json(&uri, &[&second]);
+    assert_eq!(
+        (code, lines[0]["inserted"].as_u64()),
+        (0, Some(1)),
+        "{lines:?}"
+    );
+    assert_eq!(
+        db.query("SELECT flight_id, change_seq::text FROM duty_event_all ORDER BY change_seq"),
+        [["LH0001-20261201", "1"], ["LH0002-20261201", "2"]]
+    );
+    let checked = crate::support::spoolite()
+        .arg("check")
+        .arg("--db")
+        .arg(&uri)
+        .output()
+        .expect("spoolite check");
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+}
+
 /// A station's file of a few flights reads the event, flight and crew tables
 /// through their indexes however many rows they hold: the plan of every
 /// statement of its ingest (`auto_explain`) holds no sequential scan of them.

@@ -781,7 +781,10 @@ impl Effects for Write {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
-        let first: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
+        let counter: i64 = tx
+            .query_one("SELECT next_seq FROM spoolite_change_seq WHERE one", &[])?
+            .get(0);
+        let first = sequence_not_behind(&mut tx, counter)?;
         let written = tx.execute(APPLY, &[&digest, &self.now])?;
         if written != self.chosen {
             return Err(StoreError::Disagreed(format!(
@@ -809,16 +812,9 @@ impl Effects for Write {
         // again unless one below the counter's next may be among them.
         if changed > 0 && first < next {
             // The sequence gives every number once, in increasing order: the new
-            // numbers are at least its next, which must be at least the
-            // counter's (only a change made by hand can put it behind).
-            let again: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
-            if again < next {
-                return Err(StoreError::Disagreed(format!(
-                    "the sequence spoolite_change_seq_next gives {again}, below the counter's \
-                     next change_seq {next} (spoolite check reports it); the batch was rolled \
-                     back"
-                )));
-            }
+            // numbers are at least its next, at least the counter's next
+            // (`sequence_not_behind`).
+            sequence_not_behind(&mut tx, next)?;
             tx.execute(RENUMBER, &[&digest, &next])?;
         }
         let xid;
@@ -841,6 +837,28 @@ impl Effects for Write {
             }),
         }
     }
+}
+
+/// Moves the sequence of `change_seq` numbers up to the counter's `next` when it
+/// is behind, and returns its next number. Only a spoolite of schema 7 still
+/// writing after the upgrade (it numbers from the counter) or a change made by
+/// hand puts it behind; a number it then gave twice, were another session to
+/// take one meanwhile, the unique index on `change_seq` refuses (the batch is
+/// tried again).
+fn sequence_not_behind(tx: &mut Transaction<'_>, next: i64) -> Result<i64, StoreError> {
+    let sequence: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
+    if sequence >= next {
+        return Ok(sequence);
+    }
+    log::warn!(
+        "the sequence spoolite_change_seq_next was at {sequence}, below the next change_seq \
+         {next}: moved up (a spoolite of schema 7 still writing?)"
+    );
+    tx.execute(
+        "SELECT setval('spoolite_change_seq_next', $1, false)",
+        &[&next],
+    )?;
+    Ok(next)
 }
 
 /// Whether the inbox holds a batch with `header`'s batch id and other bytes.
