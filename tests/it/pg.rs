@@ -631,6 +631,27 @@ fn wait_for_the_schema(daemon: &mut crate::support::Daemon, db: &PgDb) {
     });
 }
 
+/// A daemon on a spool of its own, serving a new database with the schema made.
+fn a_daemon_on_a_new_database() -> (PgDb, crate::support::Site, crate::support::Daemon) {
+    let db = PgDb::new();
+    let site = crate::support::Site::new();
+    let mut daemon = crate::support_pg::start_daemon(&site, &db.uri(), &[]);
+    wait_for_the_schema(&mut daemon, &db);
+    (db, site, daemon)
+}
+
+/// Waits (bounded) until `count` sessions of `db` wait for a lock in a
+/// statement holding `needle`.
+fn wait_for_waiters(daemon: &mut crate::support::Daemon, db: &PgDb, needle: &str, count: usize) {
+    let sql = format!(
+        "SELECT count(*)::text FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND query LIKE '%{needle}%'"
+    );
+    daemon.wait(Duration::from_secs(20), needle, || {
+        db.query(&sql) == [[count.to_string()]]
+    });
+}
+
 /// A daemon waiting for a lock another writer holds (a lock of the file's
 /// flight, then the counter row it numbers its rows under) stops at SIGTERM and
 /// leaves the file in incoming/, having written nothing.
@@ -647,11 +668,7 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
         ),
     ];
     for (hold, waited_in) in holders {
-        let db = PgDb::new();
-        let uri = db.uri();
-        let site = crate::support::Site::new();
-        let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
-        wait_for_the_schema(&mut daemon, &db);
+        let (db, site, mut daemon) = a_daemon_on_a_new_database();
         let mut other = db.client();
         let mut applying = other.transaction().expect("begin");
         applying.execute(hold, &[]).expect("take the lock");
@@ -663,13 +680,7 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
             "{}",
         )]);
         site.drop_file("a.json", &batch);
-        let waiting = || {
-            db.query(&format!(
-                "SELECT count(*)::text FROM pg_stat_activity
-                 WHERE wait_event_type = 'Lock' AND query LIKE '%{waited_in}%'"
-            )) == [["1"]]
-        };
-        daemon.wait(Duration::from_secs(20), waited_in, waiting);
+        wait_for_waiters(&mut daemon, &db, waited_in, 1);
         daemon.signal(libc::SIGTERM);
         let stopped = daemon.wait_exit(Duration::from_secs(10), "the daemon to stop");
         assert_eq!(stopped.code(), Some(0), "{hold}: {}", daemon.log());
@@ -761,12 +772,8 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
     );
     sites[0].drop_file("duty.json", json_batch(&[&duty[..], &first[..]].concat()));
     sites[1].drop_file("second.json", json_batch(&second));
-    daemons[0].wait(Duration::from_secs(20), "both at the counter", || {
-        db.query(
-            "SELECT count(*)::text FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%spoolite_change_seq%'",
-        ) == [["2"]]
-    });
+    // Both at the counter.
+    wait_for_waiters(&mut daemons[0], &db, "spoolite_change_seq", 2);
     holding.rollback().expect("release the counter");
     for (daemon, site) in daemons.iter_mut().zip(&sites) {
         daemon.wait(Duration::from_secs(20), "the file archived", || {
@@ -792,11 +799,8 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
 /// takes its numbers and waits, then committing a number above them.
 #[test]
 fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
-    let db = PgDb::new();
+    let (db, site, mut daemon) = a_daemon_on_a_new_database();
     let uri = db.uri();
-    let site = crate::support::Site::new();
-    let mut daemon = crate::support_pg::start_daemon(&site, &uri, &[]);
-    wait_for_the_schema(&mut daemon, &db);
     let mut other = db.client();
     let mut passing = other.transaction().expect("begin");
     passing
@@ -814,12 +818,8 @@ fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
         })
         .collect();
     site.drop_file("a.json", json_batch(&events));
-    daemon.wait(Duration::from_secs(20), "the batch at the counter", || {
-        db.query(
-            "SELECT count(*)::text FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%spoolite_change_seq%'",
-        ) == [["1"]]
-    });
+    // The batch at the counter.
+    wait_for_waiters(&mut daemon, &db, "spoolite_change_seq", 1);
     // The batch's rows hold numbers from the sequence; a later one committed.
     let passed: i64 = passing
         .query_one(

@@ -317,10 +317,11 @@ const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind
     WHERE excluded.source_revision > d.source_revision";
 
 /// The sequence's next number as it stands (taking none): every number this
-/// session takes later is at least that. Read before the apply, so that a lone
-/// writer's rows take the numbers from the counter's next on, without a gap, as
-/// on SQLite.
-const SEQUENCE_NEXT: &str = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+/// session takes later is at least that; and the counter's next as committed.
+/// Read before the apply, so that a lone writer's rows take the numbers from the
+/// counter's next on, without a gap, as on SQLite.
+const SEQUENCE_NEXT: &str = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
+        (SELECT next_seq FROM spoolite_change_seq WHERE one)
     FROM spoolite_change_seq_next";
 
 /// The rows of the batch `$1` (every row it wrote: a digest is written once)
@@ -781,10 +782,7 @@ impl Effects for Write {
         copy(&mut tx, COPY_STAGE_FLIGHT, &mut self.flights)?;
         tx.batch_execute("ANALYZE spoolite_stage_flight, spoolite_winner")?;
         finished.case_variants = note_flight_ids(&mut tx)?;
-        let counter: i64 = tx
-            .query_one("SELECT next_seq FROM spoolite_change_seq WHERE one", &[])?
-            .get(0);
-        let first = sequence_not_behind(&mut tx, counter)?;
+        let first = sequence_not_behind(&mut tx, 0)?;
         let written = tx.execute(APPLY, &[&digest, &self.now])?;
         if written != self.chosen {
             return Err(StoreError::Disagreed(format!(
@@ -839,14 +837,17 @@ impl Effects for Write {
     }
 }
 
-/// Moves the sequence of `change_seq` numbers up to the counter's `next` when it
-/// is behind, and returns its next number. Only a spoolite of schema 7 still
+/// Moves the sequence of `change_seq` numbers up to the counter's next (or to
+/// `next`, when that is higher: the counter as locked) when it is behind, and
+/// returns its next number. Only a spoolite of schema 7 still
 /// writing after the upgrade (it numbers from the counter) or a change made by
 /// hand puts it behind; a number it then gave twice, were another session to
 /// take one meanwhile, the unique index on `change_seq` refuses (the batch is
 /// tried again).
 fn sequence_not_behind(tx: &mut Transaction<'_>, next: i64) -> Result<i64, StoreError> {
-    let sequence: i64 = tx.query_one(SEQUENCE_NEXT, &[])?.get(0);
+    let row = tx.query_one(SEQUENCE_NEXT, &[])?;
+    let (sequence, counter): (i64, i64) = (row.get(0), row.get(1));
+    let next = next.max(counter);
     if sequence >= next {
         return Ok(sequence);
     }
