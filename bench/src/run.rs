@@ -26,13 +26,14 @@ use crate::{
 // `fairfloor::VARIANTS`.
 /// Issue 5's target against the bench's own floor, kept as a second line.
 const FLOOR_RATIO_MAX: f64 = 1.5;
+/// Issue 36's targets for section 4 and the growth figure.
 const UNCHANGED_RATIO_MAX: f64 = 0.35;
-const UPDATED_RATIO_MAX: f64 = 0.8;
+const UPDATED_RATIO_MAX: f64 = 1.0;
 const DRY_RUN_RATIO_MAX: f64 = 0.35;
 const REDROP_RATIO_MAX: f64 = 1.2;
 const RSS_BYTES_MAX: u64 = 128 * 1024 * 1024;
 const RSS_SPREAD_MAX: f64 = 0.10;
-const GROWTH_RATIO_MIN: f64 = 0.6;
+const GROWTH_RATIO_MIN: f64 = 0.5;
 /// Issue 20: each analyst query on PostgreSQL within this many times SQLite's.
 const PG_ANALYST_RATIO_MAX: f64 = 2.0;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
@@ -750,13 +751,13 @@ impl Bench {
                 "every event `updated`",
                 updated,
                 UPDATED_RATIO_MAX,
-                "≤ 0.8× first ingest",
+                "≤ 1.0× first ingest (issue 36)",
             ),
             (
                 "every event `unchanged`",
                 unchanged,
                 UNCHANGED_RATIO_MAX,
-                "≤ 0.35× first ingest",
+                "≤ 0.35× first ingest (issue 36)",
             ),
         ] {
             let against = [
@@ -890,7 +891,7 @@ impl Bench {
                     ratio,
                     name,
                     Target::AtLeast(GROWTH_RATIO_MIN),
-                    "≥ 0.6× empty",
+                    "≥ 0.5× empty (issue 36)",
                 ),
             );
         }
