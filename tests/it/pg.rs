@@ -698,6 +698,71 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
     }
 }
 
+/// A file of more flights than a batch locks one by one waits for every
+/// flight's lock (exclusive) while another writer holds it shared. It keeps its
+/// place in the server's lock queue: a writer that asks for the shared lock
+/// after it waits behind it, however long the wait (cut into 500 ms spans, each
+/// span's end let the later writer pass), and gets it once the file is in.
+#[test]
+fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
+    let (db, site, mut daemon) = a_daemon_on_a_new_database();
+    let mut first = db.client();
+    let mut applying = first.transaction().expect("begin");
+    applying
+        .execute("SELECT pg_advisory_xact_lock_shared(1, 0)", &[])
+        .expect("take the shared lock");
+    let events: Vec<String> = (0..300)
+        .map(|i| {
+            event(
+                &format!("BA{i:04}-20261129"),
+                "takeoff",
+                "2026-11-29T10:20:00Z",
+                Some(1),
+                "{}",
+            )
+        })
+        .collect();
+    site.drop_file("every-flight.json", json_batch(&events));
+    wait_for_waiters(&mut daemon, &db, "pg_advisory_xact_lock(1, 0)", 1);
+    let mut later = db.client();
+    let (granted, granted_at) = std::sync::mpsc::channel();
+    let asking = std::thread::spawn(move || {
+        let mut tx = later.transaction().expect("begin");
+        tx.batch_execute("SET LOCAL statement_timeout = '60s'")
+            .expect("bound the wait");
+        tx.execute("SELECT pg_advisory_xact_lock_shared(1, 0)", &[])
+            .expect("the shared lock");
+        let inbox: i64 = tx
+            .query_one("SELECT count(*) FROM ingest_inbox", &[])
+            .expect("count")
+            .get(0);
+        granted.send(inbox).expect("send");
+        tx.rollback().expect("release");
+    });
+    wait_for_waiters(&mut daemon, &db, "pg_advisory_xact_lock_shared(1, 0)", 1);
+    // Three of the old spans: the later writer must still be waiting.
+    assert_eq!(
+        granted_at.recv_timeout(Duration::from_millis(1500)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout),
+        "the later writer passed the waiting file: {}",
+        daemon.log()
+    );
+    applying.rollback().expect("release the shared lock");
+    let inbox = granted_at
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the later writer gets the lock once the file is in");
+    assert_eq!(
+        inbox, 1,
+        "the file committed before the later writer's turn"
+    );
+    asking.join().expect("the later writer");
+    assert_eq!(
+        db.query("SELECT count(*)::text FROM duty_event_all"),
+        [["300"]]
+    );
+    checked_and_stopped(&db.uri(), &mut [daemon]);
+}
+
 /// `spoolite check` of `uri` passes, and each daemon stops at SIGTERM with exit 0.
 fn checked_and_stopped(uri: &str, daemons: &mut [crate::support::Daemon]) {
     let checked = crate::support::spoolite()

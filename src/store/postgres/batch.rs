@@ -45,9 +45,12 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use postgres::{Client, SimpleQueryMessage, Transaction};
 
+use super::connect::Canceller;
 use super::copy_text::{copy, row};
 
 use crate::batch::{Header, Record};
@@ -136,6 +139,8 @@ pub(super) struct Write {
     /// The file's flight ids in lower case, up to one more than
     /// `FLIGHT_LOCKS_MAX` (then the file locks every flight).
     flight_names: HashSet<String>,
+    /// Cancels a wait for a lock when the process stops (`wait_for_locks`).
+    canceller: Canceller,
 }
 
 /// Bytes of runs' flight ids gathered before they are sent (a few thousand
@@ -175,8 +180,9 @@ const CREATE_STAGE: &str = "CREATE TEMP TABLE spoolite_stage (
 
 impl Write {
     /// The write path of a batch written as `file_name` at `now`.
-    pub(super) fn new(file_name: &str, now: &str) -> Write {
+    pub(super) fn new(file_name: &str, now: &str, canceller: Canceller) -> Write {
         Write {
+            canceller,
             file_name: file_name.to_owned(),
             now: now.to_owned(),
             quarantined: Vec::new(),
@@ -384,47 +390,56 @@ impl KeyColumns {
     }
 }
 
-/// How long one wait for a lock lasts before the stop flag is looked at again
-/// (the wait then goes on).
-const LOCK_WAIT: &str = "500ms";
+/// How often a wait for a lock looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Runs `sql` (one statement or several), which takes locks held until the
-/// commit, and returns the text of its rows' first column. While another writer
-/// holds one of them, the wait is cut into spans of `LOCK_WAIT`, each in a
-/// savepoint (a lock timeout would otherwise abort the transaction; the locks a
-/// span took are released with it), so that a stop is honoured while waiting.
-/// Two round trips when the locks are free: the counter's wait is part of a
-/// writer's last step, which writers take one at a time.
+/// commit, and returns the text of its rows' first column: one round trip when
+/// the locks are free. While another writer holds one of them the statement
+/// waits in the server's lock queue, keeping its place there however long the
+/// wait, and a watcher thread beside it asks the server to cancel it once `stop`
+/// is set (the transaction, aborted, is then rolled back by the caller).
 fn wait_for_locks(
     tx: &mut Transaction<'_>,
     sql: &str,
     stop: &AtomicBool,
+    canceller: &Canceller,
 ) -> Result<Vec<String>, StoreError> {
-    let attempt =
-        format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'; SAVEPOINT spoolite_lock_wait; {sql}");
-    loop {
-        match tx.simple_query(&attempt) {
-            Ok(messages) => {
-                // Released, the savepoint's locks pass to the transaction.
-                tx.batch_execute(
-                    "RELEASE SAVEPOINT spoolite_lock_wait; SET LOCAL lock_timeout = 0",
-                )?;
-                let first_column = messages.iter().filter_map(|message| match message {
-                    SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
-                    _ => None,
-                });
-                return Ok(first_column.collect());
-            }
-            Err(error) if error.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                tx.batch_execute(
-                    "ROLLBACK TO SAVEPOINT spoolite_lock_wait; RELEASE SAVEPOINT spoolite_lock_wait",
-                )?;
+    let token = tx.cancel_token();
+    // Held by the watcher while it cancels: once the statement has returned
+    // and this says so, no cancel request can reach a later statement.
+    let waiting = Mutex::new(true);
+    let done = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            loop {
+                std::thread::park_timeout(STOP_POLL);
+                let waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+                if !*waiting {
+                    return;
+                }
                 if stop.load(Ordering::Relaxed) {
-                    return Err(StoreError::Stopped);
+                    if let Err(error) = canceller.cancel(&token) {
+                        log::warn!("could not cancel a wait for a lock to stop: {error}");
+                    }
+                    return;
                 }
             }
-            Err(error) => return Err(error.into()),
-        }
+        });
+        let done = tx.simple_query(sql);
+        *waiting.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        watcher.thread().unpark();
+        done
+    });
+    match done {
+        Ok(messages) => Ok(messages
+            .iter()
+            .filter_map(|message| match message {
+                SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
+                _ => None,
+            })
+            .collect()),
+        Err(_) if stop.load(Ordering::Relaxed) => Err(StoreError::Stopped),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -450,6 +465,7 @@ fn lock_flights(
     tx: &mut Transaction<'_>,
     every_flight: bool,
     stop: &AtomicBool,
+    canceller: &Canceller,
 ) -> Result<(), StoreError> {
     let sql = match every_flight {
         true => format!("SELECT pg_advisory_xact_lock({ALL_FLIGHTS}, 0)"),
@@ -460,17 +476,22 @@ fn lock_flights(
                    ORDER BY h) AS s"
         ),
     };
-    wait_for_locks(tx, &sql, stop)?;
+    wait_for_locks(tx, &sql, stop, canceller)?;
     Ok(())
 }
 
 /// Locks the `spoolite_change_seq` row until the commit and returns the next
 /// `change_seq`: the last lock a batch takes, held from just before its commit.
-fn lock_counter(tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<i64, StoreError> {
+fn lock_counter(
+    tx: &mut Transaction<'_>,
+    stop: &AtomicBool,
+    canceller: &Canceller,
+) -> Result<i64, StoreError> {
     let rows = wait_for_locks(
         tx,
         "SELECT next_seq FROM spoolite_change_seq WHERE one FOR UPDATE",
         stop,
+        canceller,
     )?;
     rows.first()
         .and_then(|next| next.parse().ok())
@@ -727,7 +748,8 @@ impl Effects for Write {
     }
 
     fn lock(&mut self, tx: &mut Transaction<'_>, stop: &AtomicBool) -> Result<(), StoreError> {
-        lock_flights(tx, self.flight_names.len() > FLIGHT_LOCKS_MAX, stop)
+        let every_flight = self.flight_names.len() > FLIGHT_LOCKS_MAX;
+        lock_flights(tx, every_flight, stop, &self.canceller)
     }
 
     fn winner(&mut self, key: &KeyColumns, version: Version<'_>) {
@@ -804,7 +826,7 @@ impl Effects for Write {
         // periods computed here read every period's rows as committed, every
         // number of the batch is made larger than every one committed, and the
         // commit that ends it makes them visible before the next writer passes.
-        let next = lock_counter(&mut tx, stop)?;
+        let next = lock_counter(&mut tx, stop, &self.canceller)?;
         super::crew::keep_periods(&mut tx, super::crew::Scope::Written)?;
         // Every number of the batch is at least `first`, so none is to be given
         // again unless one below the counter's next may be among them.

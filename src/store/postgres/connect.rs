@@ -13,7 +13,7 @@ use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
 use openssl::x509::store::X509StoreBuilder;
 use postgres::config::{Host, SslMode};
-use postgres::{Client, Config, NoTls};
+use postgres::{CancelToken, Client, Config, NoTls};
 use postgres_openssl::MakeTlsConnector;
 
 use crate::store::db::{PgTarget, redacted};
@@ -167,8 +167,28 @@ fn password_from(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// Opens a connection to the database `uri` names (see the module's comment).
-pub fn connect(db: &PgTarget) -> Result<Client, StoreError> {
+/// How a request to cancel a connection's statement reaches the server: over a
+/// connection of its own, with the TLS the connection was made with.
+#[derive(Clone)]
+pub(super) enum Canceller {
+    Plain,
+    Tls(MakeTlsConnector),
+}
+
+impl Canceller {
+    /// Asks the server to cancel the statement `token`'s connection runs, if
+    /// it still runs one (a request that comes when none runs is ignored).
+    pub(super) fn cancel(&self, token: &CancelToken) -> Result<(), postgres::Error> {
+        match self {
+            Canceller::Plain => token.cancel_query(NoTls),
+            Canceller::Tls(tls) => token.cancel_query(tls.clone()),
+        }
+    }
+}
+
+/// Opens a connection to the database `uri` names (see the module's comment),
+/// and says how to cancel its statements.
+pub(super) fn connect(db: &PgTarget) -> Result<(Client, Canceller), StoreError> {
     let uri = db.uri();
     let name = redacted(uri);
     let problem = |problem: String| StoreError::PgConnection {
@@ -202,13 +222,16 @@ pub fn connect(db: &PgTarget) -> Result<Client, StoreError> {
         && config.get_hostaddrs().is_empty();
     let connected = if sockets_only || target.mode == Mode::Disable {
         config.ssl_mode(SslMode::Disable);
-        config.connect(NoTls)
+        config
+            .connect(NoTls)
+            .map(|client| (client, Canceller::Plain))
     } else {
         config.ssl_mode(match target.mode {
             Mode::Prefer => SslMode::Prefer,
             _ => SslMode::Require,
         });
-        config.connect(tls_connector(&target).map_err(problem)?)
+        let tls = tls_connector(&target).map_err(problem)?;
+        (config.connect(tls.clone())).map(|client| (client, Canceller::Tls(tls)))
     };
     connected.map_err(|source| match hint(&source, &target) {
         Some(hint) => problem(format!("{}; {hint}", with_causes(&source))),

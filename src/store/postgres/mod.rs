@@ -55,6 +55,8 @@ const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
 /// A connection to a spoolite PostgreSQL database.
 pub struct PgStore {
     pub(in crate::store) client: Client,
+    /// Cancels a batch's wait for a lock when the process stops.
+    canceller: connect::Canceller,
     /// The URI without its password, to name the database in messages.
     name: String,
 }
@@ -77,8 +79,10 @@ impl PgStore {
     }
 
     fn connect(target: &PgTarget) -> Result<PgStore, StoreError> {
+        let (client, canceller) = connect::connect(target)?;
         Ok(PgStore {
-            client: connect::connect(target)?,
+            client,
+            canceller,
             name: target.name(),
         })
     }
@@ -216,7 +220,7 @@ impl PgStore {
         batch::begin(
             &mut self.client,
             digest,
-            Box::new(batch::Write::new(file_name, now)),
+            Box::new(batch::Write::new(file_name, now, self.canceller.clone())),
         )
     }
 
