@@ -763,6 +763,71 @@ fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
     checked_and_stopped(&db.uri(), &mut [daemon]);
 }
 
+/// A batch's statements run with the JIT compiler off. With the server's
+/// defaults, once a station's files had put a few tens of thousands of rows in
+/// the crew tables, the planner's estimate for the flight duty periods'
+/// statement passed the JIT thresholds, and compiling it took 200 of its 220 ms
+/// in the step writers take one at a time. A trigger notes the setting that
+/// statement ran under.
+#[test]
+fn a_batch_computes_its_flight_duty_periods_without_the_jit_compiler() {
+    let (db, site, mut daemon) = a_daemon_on_a_new_database();
+    db.client()
+        .batch_execute(
+            "CREATE TABLE test_jit (setting text);
+             CREATE FUNCTION test_note_jit() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO test_jit VALUES (current_setting('jit'));
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER test_note_jit AFTER INSERT ON spoolite_crew_fdp
+                 FOR EACH STATEMENT EXECUTE FUNCTION test_note_jit()",
+        )
+        .expect("the trigger");
+    assert_eq!(db.query("SHOW jit"), [["on"]], "the server's default");
+    let crew = r#"{"crew":["C0"]}"#;
+    let events = [
+        event(
+            "DUTY-C0-20261201",
+            "duty_start",
+            "2026-12-01T06:00:00Z",
+            Some(1),
+            crew,
+        ),
+        event(
+            "LH0001-20261201",
+            "off_blocks",
+            "2026-12-01T07:00:00Z",
+            Some(1),
+            crew,
+        ),
+        event(
+            "LH0001-20261201",
+            "on_blocks",
+            "2026-12-01T08:30:00Z",
+            Some(1),
+            crew,
+        ),
+        event(
+            "DUTY-C0-20261201",
+            "duty_end",
+            "2026-12-01T10:00:00Z",
+            Some(1),
+            "{}",
+        ),
+    ];
+    site.drop_file("duty.json", json_batch(&events));
+    daemon.wait(Duration::from_secs(20), "the file in", || {
+        db.query("SELECT count(*)::text FROM ingest_inbox") == [["1"]]
+    });
+    assert_eq!(
+        db.query("SELECT fdp_end_utc FROM crew_fdp"),
+        [["2026-12-01T08:30:00Z"]]
+    );
+    assert_eq!(db.query("SELECT setting FROM test_jit"), [["off"]]);
+    checked_and_stopped(&db.uri(), &mut [daemon]);
+}
+
 /// `spoolite check` of `uri` passes, and each daemon stops at SIGTERM with exit 0.
 fn checked_and_stopped(uri: &str, daemons: &mut [crate::support::Daemon]) {
     let checked = crate::support::spoolite()
