@@ -711,17 +711,8 @@ fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
     applying
         .execute("SELECT pg_advisory_xact_lock_shared(1, 0)", &[])
         .expect("take the shared lock");
-    let events: Vec<String> = (0..300)
-        .map(|i| {
-            event(
-                &format!("BA{i:04}-20261129"),
-                "takeoff",
-                "2026-11-29T10:20:00Z",
-                Some(1),
-                "{}",
-            )
-        })
-        .collect();
+    let ids = (0..300).map(|i| format!("BA{i:04}-20261129"));
+    let events = takeoffs(ids, "2026-11-29T10:20:00Z");
     site.drop_file("every-flight.json", json_batch(&events));
     wait_for_waiters(&mut daemon, &db, "pg_advisory_xact_lock(1, 0)", 1);
     let mut later = db.client();
@@ -826,6 +817,12 @@ fn a_batch_computes_its_flight_duty_periods_without_the_jit_compiler() {
     );
     assert_eq!(db.query("SELECT setting FROM test_jit"), [["off"]]);
     checked_and_stopped(&db.uri(), &mut [daemon]);
+}
+
+/// A takeoff at `at`, revision 1, of each flight of `ids`.
+fn takeoffs(ids: impl Iterator<Item = String>, at: &str) -> Vec<String> {
+    ids.map(|id| event(&id, "takeoff", at, Some(1), "{}"))
+        .collect()
 }
 
 /// `spoolite check` of `uri` passes, and each daemon stops at SIGTERM with exit 0.
@@ -936,17 +933,8 @@ fn a_writer_passed_by_a_later_commit_numbers_its_rows_again() {
     passing
         .execute("SELECT 1 FROM spoolite_change_seq FOR UPDATE", &[])
         .expect("lock the counter");
-    let events: Vec<String> = (0..5)
-        .map(|n| {
-            event(
-                &format!("LH000{n}-20261201"),
-                "takeoff",
-                "2026-12-01T10:00:00Z",
-                Some(1),
-                "{}",
-            )
-        })
-        .collect();
+    let ids = (0..5).map(|n| format!("LH000{n}-20261201"));
+    let events = takeoffs(ids, "2026-12-01T10:00:00Z");
     site.drop_file("a.json", json_batch(&events));
     // The batch at the counter.
     wait_for_waiters(&mut daemon, &db, "spoolite_change_seq", 1);

@@ -419,6 +419,7 @@ fn wait_for_locks(
     let waiting = Mutex::new(true);
     let done = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| {
+            let mut warned = false;
             loop {
                 std::thread::park_timeout(STOP_POLL);
                 let waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
@@ -426,10 +427,19 @@ fn wait_for_locks(
                     return;
                 }
                 if stop.load(Ordering::Relaxed) {
-                    if let Err(error) = canceller.cancel(&token) {
-                        log::warn!("could not cancel a wait for a lock to stop: {error}");
+                    // Sent again after each poll until it is: a stop must not
+                    // wait for another writer's commit.
+                    match canceller.cancel(&token) {
+                        Ok(()) => return,
+                        Err(error) if !warned => {
+                            log::warn!(
+                                "could not cancel a wait for a lock to stop ({error}); \
+                                 trying again"
+                            );
+                            warned = true;
+                        }
+                        Err(_) => {}
                     }
-                    return;
                 }
             }
         });
