@@ -702,10 +702,19 @@ fn a_daemon_waiting_for_another_writers_lock_stops_at_sigterm_and_leaves_the_fil
 /// flight's lock (exclusive) while another writer holds it shared. It keeps its
 /// place in the server's lock queue: a writer that asks for the shared lock
 /// after it waits behind it, however long the wait (cut into 500 ms spans, each
-/// span's end let the later writer pass), and gets it once the file is in.
+/// span's end let the later writer pass), and gets it once the file is in. The
+/// database's own `lock_timeout` (a site's setting) does not cut the wait short
+/// either: the file would be tried again, behind the later writer.
 #[test]
 fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
-    let (db, site, mut daemon) = a_daemon_on_a_new_database();
+    let db = PgDb::new();
+    db.server().admin(&format!(
+        "ALTER DATABASE \"{}\" SET lock_timeout = '200ms'",
+        db.name()
+    ));
+    let site = crate::support::Site::new();
+    let mut daemon = crate::support_pg::start_daemon(&site, &db.uri(), &[]);
+    wait_for_the_schema(&mut daemon, &db);
     let mut first = db.client();
     let mut applying = first.transaction().expect("begin");
     applying
@@ -719,7 +728,7 @@ fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
     let (granted, granted_at) = std::sync::mpsc::channel();
     let asking = std::thread::spawn(move || {
         let mut tx = later.transaction().expect("begin");
-        tx.batch_execute("SET LOCAL statement_timeout = '60s'")
+        tx.batch_execute("SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = 0")
             .expect("bound the wait");
         tx.execute("SELECT pg_advisory_xact_lock_shared(1, 0)", &[])
             .expect("the shared lock");

@@ -44,9 +44,9 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::{Client, SimpleQueryMessage, Transaction};
 
@@ -401,64 +401,81 @@ impl KeyColumns {
 /// How often a wait for a lock looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
+/// How often a stop's cancel request is sent again while the wait goes on (a
+/// request can be lost on its way, e.g. through a connection pooler).
+const CANCEL_AGAIN: Duration = Duration::from_secs(1);
+
 /// Runs `sql` (one statement or several), which takes locks held until the
 /// commit, and returns the text of its rows' first column: one round trip when
 /// the locks are free. While another writer holds one of them the statement
 /// waits in the server's lock queue, keeping its place there however long the
-/// wait, and a watcher thread beside it asks the server to cancel it once `stop`
-/// is set (the transaction, aborted, is then rolled back by the caller).
+/// wait (`lock_timeout` is set to none for it, whatever the server or role
+/// says: a timeout would give the place up). A watcher thread beside it asks
+/// the server to cancel it once `stop` is set, and asks again every
+/// `CANCEL_AGAIN` until it returns. The server acts on a request when it gets
+/// to it, so one may cancel a later statement of the batch instead: once `stop`
+/// is set the batch is given up (`Stopped`) whatever the statement returned,
+/// and the caller rolls it back.
 fn wait_for_locks(
     tx: &mut Transaction<'_>,
     sql: &str,
     stop: &AtomicBool,
     canceller: &Canceller,
 ) -> Result<Vec<String>, StoreError> {
+    let sql = format!("SET LOCAL lock_timeout = 0; {sql}");
     let token = tx.cancel_token();
-    // Held by the watcher while it cancels: once the statement has returned
-    // and this says so, no cancel request can reach a later statement.
-    let waiting = Mutex::new(true);
-    let done = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| {
-            let mut warned = false;
-            loop {
-                std::thread::park_timeout(STOP_POLL);
-                let waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
-                if !*waiting {
-                    return;
-                }
-                if stop.load(Ordering::Relaxed) {
-                    // Sent again after each poll until it is: a stop must not
-                    // wait for another writer's commit.
-                    match canceller.cancel(&token) {
-                        Ok(()) => return,
-                        Err(error) if !warned => {
-                            log::warn!(
-                                "could not cancel a wait for a lock to stop ({error}); \
-                                 trying again"
-                            );
-                            warned = true;
-                        }
-                        Err(_) => {}
-                    }
-                }
+    let waiting = AtomicBool::new(true);
+    let watch = || {
+        let mut sent: Option<Instant> = None;
+        let mut warned = false;
+        loop {
+            std::thread::park_timeout(STOP_POLL);
+            if !waiting.load(Ordering::Acquire) {
+                return;
             }
-        });
-        let done = tx.simple_query(sql);
-        *waiting.lock().unwrap_or_else(PoisonError::into_inner) = false;
-        watcher.thread().unpark();
+            if !stop.load(Ordering::Relaxed) || sent.is_some_and(|at| at.elapsed() < CANCEL_AGAIN) {
+                continue;
+            }
+            // The postgres crate builds a runtime for the request, and may panic
+            // if it cannot: the stop then waits, the daemon goes on.
+            let cancel = std::panic::catch_unwind(AssertUnwindSafe(|| canceller.cancel(&token)));
+            match cancel {
+                Ok(Ok(())) => sent = Some(Instant::now()),
+                Ok(Err(error)) if !warned => {
+                    log::warn!(
+                        "could not cancel a wait for a lock to stop ({error}); trying again"
+                    );
+                    warned = true;
+                }
+                _ => {}
+            }
+        }
+    };
+    let done = std::thread::scope(|scope| {
+        let watcher = std::thread::Builder::new()
+            .name("spoolite-lock-wait".to_owned())
+            .spawn_scoped(scope, watch);
+        if let Err(error) = &watcher {
+            log::warn!("no thread to watch a wait for a lock ({error}): a stop waits for it");
+        }
+        let done = tx.simple_query(&sql);
+        waiting.store(false, Ordering::Release);
+        if let Ok(watcher) = &watcher {
+            watcher.thread().unpark();
+        }
         done
     });
-    match done {
-        Ok(messages) => Ok(messages
-            .iter()
-            .filter_map(|message| match message {
-                SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
-                _ => None,
-            })
-            .collect()),
-        Err(_) if stop.load(Ordering::Relaxed) => Err(StoreError::Stopped),
-        Err(error) => Err(error.into()),
+    if stop.load(Ordering::Relaxed) {
+        return Err(StoreError::Stopped);
     }
+    let messages = done?;
+    Ok(messages
+        .iter()
+        .filter_map(|message| match message {
+            SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
+            _ => None,
+        })
+        .collect())
 }
 
 /// The most flights whose locks a batch takes one by one; a file of more locks
