@@ -303,9 +303,11 @@ fn verify_target(
     // behind the counter (writers wait on the tables' locks meanwhile). A
     // rollback of the copy leaves it moved: a gap in the numbers, no more.
     tx.execute(
-        "SELECT setval('spoolite_change_seq_next', next_seq, false) FROM spoolite_change_seq
-         WHERE next_seq > (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
-                           FROM spoolite_change_seq_next)",
+        &format!(
+            "SELECT setval('spoolite_change_seq_next', next_seq, false) FROM spoolite_change_seq
+             WHERE next_seq > {}",
+            super::postgres::SEQUENCE_NEXT
+        ),
         &[],
     )
     .map_err(target_error)?;

@@ -50,6 +50,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, SimpleQueryMessage, Transaction};
 
+use super::SEQUENCE_NEXT;
 use super::connect::Canceller;
 use super::copy_text::{copy, row};
 
@@ -329,14 +330,6 @@ const APPLY: &str = "INSERT INTO spoolite_event AS d (key, flight_id, event_kind
         updated_at = excluded.updated_at,
         change_seq = excluded.change_seq
     WHERE excluded.source_revision > d.source_revision";
-
-/// The sequence's next number as it stands (taking none): every number this
-/// session takes later is at least that; and the counter's next as committed.
-/// Read before the apply, so that a lone writer's rows take the numbers from the
-/// counter's next on, without a gap, as on SQLite.
-const SEQUENCE_NEXT: &str = "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
-        (SELECT next_seq FROM spoolite_change_seq WHERE one)
-    FROM spoolite_change_seq_next";
 
 /// The rows of the batch `$1` (every row it wrote: a digest is written once)
 /// whose number is below `$2`, the counter's next, given new numbers from the
@@ -902,7 +895,14 @@ impl Effects for Write {
 /// take one meanwhile, the unique index on `change_seq` refuses (the batch is
 /// tried again).
 fn sequence_not_behind(tx: &mut Transaction<'_>, next: i64) -> Result<i64, StoreError> {
-    let row = tx.query_one(SEQUENCE_NEXT, &[])?;
+    // The sequence's next as it stands (every number this session takes later
+    // is at least that) and the counter's as committed: read before the apply,
+    // so that a lone writer's rows take the numbers from the counter's next on,
+    // without a gap, as on SQLite.
+    let row = tx.query_one(
+        &format!("SELECT {SEQUENCE_NEXT}, (SELECT next_seq FROM spoolite_change_seq WHERE one)"),
+        &[],
+    )?;
     let (sequence, counter): (i64, i64) = (row.get(0), row.get(1));
     let next = next.max(counter);
     if sequence >= next {

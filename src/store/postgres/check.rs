@@ -77,11 +77,13 @@ pub(crate) fn integrity(store: &mut PgStore, _quick: bool) -> Result<Finding, St
         return Ok(Finding::fails(problems.join("; ")));
     }
     let row = store.client.query_one(
-        "SELECT (SELECT count(*) FROM spoolite_change_seq),
-                (SELECT min(next_seq) FROM spoolite_change_seq),
-                (SELECT max(change_seq) FROM spoolite_event),
-                (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
-                 FROM spoolite_change_seq_next)",
+        &format!(
+            "SELECT (SELECT count(*) FROM spoolite_change_seq),
+                    (SELECT min(next_seq) FROM spoolite_change_seq),
+                    (SELECT max(change_seq) FROM spoolite_event),
+                    {}",
+            super::SEQUENCE_NEXT
+        ),
         &[],
     )?;
     let (counters, next, largest, sequence): (i64, Option<i64>, Option<i64>, i64) =

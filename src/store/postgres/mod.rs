@@ -52,6 +52,13 @@ pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// one is "spoolite" in ASCII), so that writers starting together apply each once.
 const MIGRATION_LOCK: i64 = 0x73_70_6f_6f_6c_69_74_65;
 
+/// The next number the sequence of `change_seq` numbers gives, as it stands
+/// (taking none): a scalar subquery. Batches number their rows from that
+/// sequence (schema 8); `check` and `copy-db` hold it against the counter.
+pub(crate) const SEQUENCE_NEXT: &str =
+    "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
+      FROM spoolite_change_seq_next)";
+
 /// A connection to a spoolite PostgreSQL database.
 pub struct PgStore {
     pub(in crate::store) client: Client,
