@@ -1173,9 +1173,27 @@ fn long_and_open_duties_follow_a_later_flight_on_postgres() {
 /// data quality check counts): the later on-blocks ends the flight duty period
 /// on both backends, in whichever order the flights are stored, and `check`
 /// computes the same. PostgreSQL had taken either one, and `check` failed.
-fn check_tied_off_blocks_end_the_period_at_the_later_on_blocks(db: &Backend) {
+/// `stored`: a flight of another crew member is in the database first, so the
+/// periods are those of the noted duties (SQL over the crew index) rather than a
+/// first ingest's every period (`all_periods`).
+fn check_tied_off_blocks_end_the_period_at_the_later_on_blocks(db: &Backend, stored: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
+    if stored {
+        let other = r#"{"crew":["Q1"]}"#;
+        ingest(
+            db,
+            dir.path(),
+            "before.json",
+            &[
+                timed("OTHER-F", "off_blocks", "2026-11-19T07:00:00Z", 1, other),
+                timed("OTHER-F", "on_blocks", "2026-11-19T08:00:00Z", 1, "{}"),
+            ],
+        );
+    }
     let crew = r#"{"crew":["P7"]}"#;
+    // A flight off blocks at the duty's end, to the fraction, is in it; one a
+    // fraction of a second later is not.
+    let fractions = r#"{"crew":["P8"]}"#;
     ingest(
         db,
         dir.path(),
@@ -1188,11 +1206,20 @@ fn check_tied_off_blocks_end_the_period_at_the_later_on_blocks(db: &Backend) {
             timed("TIE-B", "off_blocks", "2026-11-20T07:00:00Z", 1, crew),
             timed("TIE-B", "on_blocks", "2026-11-20T08:00:00Z", 1, "{}"),
             timed("TIE-C", "off_blocks", "2026-11-20T07:00:00Z", 1, crew),
+            timed("FR-D", "duty_start", "2026-11-21T06:00:00Z", 1, fractions),
+            timed("FR-D", "duty_end", "2026-11-21T10:00:00.5Z", 1, "{}"),
+            timed("FR-A", "off_blocks", "2026-11-21T10:00:00.5Z", 1, fractions),
+            timed("FR-A", "on_blocks", "2026-11-21T11:00:00Z", 1, "{}"),
+            timed("FR-B", "off_blocks", "2026-11-21T10:00:00.7Z", 1, fractions),
+            timed("FR-B", "on_blocks", "2026-11-21T12:00:00Z", 1, "{}"),
         ],
     );
     assert_eq!(
         crew_fdp(db),
-        ["P7|flight_crew|TIE-D|2026-11-20T06:00:00Z|2026-11-20T12:00:00Z|36000"]
+        [
+            "P7|flight_crew|TIE-D|2026-11-20T06:00:00Z|2026-11-20T12:00:00Z|36000",
+            "P8|flight_crew|FR-D|2026-11-21T06:00:00Z|2026-11-21T11:00:00Z|30000",
+        ]
     );
     check_passes(db);
 }
@@ -1210,10 +1237,20 @@ fn check_passes(db: &Backend) {
 
 #[test]
 fn tied_off_blocks_end_the_period_at_the_later_on_blocks() {
-    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::sqlite());
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::sqlite(), false);
+}
+
+#[test]
+fn tied_off_blocks_end_the_period_at_the_later_on_blocks_in_a_stored_database() {
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::sqlite(), true);
 }
 
 #[test]
 fn tied_off_blocks_end_the_period_at_the_later_on_blocks_on_postgres() {
-    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres());
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres(), false);
+}
+
+#[test]
+fn tied_off_blocks_end_the_period_at_the_later_on_blocks_in_a_stored_database_on_postgres() {
+    check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres(), true);
 }

@@ -207,8 +207,9 @@ impl Noted {
         Ok(())
     }
 
-    /// Computes the noted flights' crew rows again (call once their times are)
-    /// and builds the dropped indexes.
+    /// Inserts the held crew rows of the batch's new flights and duties, computes
+    /// the noted flights' crew rows again (call once their times are) and builds
+    /// the dropped indexes.
     /// `sorted`: the batch is large against the table (`rebuild::worth_it`), so
     /// the crew tables' indexes are dropped and built again by sorting too, as
     /// they are when the batch noted many flights (`many_noted`).
@@ -380,7 +381,8 @@ const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
 /// The crew rows of a batch's new flights and duties, held until the batch's end
 /// (`Noted::finish`) and then inserted in crew order: one pass along the crew
 /// indexes instead of a random insert into them per row, which cost 20 of the 24 s
-/// of staging 1M events into 2M (BENCHMARKS.md, "Growth since the crew model").
+/// of staging 1M events into 2M (BENCHMARKS.md, "Growth: crew rows and periods in
+/// crew order").
 /// Plain tables, without keys: rows appended in the order written.
 const CREATE_HELD: &str = "CREATE TEMP TABLE IF NOT EXISTS crew_flight_held (
         flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
@@ -628,7 +630,7 @@ const TOUCHED_DUTIES: &str = "INSERT OR IGNORE INTO temp.crew_fdp_noted (ref)
 /// a look-up of its crew member's flights in the crew index, and its row an insert
 /// into the periods' primary key, both in crew order too; taken in the order of
 /// their numbers instead, each is a random read of the crew index (BENCHMARKS.md,
-/// "Growth since the crew model").
+/// "Growth: crew rows and periods in crew order").
 const NOTED_DUTIES: &str = "CREATE TEMP TABLE IF NOT EXISTS crew_fdp_duty (
         crew_id TEXT NOT NULL, duty_start_utc TEXT NOT NULL, duty_ref INTEGER NOT NULL,
         duty_id TEXT NOT NULL, function TEXT NOT NULL, duty_type TEXT NOT NULL,
