@@ -238,6 +238,22 @@ pub(crate) fn crew_duty(db: &Backend) -> Vec<String> {
     )
 }
 
+/// Ingests `before.json`: one flight, off and on blocks at `(off, on)` with the
+/// crew of `payload`, so that a later file's batch goes into stored crew tables.
+fn ingest_a_flight_before(
+    db: &Backend,
+    dir: &std::path::Path,
+    flight: &str,
+    payload: &str,
+    (off, on): (&str, &str),
+) {
+    let events = [
+        timed(flight, "off_blocks", off, 1, payload),
+        timed(flight, "on_blocks", on, 1, "{}"),
+    ];
+    ingest(db, dir, "before.json", &events);
+}
+
 /// Ingests one batch of `events` as `name` and expects it processed.
 fn ingest(db: &Backend, dir: &std::path::Path, name: &str, events: &[String]) {
     let path = write(dir, name, json_batch(events));
@@ -640,17 +656,8 @@ fn check_a_flight_back_later_in_its_first_file(db: &Backend, stored: bool) {
     let before = "BA0100-20261128";
     let mut stored_rows = Vec::new();
     if stored {
-        let events = [
-            timed(
-                before,
-                "off_blocks",
-                "2026-11-28T10:00:00Z",
-                1,
-                r#"{"crew":["C5","C9"]}"#,
-            ),
-            timed(before, "on_blocks", "2026-11-28T11:00:00Z", 1, "{}"),
-        ];
-        ingest(db, dir.path(), "before.json", &events);
+        let times = ("2026-11-28T10:00:00Z", "2026-11-28T11:00:00Z");
+        ingest_a_flight_before(db, dir.path(), before, r#"{"crew":["C5","C9"]}"#, times);
         stored_rows = vec![
             format!("C5|operating|{before}|2026-11-28T10:00:00Z|2026-11-28T11:00:00Z|6000"),
             format!("C9|operating|{before}|2026-11-28T10:00:00Z|2026-11-28T11:00:00Z|6000"),
@@ -1179,16 +1186,8 @@ fn long_and_open_duties_follow_a_later_flight_on_postgres() {
 fn check_tied_off_blocks_end_the_period_at_the_later_on_blocks(db: &Backend, stored: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     if stored {
-        let other = r#"{"crew":["Q1"]}"#;
-        ingest(
-            db,
-            dir.path(),
-            "before.json",
-            &[
-                timed("OTHER-F", "off_blocks", "2026-11-19T07:00:00Z", 1, other),
-                timed("OTHER-F", "on_blocks", "2026-11-19T08:00:00Z", 1, "{}"),
-            ],
-        );
+        let times = ("2026-11-19T07:00:00Z", "2026-11-19T08:00:00Z");
+        ingest_a_flight_before(db, dir.path(), "OTHER-F", r#"{"crew":["Q1"]}"#, times);
     }
     let crew = r#"{"crew":["P7"]}"#;
     // A flight off blocks at the duty's end, to the fraction, is in it; one a

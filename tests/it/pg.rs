@@ -763,6 +763,31 @@ fn a_writer_waiting_for_every_flight_stays_ahead_of_writers_that_come_later() {
     checked_and_stopped(&db.uri(), &mut [daemon]);
 }
 
+/// Crew member C0's duty of 2026-12-01, from 06:00 to `end`: its duty_start and
+/// duty_end.
+fn c0_duty(end: &str) -> [String; 2] {
+    let id = "DUTY-C0-20261201";
+    [
+        event(
+            id,
+            "duty_start",
+            "2026-12-01T06:00:00Z",
+            Some(1),
+            r#"{"crew":["C0"]}"#,
+        ),
+        event(id, "duty_end", end, Some(1), "{}"),
+    ]
+}
+
+/// A flight of crew member C0: its off_blocks and on_blocks.
+fn c0_flight(id: &str, off: &str, on: &str) -> [String; 2] {
+    let crew = r#"{"crew":["C0"]}"#;
+    [
+        event(id, "off_blocks", off, Some(1), crew),
+        event(id, "on_blocks", on, Some(1), crew),
+    ]
+}
+
 /// A batch's statements run with the JIT compiler off. With the server's
 /// defaults, once a station's files had put a few tens of thousands of rows in
 /// the crew tables, the planner's estimate for the flight duty periods'
@@ -785,38 +810,13 @@ fn a_batch_computes_its_flight_duty_periods_without_the_jit_compiler() {
         )
         .expect("the trigger");
     assert_eq!(db.query("SHOW jit"), [["on"]], "the server's default");
-    let crew = r#"{"crew":["C0"]}"#;
-    let events = [
-        event(
-            "DUTY-C0-20261201",
-            "duty_start",
-            "2026-12-01T06:00:00Z",
-            Some(1),
-            crew,
-        ),
-        event(
-            "LH0001-20261201",
-            "off_blocks",
-            "2026-12-01T07:00:00Z",
-            Some(1),
-            crew,
-        ),
-        event(
-            "LH0001-20261201",
-            "on_blocks",
-            "2026-12-01T08:30:00Z",
-            Some(1),
-            crew,
-        ),
-        event(
-            "DUTY-C0-20261201",
-            "duty_end",
-            "2026-12-01T10:00:00Z",
-            Some(1),
-            "{}",
-        ),
-    ];
-    site.drop_file("duty.json", json_batch(&events));
+    let [start, end] = c0_duty("2026-12-01T10:00:00Z");
+    let [off, on] = c0_flight(
+        "LH0001-20261201",
+        "2026-12-01T07:00:00Z",
+        "2026-12-01T08:30:00Z",
+    );
+    site.drop_file("duty.json", json_batch(&[start, off, on, end]));
     daemon.wait(Duration::from_secs(20), "the file in", || {
         db.query("SELECT count(*)::text FROM ingest_inbox") == [["1"]]
     });
@@ -873,35 +873,13 @@ fn writers_held_at_the_counter_compute_a_period_from_each_others_commits() {
     holding
         .execute("SELECT 1 FROM spoolite_change_seq FOR UPDATE", &[])
         .expect("lock the counter");
-    let crew = r#"{"crew":["C0"]}"#;
-    let flight = |id: &str, off: &str, on: &str| {
-        [
-            event(id, "off_blocks", off, Some(1), crew),
-            event(id, "on_blocks", on, Some(1), crew),
-        ]
-    };
-    let duty = [
-        event(
-            "DUTY-C0-20261201",
-            "duty_start",
-            "2026-12-01T06:00:00Z",
-            Some(1),
-            crew,
-        ),
-        event(
-            "DUTY-C0-20261201",
-            "duty_end",
-            "2026-12-01T18:00:00Z",
-            Some(1),
-            "{}",
-        ),
-    ];
-    let first = flight(
+    let duty = c0_duty("2026-12-01T18:00:00Z");
+    let first = c0_flight(
         "LH0001-20261201",
         "2026-12-01T07:00:00Z",
         "2026-12-01T08:30:00Z",
     );
-    let second = flight(
+    let second = c0_flight(
         "LH0002-20261201",
         "2026-12-01T12:00:00Z",
         "2026-12-01T13:30:00Z",

@@ -364,19 +364,35 @@ impl Plain {
     }
 }
 
+/// The columns of a flight's crew row, in the order `FLIGHT_ROW` binds them.
+macro_rules! flight_columns {
+    () => {
+        "flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc, block_minutes"
+    };
+}
+
+/// The columns of a duty's crew row, in the order `DUTY_ROW` binds them.
+macro_rules! duty_columns {
+    () => {
+        "duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc, duty_minutes, duty_type"
+    };
+}
+
 /// A crew row of a flight: its number, the member's id, role and function, its
 /// id, the two times (no on-blocks: NULL), the minutes of its block time (none:
 /// NULL).
-const FLIGHT_ROW: &str = "INSERT INTO spoolite_crew_flight
-        (flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
-         block_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const FLIGHT_ROW: &str = concat!(
+    "INSERT INTO spoolite_crew_flight (",
+    flight_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+);
 
 /// A crew row of a duty, as `FLIGHT_ROW` (no end: open, no minutes), with its type.
-const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
-        (duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
-         duty_minutes, duty_type)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+const DUTY_ROW: &str = concat!(
+    "INSERT INTO spoolite_crew_duty (",
+    duty_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+);
 
 /// The crew rows of a batch's new flights and duties, held until the batch's end
 /// (`Noted::finish`) and then inserted in crew order: one pass along the crew
@@ -384,42 +400,43 @@ const DUTY_ROW: &str = "INSERT INTO spoolite_crew_duty
 /// of staging 1M events into 2M (BENCHMARKS.md, "Growth: crew rows and periods in
 /// crew order").
 /// Plain tables, without keys: rows appended in the order written.
-const CREATE_HELD: &str = "CREATE TEMP TABLE IF NOT EXISTS crew_flight_held (
-        flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
-        block_minutes);
-    CREATE TEMP TABLE IF NOT EXISTS crew_duty_held (
-        duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
-        duty_minutes, duty_type);
-    DELETE FROM temp.crew_flight_held;
-    DELETE FROM temp.crew_duty_held;";
+const CREATE_HELD: &str = concat!(
+    "CREATE TEMP TABLE IF NOT EXISTS crew_flight_held (",
+    flight_columns!(),
+    "); CREATE TEMP TABLE IF NOT EXISTS crew_duty_held (",
+    duty_columns!(),
+    "); DELETE FROM temp.crew_flight_held; DELETE FROM temp.crew_duty_held;"
+);
 
 /// A held crew row of a flight, as `FLIGHT_ROW`.
-const HELD_FLIGHT_ROW: &str = "INSERT INTO temp.crew_flight_held
-        (flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
-         block_minutes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const HELD_FLIGHT_ROW: &str = concat!(
+    "INSERT INTO temp.crew_flight_held (",
+    flight_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+);
 
 /// A held crew row of a duty, as `DUTY_ROW`.
-const HELD_DUTY_ROW: &str = "INSERT INTO temp.crew_duty_held
-        (duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
-         duty_minutes, duty_type)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+const HELD_DUTY_ROW: &str = concat!(
+    "INSERT INTO temp.crew_duty_held (",
+    duty_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+);
 
 /// The held rows into the crew tables, in the order of their crew indexes.
-const INSERT_HELD: &str = "INSERT INTO spoolite_crew_flight
-        (flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
-         block_minutes)
-    SELECT flight_ref, crew_id, role, function, flight_id, off_blocks_utc, on_blocks_utc,
-           block_minutes
-    FROM temp.crew_flight_held ORDER BY crew_id, off_blocks_utc;
-    INSERT INTO spoolite_crew_duty
-        (duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
-         duty_minutes, duty_type)
-    SELECT duty_ref, crew_id, role, function, duty_id, duty_start_utc, duty_end_utc,
-           duty_minutes, duty_type
-    FROM temp.crew_duty_held ORDER BY crew_id, duty_start_utc;
+const INSERT_HELD: &str = concat!(
+    "INSERT INTO spoolite_crew_flight (",
+    flight_columns!(),
+    ") SELECT ",
+    flight_columns!(),
+    " FROM temp.crew_flight_held ORDER BY crew_id, off_blocks_utc;
+    INSERT INTO spoolite_crew_duty (",
+    duty_columns!(),
+    ") SELECT ",
+    duty_columns!(),
+    " FROM temp.crew_duty_held ORDER BY crew_id, duty_start_utc;
     DELETE FROM temp.crew_flight_held;
-    DELETE FROM temp.crew_duty_held;";
+    DELETE FROM temp.crew_duty_held;"
+);
 
 /// A crew member's operating flight at an off-blocks, whose duties' periods follow.
 const TOUCH_ROW: &str = "INSERT OR IGNORE INTO temp.crew_touch (crew_id, at) VALUES (?1, ?2)";
