@@ -205,7 +205,10 @@ impl Daemon {
         if !matches!(outcome, Outcome::Rejected { .. })
             && let Some(digest) = outcome.digest()
         {
-            let until = now + self.config.partial_timeout;
+            // For --partial-timeout after its move (the contract), which comes
+            // after the ingest: from the step's start, a slow ingest shortened
+            // the watch, and `--archive-keep` could delete the file within it.
+            let until = self.clock.now() + self.config.partial_timeout;
             let last = self
                 .archived
                 .watch(&self.spool, &final_name, read, digest, until);

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::support::{Daemon, Site, one_event_batch, query, write};
+use crate::support::{Daemon, Site, event, json_batch, one_event_batch, query, write};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -181,6 +181,43 @@ fn a_file_the_archive_watch_still_watches_stays_past_the_keep() {
         !site.archived().contains(&"watched.json".to_owned())
     });
     assert!(SystemTime::now() >= arrived + Duration::from_secs(4));
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
+}
+
+/// The watch lasts `--partial-timeout` from the file's move into archive/, which
+/// comes after its ingest: counted from the step's start, a file whose ingest
+/// took a second or more lost that much of its watch, and the keep deleted it
+/// early (one station-sized file was enough on a loaded machine).
+#[test]
+fn a_slow_ingest_does_not_shorten_the_archive_watch() {
+    let site = Site::new();
+    let mut daemon = start_watching(&site, "100ms", "100ms", "2s");
+    let events: Vec<String> = (0..40_000)
+        .map(|i| {
+            event(
+                &format!("AK5-{i:05}"),
+                "off_blocks",
+                "2026-12-01T10:05:00Z",
+                None,
+                "{}",
+            )
+        })
+        .collect();
+    let started = SystemTime::now();
+    site.drop_file("slow.json", json_batch(&events));
+    daemon.wait(WAIT, "slow.json archived", || {
+        site.archived().contains(&"slow.json".to_owned())
+    });
+    let arrived = changed_at(&site.archive().join("slow.json"));
+    assert!(
+        arrived >= started + Duration::from_millis(500),
+        "the ingest took long enough to matter"
+    );
+    daemon.wait(WAIT, "slow.json deleted once its watch ended", || {
+        !site.archived().contains(&"slow.json".to_owned())
+    });
+    assert!(SystemTime::now() >= arrived + Duration::from_secs(2));
     daemon.signal(libc::SIGTERM);
     assert!(daemon.wait_exit(WAIT, "the daemon to stop").success());
 }
