@@ -199,10 +199,13 @@ const FDP_NOTED: &str = "CREATE TEMP TABLE spoolite_fdp_noted ON COMMIT DROP AS
 /// The flight duty period of each crew member of the duties `{duties}` (a query
 /// with the column `duty_id`): an airport standby whole; a flight or ground duty
 /// to the on-blocks of the member's last operating flight whose off-blocks lies in
-/// it (by the crew index's range of that member, from the start's second to the
-/// end's; the exact test orders instants by time; of several at that off-blocks,
-/// the one with the latest on-blocks), or to the duty's end where that flight has
-/// no block time; none without such a flight.
+/// it, or to the duty's end where that flight has no block time; none without
+/// such a flight. Of several flights at that off-blocks, the one with the latest
+/// on-blocks. The flights are one range of the crew index for that member, bounded
+/// on both sides: from the start's second to the end's, or to `'~'`, past every
+/// instant in the columns' byte order (`COLLATE "C"`), while the duty is open (an
+/// `OR` there left the range open above, so a duty read every later flight of its
+/// member); the exact test orders instants by time.
 fn periods_sql(duties: &str) -> String {
     format!(
         "INSERT INTO spoolite_crew_fdp
@@ -217,8 +220,7 @@ fn periods_sql(duties: &str) -> String {
              FROM spoolite_crew_flight AS f
              WHERE f.crew_id = d.crew_id
                  AND f.off_blocks_utc >= left(d.duty_start_utc, 19)
-                 AND (d.duty_end_utc IS NULL
-                      OR f.off_blocks_utc <= left(d.duty_end_utc, 19) || 'Z')
+                 AND f.off_blocks_utc <= coalesce(left(d.duty_end_utc, 19) || 'Z', '~')
                  AND f.role = 'operating'
                  AND rtrim(f.off_blocks_utc, 'Z') >= rtrim(d.duty_start_utc, 'Z')
                  AND (d.duty_end_utc IS NULL
