@@ -24,6 +24,7 @@ mod machine;
 mod peer;
 mod postgres;
 mod run;
+mod station;
 mod table;
 
 use std::path::PathBuf;

@@ -11,6 +11,8 @@
 //!   temporary table and one `INSERT … SELECT … ON CONFLICT (key) DO UPDATE … WHERE
 //!   excluded.source_revision > …`, one transaction; both timed as processes,
 //!   spawn to exit, median of `--repeat` interleaved rounds;
+//! - **a station's file** into a database holding the main file against the same
+//!   file into an empty one (`station`);
 //! - **daemons at once:** 1, 2 and 4 `spoolite run`, each on its own spool, the
 //!   files a station sends (`STATION_FILES` of `STATION_EVENTS` events) shared out
 //!   between them, one database, with the machine's processor time (every
@@ -33,6 +35,7 @@ use crate::daemon::Daemon;
 use crate::files;
 use crate::generate::{self, BatchSpec, Layout};
 use crate::latency;
+use crate::station;
 use crate::table::{self, Floor, Row, Target};
 use crate::{BenchResult, progress};
 
@@ -94,10 +97,14 @@ pub struct Report<'a> {
 pub fn run(plan: &Plan, report: &mut Report) -> BenchResult<()> {
     let server = Server::start(plan.out)?;
     report.notes.push(format!("P: {}", server.describe()?));
-    let parts: [(&str, Part); 3] = [
+    let parts: [(&str, Part); 4] = [
         (
             "first ingest into PostgreSQL against psql's COPY",
             first_ingest,
+        ),
+        (
+            "a station's file into a database of the main file against an empty one",
+            station_file,
         ),
         ("daemons at once into one PostgreSQL database", daemons),
         ("drop-to-visible against PostgreSQL", latency),
@@ -279,7 +286,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
             .arg(plan.file)
             .stderr(Stdio::from(File::create(&log)?));
         let measured = child::measure(ingest).map_err(|e| format!("{e}; see {}", log.display()))?;
-        check_ingested(&measured.stdout, events)?;
+        station::check_ingested(&measured.stdout, events)?;
         ours.push(measured.wall.as_secs_f64());
         rss = rss.max(measured.peak_rss_bytes);
         // Each database is dropped before the next run, so that no autovacuum of
@@ -354,6 +361,33 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         table::mebibytes(rss)
     ));
     Ok(())
+}
+
+/// A station's file into a database holding the main file's events against the
+/// same file into an empty one (`station`).
+fn station_file(plan: &Plan, server: &Server, report: &mut Report) -> BenchResult<()> {
+    let large = server.fresh_db("station_large", true)?;
+    let empty = server.fresh_db("station_empty", true)?;
+    progress(&format!(
+        "P: the main file into the station files' large database ({} events)",
+        table::count(plan.events)
+    ));
+    let log = plan.out.join("data").join("pg-station-base.log");
+    let mut ingest = Command::new(plan.spoolite);
+    ingest
+        .args(["ingest", "--json", "--db"])
+        .arg(&large)
+        .arg(plan.file)
+        .stderr(Stdio::from(File::create(&log)?));
+    let measured = child::measure(ingest).map_err(|e| format!("{e}; see {}", log.display()))?;
+    station::check_ingested(&measured.stdout, plan.events)?;
+    server.checkpoint()?;
+    let files = station::Files::write(&plan.out.join("data"), plan.seed, plan.events)?;
+    let (row, note) = files.compare(plan.spoolite, ("P", plan.events), &large, &empty)?;
+    report.rows.push(row);
+    report.notes.push(note);
+    server.drop_db("station_large")?;
+    server.drop_db("station_empty")
 }
 
 /// Writes the rows spoolite stores for `file`'s events as COPY text, in file order:
@@ -445,17 +479,6 @@ COMMIT;
 ",
         next = events + 1
     )
-}
-
-/// Checks `spoolite ingest --json`'s line: processed, every event inserted.
-fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
-    let line: serde_json::Value = serde_json::from_str(stdout.trim())
-        .map_err(|e| format!("spoolite ingest printed {stdout:?}: {e}"))?;
-    let inserted = line["inserted"].as_u64();
-    if line["outcome"] != "processed" || inserted != Some(events) {
-        return Err(format!("spoolite ingest: {line}, expected {events} inserted").into());
-    }
-    Ok(())
 }
 
 /// The rows of database `name` and a checksum of them: every column but the times,

@@ -16,6 +16,7 @@ use crate::child::{self, ChildReport};
 use crate::fairfloor::{self, Variant};
 use crate::files::{READ_BUFFER_BYTES, warm};
 use crate::generate::{self, BatchSpec, Layout};
+use crate::station;
 use crate::table::{self, Floor, Row, Target};
 use crate::{
     BenchResult, Options, analyst, backlog, datasette, idle, latency, machine, peer, postgres,
@@ -863,6 +864,7 @@ impl Bench {
         let rates = self.build_base(&db, base)?;
         let grown = self.ingest_into(&db, &files.json, "inserted")?;
         let db_bytes = std::fs::metadata(&db)?.len();
+        self.station_file(&db, base + files.json.events)?;
         if chosen(&self.options.only, "A") {
             self.grown_db = Some((db.clone(), base + files.json.events));
         } else {
@@ -906,6 +908,23 @@ impl Bench {
             table::mebibytes(db_bytes),
             table::mebibytes(grown.peak_rss_bytes)
         ));
+        Ok(())
+    }
+
+    /// A station's file into the growth database (`rows` events) against the same
+    /// file into an empty one (`station`).
+    fn station_file(&mut self, db: &Path, rows: u64) -> BenchResult<()> {
+        let empty = self.fresh_db("station-empty.db")?;
+        let files = station::Files::write(&self.data, self.options.seed, rows)?;
+        let (row, note) = files.compare(
+            &self.spoolite()?,
+            ("5", rows),
+            &db.to_string_lossy(),
+            &empty.to_string_lossy(),
+        )?;
+        remove_db(&empty)?;
+        self.rows.push(row);
+        self.notes.push(note);
         Ok(())
     }
 

@@ -120,6 +120,14 @@ fn bench_smoke_run_completes_and_reports_every_figure() {
             "results.md has no {figure:?} row:\n{results}"
         );
     }
+    // A station's file into a large database, on SQLite (section 5) and PostgreSQL.
+    assert_eq!(
+        results
+            .matches("a station's file of 500 new events into a")
+            .count(),
+        2,
+        "results.md has not two station-file rows:\n{results}"
+    );
 }
 
 /// The "Problems" section of the bench's results (its stdout), the lines that say

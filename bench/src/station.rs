@@ -1,0 +1,141 @@
+//! A station's file into a large database against the same file into an empty
+//! one (issue 36: a file's cost must not grow with the database), on SQLite
+//! (section 5, into the growth database) and on PostgreSQL (section P, into a
+//! database holding the main file).
+//!
+//! `FILES` files of `EVENTS` new events each, the generator's next days after
+//! everything the large database holds, each ingested by `spoolite ingest --json
+//! --db DB FILE` into the large database and then into the empty one (a database
+//! holding spoolite's schema and the files before it), timed as processes, spawn to
+//! exit. One file goes into each first and is not counted: the empty database's
+//! schema is made by it, and both databases' files are then read.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::child;
+use crate::generate::{self, BatchSpec, Layout};
+use crate::table::{self, Row, Target};
+use crate::{BenchResult, progress};
+
+/// Events in a station's file, as the issue measures them.
+pub const EVENTS: u64 = 500;
+/// Files counted, besides the one that goes in first.
+const FILES: u64 = 5;
+/// Issue 36's target: a file into the large database at most this times its
+/// cost into the empty one.
+const RATIO_MAX: f64 = 1.5;
+
+/// The station's files: their paths, the first one not counted.
+pub struct Files {
+    paths: Vec<PathBuf>,
+    /// Where the ingests' logs go (each run's replaces the one before).
+    log: PathBuf,
+}
+
+impl Files {
+    /// Writes the files into `dir`, their events from `offset` on (past every
+    /// event of the large database).
+    pub fn write(dir: &Path, seed: u64, offset: u64) -> BenchResult<Files> {
+        let mut paths = Vec::new();
+        for at in 0..=FILES {
+            let spec = BatchSpec {
+                offset: offset + at * EVENTS,
+                count: EVENTS,
+                revision: 1,
+                crew_changed: false,
+                batch_id: format!("station-{at}"),
+            };
+            let path = dir.join(format!("station-{at}.ndjson"));
+            generate::write_batch_file(&path, seed, &spec, Layout::Ndjson)?;
+            paths.push(path);
+        }
+        Ok(Files {
+            paths,
+            log: dir.join("station-ingest.log"),
+        })
+    }
+
+    /// Ingests each file into `large` and then into `empty` (`--db` values), and
+    /// returns the row judged against the target and a note of every run.
+    pub fn compare(
+        self,
+        spoolite: &Path,
+        (section, large_rows): (&str, u64),
+        large: &str,
+        empty: &str,
+    ) -> BenchResult<(Row, String)> {
+        let (mut into_large, mut into_empty) = (Vec::new(), Vec::new());
+        for (at, path) in self.paths.iter().enumerate() {
+            progress(&format!(
+                "{section}: station file {at} of {FILES} into the large and the empty database"
+            ));
+            let large_s = ingest(spoolite, large, path, &self.log)?;
+            let empty_s = ingest(spoolite, empty, path, &self.log)?;
+            if at > 0 {
+                into_large.push(large_s);
+                into_empty.push(empty_s);
+            }
+        }
+        for path in &self.paths {
+            std::fs::remove_file(path)?;
+        }
+        let (large_s, empty_s) = (table::median(&into_large), table::median(&into_empty));
+        let ratio = large_s / empty_s;
+        let row = Row::info(
+            section,
+            &format!(
+                "a station's file of {EVENTS} new events into a {}-row database, \
+                 `spoolite ingest`, process time, median of {FILES}",
+                table::count(large_rows)
+            ),
+            table::timed(EVENTS, large_s),
+            format!("empty db: {}", table::seconds(empty_s)),
+        )
+        .times(
+            ratio,
+            "the empty db",
+            Target::AtMost(RATIO_MAX),
+            "≤ 1.5× empty (issue 36)",
+        );
+        let shown = |runs: &[f64]| {
+            runs.iter()
+                .map(|&s| table::seconds(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let note = format!(
+            "{section}, station files in order: into the {}-row database {} · into the \
+             empty one {}",
+            table::count(large_rows),
+            shown(&into_large),
+            shown(&into_empty)
+        );
+        Ok((row, note))
+    }
+}
+
+/// `spoolite ingest --json --db DB FILE` as a process, its log into `log`: its
+/// wall time, every event inserted.
+fn ingest(spoolite: &Path, db: &str, file: &Path, log: &Path) -> BenchResult<f64> {
+    let mut command = Command::new(spoolite);
+    command
+        .args(["ingest", "--json", "--db", db])
+        .arg(file)
+        .stderr(Stdio::from(File::create(log)?));
+    let measured = child::measure(command).map_err(|e| format!("{e}; see {}", log.display()))?;
+    check_ingested(&measured.stdout, EVENTS)?;
+    Ok(measured.wall.as_secs_f64())
+}
+
+/// Checks `spoolite ingest --json`'s line: processed, every event inserted.
+pub fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
+    let line: serde_json::Value = serde_json::from_str(stdout.trim())
+        .map_err(|e| format!("spoolite ingest printed {stdout:?}: {e}"))?;
+    let inserted = line["inserted"].as_u64();
+    if line["outcome"] != "processed" || inserted != Some(events) {
+        return Err(format!("spoolite ingest: {line}, expected {events} inserted").into());
+    }
+    Ok(())
+}
