@@ -228,7 +228,16 @@ impl Noted {
             let drop = self.dropped.is_none() && (sorted || many_noted(tx)?);
             all_periods |= drop;
             self.fdp_tables(tx)?;
-            recompute(tx, Scope::Noted, drop, all_periods)?;
+            // Every flight noted (a correction of every flight's crew): the crew
+            // tables are emptied whole instead of row by row, and the periods are
+            // computed with the rows.
+            let every = drop && every_noted(tx)?;
+            let scope = match every {
+                true => Scope::All,
+                false => Scope::Noted,
+            };
+            recompute(tx, scope, drop, all_periods)?;
+            all_periods &= !every;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
                 started.elapsed(),
@@ -266,6 +275,16 @@ fn many_noted(tx: &Connection) -> Result<bool, StoreError> {
     Ok(tx.query_row(
         "SELECT 3 * (SELECT count(*) FROM temp.crew_recompute)
              >= (SELECT coalesce(max(ref), 0) FROM spoolite_flight)",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// Whether the batch noted every stored flight.
+fn every_noted(tx: &Connection) -> Result<bool, StoreError> {
+    Ok(tx.query_row(
+        "SELECT (SELECT count(*) FROM temp.crew_recompute)
+             = (SELECT count(*) FROM spoolite_flight)",
         [],
         |row| row.get(0),
     )?)
