@@ -185,7 +185,7 @@ pub(crate) fn sqlite_into_postgres(
         &snapshot,
         &mut tx,
         (from, &target),
-        counted.rows(),
+        (counted.rows(), before.rows() == 0),
         progress,
     )?;
     let next_change_seq = verify_target(&mut tx, &target, &counted, &before)?;
@@ -202,12 +202,13 @@ pub(crate) fn sqlite_into_postgres(
 /// `change_seq` shifted above every one the target has given (so that a follower
 /// of its feed sees them as changes after those), then the flight ids and the
 /// flights' times and crew rows as their batches would have kept them. Returns
-/// the shift.
+/// the shift. `empty`: the target held no row before, so every flight it holds
+/// is a copied one.
 fn fill_target(
     snapshot: &Connection,
     tx: &mut Transaction<'_>,
     (from, target): (&Path, &str),
-    rows: u64,
+    (rows, empty): (u64, bool),
     progress: &dyn Fn(CopyProgress),
 ) -> Result<i64, CopyError> {
     let target_error = |source: StoreError| CopyError::Target {
@@ -237,9 +238,16 @@ fn fill_target(
         &[],
     )
     .map_err(|e| target_error(e.into()))?;
-    // Every copied row's change_seq is above `shift`.
-    super::postgres::crew::keep(tx, super::postgres::crew::Scope::ChangedAfter(shift))
-        .map_err(target_error)?;
+    // Into an empty target, every flight is a copied one: computed whole, every
+    // period by one statement. Into one that held rows, the copied flights are
+    // those whose rows' change_seq is above `shift`, and the periods those they
+    // touch: at 10M events, the touches (one per operating crew row, each two
+    // searches of the duties' crew index) took longer than the copy itself.
+    let scope = match empty {
+        true => super::postgres::crew::Scope::All,
+        false => super::postgres::crew::Scope::ChangedAfter(shift),
+    };
+    super::postgres::crew::keep(tx, scope).map_err(target_error)?;
     Ok(shift)
 }
 

@@ -245,6 +245,96 @@ fn after_a_copy_re_drops_skip_and_new_rows_get_change_seq_above_the_copied() {
     );
 }
 
+/// A duty of crew member `crew` with two of their flights in it, and one flight
+/// after it: two crew rows of flights, one of a duty, one flight duty period.
+fn duty_with_flights(dir: &Path, name: &str, crew: &str, day: &str) -> PathBuf {
+    let payload = format!(r#"{{"crew":["{crew}"]}}"#);
+    let lines = [
+        ("D", "duty_start", "05:00:00"),
+        ("D", "duty_end", "16:00:00"),
+        ("A", "off_blocks", "06:00:00"),
+        ("A", "on_blocks", "08:30:00"),
+        ("B", "off_blocks", "10:00:00"),
+        ("B", "on_blocks", "13:15:00"),
+        ("C", "off_blocks", "18:00:00"),
+        ("C", "on_blocks", "19:00:00"),
+    ]
+    .map(|(flight, kind, time)| {
+        let instant = format!("{day}T{time}Z");
+        event(
+            &format!("{flight}-{crew}"),
+            kind,
+            &instant,
+            Some(1),
+            &payload,
+        )
+    });
+    write(dir, name, lines.join("\n") + "\n")
+}
+
+#[test]
+fn a_copy_holds_the_crew_rows_and_flight_duty_periods_of_its_source() {
+    // Into an empty target every flight is computed whole; into one holding
+    // rows, the copied flights and the periods they touch.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = Backend::sqlite();
+    ingest_each(
+        &source.db(),
+        &[duty_with_flights(
+            dir.path(),
+            "c1.ndjson",
+            "C1",
+            "2027-03-01",
+        )],
+    );
+    let expected = crate::crew::crew_views(&source);
+    assert_eq!(
+        expected.2,
+        ["C1|flight_crew|D-C1|2027-03-01T05:00:00Z|2027-03-01T13:15:00Z|49500"],
+        "the source's one period, to the second flight's on-blocks"
+    );
+    let target = Backend::postgres();
+    let output = copy_db(&source.db(), &target.db().to_string_lossy(), &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        crate::crew::crew_views(&target),
+        expected,
+        "into an empty target"
+    );
+
+    let more = Backend::sqlite();
+    ingest_each(
+        &more.db(),
+        &[duty_with_flights(
+            dir.path(),
+            "c2.ndjson",
+            "C2",
+            "2027-03-02",
+        )],
+    );
+    let output = copy_db(
+        &more.db(),
+        &target.db().to_string_lossy(),
+        &["--into-non-empty"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let both = Backend::postgres();
+    ingest_each(
+        &both.db(),
+        &[
+            duty_with_flights(dir.path(), "c1.ndjson", "C1", "2027-03-01"),
+            duty_with_flights(dir.path(), "c2.ndjson", "C2", "2027-03-02"),
+        ],
+    );
+    let into_non_empty = crate::crew::crew_views(&target);
+    assert_eq!(into_non_empty.2.len(), 2, "{into_non_empty:?}");
+    assert_eq!(
+        into_non_empty,
+        crate::crew::crew_views(&both),
+        "into a target holding rows, as both files ingested"
+    );
+}
+
 #[test]
 fn a_target_holding_rows_is_refused_and_left_unchanged() {
     let source = Source::new();
