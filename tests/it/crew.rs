@@ -1253,3 +1253,113 @@ fn tied_off_blocks_end_the_period_at_the_later_on_blocks_on_postgres() {
 fn tied_off_blocks_end_the_period_at_the_later_on_blocks_in_a_stored_database_on_postgres() {
     check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres(), true);
 }
+
+/// Index entries of `spoolite_crew_flight_crew` read so far, once the server's
+/// statistics count `inserted` rows inserted into `spoolite_crew_flight`: each
+/// `spoolite ingest`'s server process reports its statistics as it ends, a moment
+/// after the process exits.
+fn crew_index_reads(db: &crate::support_pg::PgDb, inserted: i64) -> i64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let row = &db.query(
+            "SELECT t.n_tup_ins::text, i.idx_tup_read::text
+             FROM pg_stat_user_tables AS t, pg_stat_user_indexes AS i
+             WHERE t.relname = 'spoolite_crew_flight'
+                 AND i.indexrelname = 'spoolite_crew_flight_crew'",
+        )[0];
+        let number = |at: usize| -> i64 { row[at].parse().expect("a count") };
+        if number(0) >= inserted {
+            return number(1);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statistics count {} crew rows inserted, not {inserted}",
+            number(0)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_duty_before_many_stored_flights_reads_only_its_own_span_of_them_on_postgres() {
+    // A crew member's 150 flights are stored; a file then brings a duty before
+    // them with one flight in it. Its period reads the member's flights from the
+    // duty's start to its end in the crew index, not every later one.
+    let backend = Backend::postgres();
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crew = r#"{"crew":["C7"]}"#;
+    let mut later = Vec::new();
+    for day in 1..=150 {
+        let flight = format!("LX{day:04}-2027");
+        let date = chrono_day(day);
+        later.push(event(
+            &flight,
+            "off_blocks",
+            &format!("{date}T08:00:00Z"),
+            Some(1),
+            crew,
+        ));
+        later.push(event(
+            &flight,
+            "on_blocks",
+            &format!("{date}T09:00:00Z"),
+            Some(1),
+            crew,
+        ));
+    }
+    let stored = write(dir.path(), "later.ndjson", later.join("\n") + "\n");
+    let (code, lines) = ingest_json(&backend.db(), &[&stored]);
+    assert_eq!(code, 0, "{lines:?}");
+    let before = crew_index_reads(db, 150);
+
+    let duty = [
+        event(
+            "D-2026",
+            "duty_start",
+            "2026-12-20T05:00:00Z",
+            Some(1),
+            crew,
+        ),
+        event("D-2026", "duty_end", "2026-12-20T14:00:00Z", Some(1), crew),
+        event(
+            "LX0000-2026",
+            "off_blocks",
+            "2026-12-20T06:00:00Z",
+            Some(1),
+            crew,
+        ),
+        event(
+            "LX0000-2026",
+            "on_blocks",
+            "2026-12-20T08:30:00Z",
+            Some(1),
+            crew,
+        ),
+    ];
+    let earlier = write(dir.path(), "earlier.ndjson", duty.join("\n") + "\n");
+    let (code, lines) = ingest_json(&backend.db(), &[&earlier]);
+    assert_eq!(code, 0, "{lines:?}");
+    let read = crew_index_reads(db, 151) - before;
+    assert_eq!(
+        crew_fdp(&backend),
+        ["C7|flight_crew|D-2026|2026-12-20T05:00:00Z|2026-12-20T08:30:00Z|21000"]
+    );
+    assert!(
+        (1..10).contains(&read),
+        "the duty's period read {read} entries of the crew index (its member has 151 flights)"
+    );
+}
+
+/// The date `day` days after 2027-01-01 (day 1 is 2027-01-02), as `YYYY-MM-DD`.
+fn chrono_day(day: u32) -> String {
+    const MONTHS: [u32; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let (mut month, mut left) = (0, day);
+    while left >= MONTHS[month] {
+        left -= MONTHS[month];
+        month += 1;
+    }
+    format!("2027-{:02}-{:02}", month + 1, left + 1)
+}
