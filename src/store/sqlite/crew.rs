@@ -223,6 +223,8 @@ impl Noted {
             log::debug!("inserted the held crew rows in {:?}", started.elapsed());
         }
         let mut all_periods = self.dropped.is_some();
+        // Whether every period was computed with the crew rows (`Scope::All`).
+        let mut periods_computed = false;
         if self.any {
             let started = std::time::Instant::now();
             let drop = self.dropped.is_none() && (sorted || many_noted(tx)?);
@@ -237,7 +239,7 @@ impl Noted {
                 false => Scope::Noted,
             };
             recompute(tx, scope, drop, all_periods)?;
-            all_periods &= !every;
+            periods_computed = every;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
                 started.elapsed(),
@@ -250,10 +252,12 @@ impl Noted {
         for indexes in self.dropped.take().into_iter().flatten() {
             indexes.rebuild(tx)?;
         }
-        if all_periods {
-            periods(tx, Scope::All)?;
-        } else if self.fdp_noted {
-            periods(tx, Scope::Noted)?;
+        if !periods_computed {
+            if all_periods {
+                periods(tx, Scope::All)?;
+            } else if self.fdp_noted {
+                periods(tx, Scope::Noted)?;
+            }
         }
         if self.any {
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
