@@ -383,11 +383,13 @@ fn station_file(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
     station::check_ingested(&measured.stdout, plan.events)?;
     server.checkpoint()?;
     let files = station::Files::write(&plan.out.join("data"), plan.seed, plan.events)?;
-    let (row, note) = files.compare(plan.spoolite, ("P", plan.events), &large, &empty)?;
+    let compared = files.compare(plan.spoolite, ("P", plan.events), &large, &empty);
+    server.drop_db("station_large")?;
+    server.drop_db("station_empty")?;
+    let (row, note) = compared?;
     report.rows.push(row);
     report.notes.push(note);
-    server.drop_db("station_large")?;
-    server.drop_db("station_empty")
+    Ok(())
 }
 
 /// Writes the rows spoolite stores for `file`'s events as COPY text, in file order:

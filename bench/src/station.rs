@@ -7,8 +7,8 @@
 //! everything the large database holds, each ingested by `spoolite ingest --json
 //! --db DB FILE` into the large database and then into the empty one (a database
 //! holding spoolite's schema and the files before it), timed as processes, spawn to
-//! exit. One file goes into each first and is not counted: the empty database's
-//! schema is made by it, and both databases' files are then read.
+//! exit. One file goes into each first and is not counted: it warms both
+//! databases (and makes the empty one's schema where nothing made it before).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -55,6 +55,12 @@ impl Files {
             paths,
             log: dir.join("station-ingest.log"),
         })
+    }
+
+    /// The events of every file, the one not counted included: what the large
+    /// database holds more after `compare`.
+    pub fn events(&self) -> u64 {
+        self.paths.len() as u64 * EVENTS
     }
 
     /// Ingests each file into `large` and then into `empty` (`--db` values), and
@@ -125,7 +131,7 @@ fn ingest(spoolite: &Path, db: &str, file: &Path, log: &Path) -> BenchResult<f64
         .arg(file)
         .stderr(Stdio::from(File::create(log)?));
     let measured = child::measure(command).map_err(|e| format!("{e}; see {}", log.display()))?;
-    check_ingested(&measured.stdout, EVENTS)?;
+    check_ingested(&measured.stdout, EVENTS).map_err(|e| format!("{e}; see {}", log.display()))?;
     Ok(measured.wall.as_secs_f64())
 }
 
