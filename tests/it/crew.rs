@@ -1254,11 +1254,11 @@ fn tied_off_blocks_end_the_period_at_the_later_on_blocks_in_a_stored_database_on
     check_tied_off_blocks_end_the_period_at_the_later_on_blocks(&Backend::postgres(), true);
 }
 
-/// Index entries of `spoolite_crew_flight_crew` read so far, once the server's
-/// statistics count `inserted` rows inserted into `spoolite_crew_flight`: each
-/// `spoolite ingest`'s server process reports its statistics as it ends, a moment
-/// after the process exits.
-fn crew_index_reads(db: &crate::support_pg::PgDb, inserted: i64) -> i64 {
+/// The rows inserted into `spoolite_crew_flight` and the entries of its crew
+/// index read so far, as the server's statistics count them once they count at
+/// least `inserted` rows: each `spoolite ingest`'s server process reports its
+/// statistics as it ends, a moment after the process exits.
+fn crew_index_reads(db: &crate::support_pg::PgDb, inserted: i64) -> (i64, i64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let row = &db.query(
@@ -1269,7 +1269,7 @@ fn crew_index_reads(db: &crate::support_pg::PgDb, inserted: i64) -> i64 {
         )[0];
         let number = |at: usize| -> i64 { row[at].parse().expect("a count") };
         if number(0) >= inserted {
-            return number(1);
+            return (number(0), number(1));
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -1291,29 +1291,32 @@ fn a_duty_before_many_stored_flights_reads_only_its_own_span_of_them_on_postgres
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let crew = r#"{"crew":["C7"]}"#;
+    // C7's flights, and 20 other crew members' on the same days, so that the
+    // planner searches the crew index rather than read the table.
     let mut later = Vec::new();
     for day in 1..=150 {
-        let flight = format!("LX{day:04}-2027");
         let date = chrono_day(day);
-        later.push(event(
-            &flight,
-            "off_blocks",
-            &format!("{date}T08:00:00Z"),
-            Some(1),
-            crew,
-        ));
-        later.push(event(
-            &flight,
-            "on_blocks",
-            &format!("{date}T09:00:00Z"),
-            Some(1),
-            crew,
-        ));
+        for other in 0..=20 {
+            let (flight, payload) = match other {
+                0 => (format!("LX{day:04}-2027"), crew.to_owned()),
+                _ => (
+                    format!("LX{day:04}-{other:02}"),
+                    format!(r#"{{"crew":["C{}"]}}"#, 1000 + other),
+                ),
+            };
+            for (kind, time) in [("off_blocks", "08:00:00"), ("on_blocks", "09:00:00")] {
+                let instant = format!("{date}T{time}Z");
+                later.push(event(&flight, kind, &instant, Some(1), &payload));
+            }
+        }
     }
     let stored = write(dir.path(), "later.ndjson", later.join("\n") + "\n");
     let (code, lines) = ingest_json(&backend.db(), &[&stored]);
     assert_eq!(code, 0, "{lines:?}");
-    let before = crew_index_reads(db, 150);
+    let (inserted, before) = crew_index_reads(db, 150 * 21);
+    // The planner's figures for the table as it now is, taken now: no
+    // automatic ANALYZE comes between the two files.
+    db.query("ANALYZE spoolite_crew_flight");
 
     let duty = [
         event(
@@ -1342,7 +1345,7 @@ fn a_duty_before_many_stored_flights_reads_only_its_own_span_of_them_on_postgres
     let earlier = write(dir.path(), "earlier.ndjson", duty.join("\n") + "\n");
     let (code, lines) = ingest_json(&backend.db(), &[&earlier]);
     assert_eq!(code, 0, "{lines:?}");
-    let read = crew_index_reads(db, 151) - before;
+    let read = crew_index_reads(db, inserted + 1).1 - before;
     assert_eq!(
         crew_fdp(&backend),
         ["C7|flight_crew|D-2026|2026-12-20T05:00:00Z|2026-12-20T08:30:00Z|21000"]
