@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -279,14 +279,7 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         files::warm(plan.file)?;
         server.checkpoint()?;
         progress(&format!("P: round {}: spoolite ingest", round + 1));
-        let mut ingest = Command::new(plan.spoolite);
-        ingest
-            .args(["ingest", "--json", "--db"])
-            .arg(&uri)
-            .arg(plan.file)
-            .stderr(Stdio::from(File::create(&log)?));
-        let measured = child::measure(ingest).map_err(|e| format!("{e}; see {}", log.display()))?;
-        station::check_ingested(&measured.stdout, events)?;
+        let measured = station::ingest(plan.spoolite, &uri, plan.file, &log, events)?;
         ours.push(measured.wall.as_secs_f64());
         rss = rss.max(measured.peak_rss_bytes);
         // Each database is dropped before the next run, so that no autovacuum of
@@ -373,14 +366,7 @@ fn station_file(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         table::count(plan.events)
     ));
     let log = plan.out.join("data").join("pg-station-base.log");
-    let mut ingest = Command::new(plan.spoolite);
-    ingest
-        .args(["ingest", "--json", "--db"])
-        .arg(&large)
-        .arg(plan.file)
-        .stderr(Stdio::from(File::create(&log)?));
-    let measured = child::measure(ingest).map_err(|e| format!("{e}; see {}", log.display()))?;
-    station::check_ingested(&measured.stdout, plan.events)?;
+    station::ingest(plan.spoolite, &large, plan.file, &log, plan.events)?;
     server.checkpoint()?;
     let files = station::Files::write(&plan.out.join("data"), plan.seed, plan.events)?;
     let compared = files.compare(plan.spoolite, ("P", plan.events), &large, &empty);

@@ -77,8 +77,12 @@ impl Files {
             progress(&format!(
                 "{section}: station file {at} of {FILES} into the large and the empty database"
             ));
-            let large_s = ingest(spoolite, large, path, &self.log)?;
-            let empty_s = ingest(spoolite, empty, path, &self.log)?;
+            let seconds = |db| -> BenchResult<f64> {
+                Ok(ingest(spoolite, db, path, &self.log, EVENTS)?
+                    .wall
+                    .as_secs_f64())
+            };
+            let (large_s, empty_s) = (seconds(large)?, seconds(empty)?);
             if at > 0 {
                 into_large.push(large_s);
                 into_empty.push(empty_s);
@@ -122,21 +126,28 @@ impl Files {
     }
 }
 
-/// `spoolite ingest --json --db DB FILE` as a process, its log into `log`: its
-/// wall time, every event inserted.
-fn ingest(spoolite: &Path, db: &str, file: &Path, log: &Path) -> BenchResult<f64> {
+/// `spoolite ingest --json --db DB FILE` as a process, timed spawn to exit, its
+/// log into `log`; every one of `events` must be inserted.
+pub fn ingest(
+    spoolite: &Path,
+    db: &str,
+    file: &Path,
+    log: &Path,
+    events: u64,
+) -> BenchResult<child::Measured> {
     let mut command = Command::new(spoolite);
     command
         .args(["ingest", "--json", "--db", db])
         .arg(file)
         .stderr(Stdio::from(File::create(log)?));
-    let measured = child::measure(command).map_err(|e| format!("{e}; see {}", log.display()))?;
-    check_ingested(&measured.stdout, EVENTS).map_err(|e| format!("{e}; see {}", log.display()))?;
-    Ok(measured.wall.as_secs_f64())
+    let see_log = |e: Box<dyn std::error::Error>| format!("{e}; see {}", log.display());
+    let measured = child::measure(command).map_err(see_log)?;
+    check_ingested(&measured.stdout, events).map_err(see_log)?;
+    Ok(measured)
 }
 
 /// Checks `spoolite ingest --json`'s line: processed, every event inserted.
-pub fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
+fn check_ingested(stdout: &str, events: u64) -> BenchResult<()> {
     let line: serde_json::Value = serde_json::from_str(stdout.trim())
         .map_err(|e| format!("spoolite ingest printed {stdout:?}: {e}"))?;
     let inserted = line["inserted"].as_u64();

@@ -1295,7 +1295,10 @@ fn a_duty_before_many_stored_flights_reads_only_its_own_span_of_them_on_postgres
     // planner searches the crew index rather than read the table.
     let mut later = Vec::new();
     for day in 1..=150 {
-        let date = chrono_day(day);
+        // `day` days after 2027-01-01, as `YYYY-MM-DD`.
+        let date = jiff::civil::date(2027, 1, 1)
+            .checked_add(jiff::Span::new().days(day))
+            .expect("a date in 2027");
         for other in 0..=20 {
             let (flight, payload) = match other {
                 0 => (format!("LX{day:04}-2027"), crew.to_owned()),
@@ -1354,15 +1357,4 @@ fn a_duty_before_many_stored_flights_reads_only_its_own_span_of_them_on_postgres
         (1..10).contains(&read),
         "the duty's period read {read} entries of the crew index (its member has 151 flights)"
     );
-}
-
-/// The date `day` days after 2027-01-01 (day 1 is 2027-01-02), as `YYYY-MM-DD`.
-fn chrono_day(day: u32) -> String {
-    const MONTHS: [u32; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    let (mut month, mut left) = (0, day);
-    while left >= MONTHS[month] {
-        left -= MONTHS[month];
-        month += 1;
-    }
-    format!("2027-{:02}-{:02}", month + 1, left + 1)
 }

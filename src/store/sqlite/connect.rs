@@ -141,6 +141,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         tx.execute_batch(MIGRATIONS[next as usize - 1])?;
         if next == CREW_VERSION && super::crew::empty(&tx)? {
             super::crew::recompute(&tx, super::crew::Scope::All, true, true)?;
+            super::crew::periods(&tx, super::crew::Scope::All)?;
         }
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;

@@ -223,23 +223,20 @@ impl Noted {
             log::debug!("inserted the held crew rows in {:?}", started.elapsed());
         }
         let mut all_periods = self.dropped.is_some();
-        // Whether every period was computed with the crew rows (`Scope::All`).
-        let mut periods_computed = false;
         if self.any {
             let started = std::time::Instant::now();
             let drop = self.dropped.is_none() && (sorted || many_noted(tx)?);
             all_periods |= drop;
             self.fdp_tables(tx)?;
             // Every flight noted (a correction of every flight's crew): the crew
-            // tables are emptied whole instead of row by row, and the periods are
-            // computed with the rows.
+            // tables are emptied whole instead of row by row (every period is
+            // then computed below, `all_periods`).
             let every = drop && every_noted(tx)?;
             let scope = match every {
                 true => Scope::All,
                 false => Scope::Noted,
             };
             recompute(tx, scope, drop, all_periods)?;
-            periods_computed = every;
             log::debug!(
                 "computed the crew rows of the noted flights again in {:?}{}",
                 started.elapsed(),
@@ -252,12 +249,10 @@ impl Noted {
         for indexes in self.dropped.take().into_iter().flatten() {
             indexes.rebuild(tx)?;
         }
-        if !periods_computed {
-            if all_periods {
-                periods(tx, Scope::All)?;
-            } else if self.fdp_noted {
-                periods(tx, Scope::Noted)?;
-            }
+        if all_periods {
+            periods(tx, Scope::All)?;
+        } else if self.fdp_noted {
+            periods(tx, Scope::Noted)?;
         }
         if self.any {
             tx.execute_batch("DELETE FROM temp.crew_recompute")?;
@@ -566,7 +561,7 @@ fn write_duty_members(
 }
 
 /// The crew rows of the flights in `scope`, deleted and written again from their
-/// live rows (of every flight: the flight duty periods too); with `sorted`, the
+/// live rows; the caller computes the periods after (`periods`). With `sorted`, the
 /// crew tables' secondary indexes are dropped first and built again after, by one
 /// sort each, instead of taking a random insert per row (a first ingest of 1M
 /// events writes about a million crew rows). `all_periods`: the caller computes
@@ -587,11 +582,6 @@ pub(super) fn recompute(
     write_rows(tx, scope, all_periods || scope == Scope::All)?;
     for indexes in dropped.into_iter().flatten() {
         indexes.rebuild(tx)?;
-    }
-    // The noted flights' periods are the batch's to compute, with what it wrote
-    // besides (`Noted::finish`).
-    if scope == Scope::All {
-        periods(tx, Scope::All)?;
     }
     Ok(())
 }
@@ -734,7 +724,7 @@ fn periods_sql(duties: &str) -> String {
 /// Computes the flight duty periods again: of every duty (`Scope::All`: `all_periods`,
 /// the table's index dropped and built again by one sort), or of the duties noted
 /// and touched (by `periods_sql`, a look-up of each duty's crew member's flights).
-fn periods(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
+pub(super) fn periods(tx: &Connection, scope: Scope) -> Result<(), StoreError> {
     let started = std::time::Instant::now();
     match scope {
         Scope::All => {
