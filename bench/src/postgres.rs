@@ -339,18 +339,12 @@ fn first_ingest(plan: &Plan, server: &Server, report: &mut Report) -> BenchResul
         &floor,
         "≤ 1.5× the psql floor (issue 13)",
     ));
-    let shown = |runs: &[f64]| {
-        runs.iter()
-            .map(|&s| table::seconds(s))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     report.notes.push(format!(
         "P, first ingest: rounds in order, spoolite {} · floor {}; peak RSS of `spoolite \
          ingest` {}; the floor's rows checked equal to spoolite's in round 1 (every \
          column but the times, the batch digest and change_seq)",
-        shown(&ours),
-        shown(&floors),
+        table::seconds_list(&ours),
+        table::seconds_list(&floors),
         table::mebibytes(rss)
     ));
     Ok(())

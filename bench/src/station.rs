@@ -109,18 +109,12 @@ impl Files {
             Target::AtMost(RATIO_MAX),
             "≤ 1.5× empty (issue 36)",
         );
-        let shown = |runs: &[f64]| {
-            runs.iter()
-                .map(|&s| table::seconds(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         let note = format!(
             "{section}, station files in order: into the {}-row database {} · into the \
              empty one {}",
             table::count(large_rows),
-            shown(&into_large),
-            shown(&into_empty)
+            table::seconds_list(&into_large),
+            table::seconds_list(&into_empty)
         );
         Ok((row, note))
     }

@@ -162,6 +162,14 @@ pub fn rate(events: u64, seconds: f64) -> String {
 }
 
 /// A time and the events per second it makes: `12.3 s = 81,301 ev/s`.
+/// Each of `runs`, as `seconds` shows it, in order, comma-separated.
+pub fn seconds_list(runs: &[f64]) -> String {
+    runs.iter()
+        .map(|&s| seconds(s))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn timed(events: u64, seconds: f64) -> String {
     format!("{} = {}", self::seconds(seconds), rate(events, seconds))
 }
