@@ -35,6 +35,8 @@ const REDROP_RATIO_MAX: f64 = 1.2;
 const RSS_BYTES_MAX: u64 = 128 * 1024 * 1024;
 const RSS_SPREAD_MAX: f64 = 0.10;
 const GROWTH_RATIO_MIN: f64 = 0.5;
+/// Section 5's rows of the floor's own growth, beside spoolite's.
+const FLOOR_GROWTH: &str = "the bulk+crew floor's own growth";
 /// Issue 20: each analyst query on PostgreSQL within this many times SQLite's.
 const PG_ANALYST_RATIO_MAX: f64 = 2.0;
 const PEER_SPEEDUP_MIN: f64 = 10.0;
@@ -918,6 +920,11 @@ impl Bench {
         } else {
             remove_db(&db)?;
         }
+        if let Err(error) = self.floor_growth(base, &files.ndjson) {
+            self.rows
+                .push(Row::skipped("5", FLOOR_GROWTH, error.to_string()));
+            self.problems.push(format!("5, {FLOOR_GROWTH}: {error}"));
+        }
         Ok(())
     }
 
@@ -939,9 +946,25 @@ impl Bench {
         Ok(added)
     }
 
-    /// Fills `db` with `base` events that share no key with the main file; returns
-    /// the events/s of each file.
+    /// Fills `db` with `base` events that share no key with the main file, in
+    /// files of --events each, by `spoolite ingest`; returns the events/s of each
+    /// file.
     fn build_base(&self, db: &Path, base: u64) -> BenchResult<Vec<f64>> {
+        self.build_base_by(base, ("growth-base", Layout::Json), |file, _| {
+            Ok(self.ingest_into(db, file, "inserted")?.seconds)
+        })
+    }
+
+    /// Writes the growth base's files one by one (batches `name-N` in `layout`,
+    /// --events each, `base` events in all) and hands each to `ingest` with its
+    /// place (0 first), which returns its seconds; returns the events/s of each
+    /// file.
+    fn build_base_by(
+        &self,
+        base: u64,
+        (name, layout): (&str, Layout),
+        mut ingest: impl FnMut(&BatchFile, usize) -> BenchResult<f64>,
+    ) -> BenchResult<Vec<f64>> {
         let per_file = self.events().max(1);
         let mut rates = Vec::new();
         let mut built = 0;
@@ -952,15 +975,102 @@ impl Bench {
                 count,
                 revision: 1,
                 crew_changed: false,
-                batch_id: format!("growth-base-{}", rates.len()),
+                batch_id: format!("{name}-{}", rates.len()),
             };
-            let file = self.write(&spec, Layout::Json, "growth-base.json")?;
-            let ingested = self.ingest_into(db, &file, "inserted")?;
+            let extension = match layout {
+                Layout::Json => "json",
+                Layout::Ndjson => "ndjson",
+            };
+            let file = self.write(&spec, layout, &format!("{name}.{extension}"))?;
+            let seconds = ingest(&file, rates.len())?;
             std::fs::remove_file(&file.path)?;
-            rates.push(count as f64 / ingested.seconds);
+            rates.push(count as f64 / seconds);
             built += count;
         }
         Ok(rates)
+    }
+
+    /// The bulk+crew floor's own growth beside spoolite's: its base of `base`
+    /// events built as spoolite's was (the same files in the same order, the
+    /// first into an empty database with its indexes built after, the others with
+    /// them kept), then the main .ndjson file into it with its indexes kept
+    /// (`c21ixfr+crew`) against `bulk+crew` of that file into an empty database,
+    /// and the station's files into it against an empty database. What the
+    /// floor comes to at this size is what the growth targets ask of spoolite's
+    /// layout.
+    fn floor_growth(&mut self, base: u64, ndjson: &BatchFile) -> BenchResult<()> {
+        let built = match self.fair_floor() {
+            Ok(built) => built,
+            Err(missing) => {
+                self.rows
+                    .push(Row::skipped("5", FLOOR_GROWTH, missing.why.clone()));
+                if missing.failed {
+                    self.problems
+                        .push(format!("5, {FLOOR_GROWTH}: {}", missing.why));
+                }
+                return Ok(());
+            }
+        };
+        let floor = |variant, db: &Path, file: &Path, rows| {
+            fairfloor::run(&built.exe, variant, db, file, rows).map(|run| run.wall_s)
+        };
+        let db = self.fresh_db("floor-growth.db")?;
+        progress(&format!(
+            "5: the floor's base of {} events",
+            table::count(base)
+        ));
+        let layout = ("floor-growth-base", Layout::Ndjson);
+        self.build_base_by(base, layout, |file, at| {
+            let variant = if at == 0 {
+                fairfloor::BULK_CREW
+            } else {
+                fairfloor::C21IXFR_CREW
+            };
+            floor(variant, &db, &file.path, file.events)
+        })?;
+        let n = ndjson.events;
+        warm(&ndjson.path)?;
+        progress("5: the floor's growth");
+        let grown = floor(fairfloor::C21IXFR_CREW, &db, &ndjson.path, n)?;
+        let empty = self.fresh_db("floor-empty.db")?;
+        warm(&ndjson.path)?;
+        let into_empty = floor(fairfloor::BULK_CREW, &empty, &ndjson.path, n)?;
+        remove_db(&empty)?;
+        let ratio = into_empty / grown;
+        let mut row = Row::info(
+            "5",
+            &format!(
+                "{FLOOR_GROWTH}: {} new events into its {}-row db (`{}`, indexes kept)",
+                table::count(n),
+                table::count(base),
+                fairfloor::C21IXFR_CREW.name
+            ),
+            table::timed(n, grown),
+            format!(
+                "`{}` into an empty db: {}",
+                fairfloor::BULK_CREW.name,
+                table::rate(n, into_empty)
+            ),
+        );
+        row.ratio = format!("{ratio:.2}× its empty db (not judged: the floor)");
+        self.rows.push(row);
+        let rows = base + n;
+        let files = station::Files::write(&self.data, self.options.seed, rows)?;
+        let small = self.fresh_db("floor-station-empty.db")?;
+        let variant = fairfloor::C21IXFR_CREW;
+        let who = format!("the floor `{}`", variant.name);
+        let (mut row, runs) = files.compare_with(
+            ("5", rows),
+            &who,
+            (&db.to_string_lossy(), &small.to_string_lossy()),
+            |into, file| floor(variant, Path::new(into), file, station::EVENTS),
+        )?;
+        row.ratio = format!("{:.2}× the empty db (not judged: the floor)", runs.ratio);
+        self.rows.push(row);
+        self.notes.push(runs.text);
+        remove_db(&small)?;
+        remove_db(&db)?;
+        Ok(())
     }
 
     /// Peak RSS of a first ingest of --events/10, --events and --events-max events;

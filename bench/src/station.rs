@@ -63,26 +63,46 @@ impl Files {
         self.paths.len() as u64 * EVENTS
     }
 
-    /// Ingests each file into `large` and then into `empty` (`--db` values), and
-    /// returns the row judged against the target and a note of every run.
+    /// Ingests each file into `large` and then into `empty` (`--db` values) with
+    /// `spoolite ingest`, and returns the row judged against the target and a note
+    /// of every run.
     pub fn compare(
         self,
         spoolite: &Path,
-        (section, large_rows): (&str, u64),
+        section: (&str, u64),
         large: &str,
         empty: &str,
     ) -> BenchResult<(Row, String)> {
+        let log = self.log.clone();
+        let who = "`spoolite ingest`";
+        let (row, runs) = self.compare_with(section, who, (large, empty), |db, path| {
+            Ok(ingest(spoolite, db, path, &log, EVENTS)?.wall.as_secs_f64())
+        })?;
+        let row = row.times(
+            runs.ratio,
+            "the empty db",
+            Target::AtMost(RATIO_MAX),
+            "≤ 1.5× empty (issue 36)",
+        );
+        Ok((row, runs.text))
+    }
+
+    /// Ingests each file into `large` and then into `empty` by `seconds` (the
+    /// time one file took into one database, by the program `who` names), and
+    /// returns the row, not yet judged, and the runs.
+    pub fn compare_with(
+        self,
+        (section, large_rows): (&str, u64),
+        who: &str,
+        (large, empty): (&str, &str),
+        mut seconds: impl FnMut(&str, &Path) -> BenchResult<f64>,
+    ) -> BenchResult<(Row, Runs)> {
         let (mut into_large, mut into_empty) = (Vec::new(), Vec::new());
         for (at, path) in self.paths.iter().enumerate() {
             progress(&format!(
                 "{section}: station file {at} of {FILES} into the large and the empty database"
             ));
-            let seconds = |db| -> BenchResult<f64> {
-                Ok(ingest(spoolite, db, path, &self.log, EVENTS)?
-                    .wall
-                    .as_secs_f64())
-            };
-            let (large_s, empty_s) = (seconds(large)?, seconds(empty)?);
+            let (large_s, empty_s) = (seconds(large, path)?, seconds(empty, path)?);
             if at > 0 {
                 into_large.push(large_s);
                 into_empty.push(empty_s);
@@ -92,32 +112,38 @@ impl Files {
             std::fs::remove_file(path)?;
         }
         let (large_s, empty_s) = (table::median(&into_large), table::median(&into_empty));
-        let ratio = large_s / empty_s;
         let row = Row::info(
             section,
             &format!(
                 "a station's file of {EVENTS} new events into a {}-row database, \
-                 `spoolite ingest`, process time, median of {FILES}",
+                 {who}, process time, median of {FILES}",
                 table::count(large_rows)
             ),
             table::timed(EVENTS, large_s),
             format!("empty db: {}", table::seconds(empty_s)),
-        )
-        .times(
-            ratio,
-            "the empty db",
-            Target::AtMost(RATIO_MAX),
-            "≤ 1.5× empty (issue 36)",
         );
-        let note = format!(
-            "{section}, station files in order: into the {}-row database {} · into the \
-             empty one {}",
+        let text = format!(
+            "{section}, {who}, station files in order: into the {}-row database {} · \
+             into the empty one {}",
             table::count(large_rows),
             table::seconds_list(&into_large),
             table::seconds_list(&into_empty)
         );
-        Ok((row, note))
+        Ok((
+            row,
+            Runs {
+                ratio: large_s / empty_s,
+                text,
+            },
+        ))
     }
+}
+
+/// The counted runs of `compare_with`: the ratio of the medians (large against
+/// empty) and every run in order, as a note.
+pub struct Runs {
+    pub ratio: f64,
+    pub text: String,
 }
 
 /// `spoolite ingest --json --db DB FILE` as a process, timed spawn to exit, its
