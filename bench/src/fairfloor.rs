@@ -2,7 +2,8 @@
 //! `shared/perf-floor` (the least work spoolite's ingest can do with spoolite's own
 //! storage layout), copied under the build's `target/perf-floor`, built there with
 //! `cargo build --release` (cached: a copy whose files have not changed is not
-//! rebuilt) and run on the NDJSON file, a fresh database each time.
+//! rebuilt) and run on NDJSON files: a fresh database each time for the first
+//! ingest, and a large database it grows in section 5.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -155,7 +156,7 @@ pub fn build_dir() -> BenchResult<PathBuf> {
 }
 
 /// A built floor.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Built {
     pub exe: PathBuf,
     pub source: PathBuf,

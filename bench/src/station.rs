@@ -5,8 +5,9 @@
 //!
 //! `FILES` files of `EVENTS` new events each, the generator's next days after
 //! everything the large database holds, each ingested by `spoolite ingest --json
-//! --db DB FILE` into the large database and then into the empty one (a database
-//! holding spoolite's schema and the files before it), timed as processes, spawn to
+//! --db DB FILE` (or, for the floor's figure beside spoolite's in section 5, by
+//! the floor) into the large database and then into the empty one (a database
+//! holding the schema and the files before it), timed as processes, spawn to
 //! exit. One file goes into each first and is not counted: it warms both
 //! databases (and makes the empty one's schema where nothing made it before).
 
@@ -97,20 +98,26 @@ impl Files {
         (large, empty): (&str, &str),
         mut seconds: impl FnMut(&str, &Path) -> BenchResult<f64>,
     ) -> BenchResult<(Row, Runs)> {
-        let (mut into_large, mut into_empty) = (Vec::new(), Vec::new());
-        for (at, path) in self.paths.iter().enumerate() {
-            progress(&format!(
-                "{section}: station file {at} of {FILES} into the large and the empty database"
-            ));
-            let (large_s, empty_s) = (seconds(large, path)?, seconds(empty, path)?);
-            if at > 0 {
-                into_large.push(large_s);
-                into_empty.push(empty_s);
+        let mut timed = || -> BenchResult<(Vec<f64>, Vec<f64>)> {
+            let (mut into_large, mut into_empty) = (Vec::new(), Vec::new());
+            for (at, path) in self.paths.iter().enumerate() {
+                progress(&format!(
+                    "{section}: station file {at} of {FILES} into the large and the empty database"
+                ));
+                let (large_s, empty_s) = (seconds(large, path)?, seconds(empty, path)?);
+                if at > 0 {
+                    into_large.push(large_s);
+                    into_empty.push(empty_s);
+                }
             }
-        }
+            Ok((into_large, into_empty))
+        };
+        let timed = timed();
+        // The files go whether every run went through or not.
         for path in &self.paths {
             std::fs::remove_file(path)?;
         }
+        let (into_large, into_empty) = timed?;
         let (large_s, empty_s) = (table::median(&into_large), table::median(&into_empty));
         let row = Row::info(
             section,
