@@ -4,7 +4,7 @@
 //! SHA-256, the sqlite-utils upsert and a live daemon, times the analysts' queries
 //! on a large database, then prints a Markdown table of every figure with its
 //! baseline and target. See BENCHMARKS.md for how to read it, and
-//! docs/bench-history/2026-11-to-2026-12-05.md (*Run it*, *What is measured, and
+//! docs/bench-history/2026-11-to-2026-12-06.md (*Run it*, *What is measured, and
 //! how*) for how to run each section and what it measures.
 
 #![warn(clippy::unwrap_used)]
@@ -60,7 +60,7 @@ enum Hidden {
     #[command(name = "__floor", hide = true)]
     Floor(child::ChildArgs),
     /// Writes one generated batch file, for profiling a section by hand (see
-    /// docs/bench-history/2026-11-to-2026-12-05.md, *Growth: where the time goes*).
+    /// docs/bench-history/2026-11-to-2026-12-06.md, *Growth: where the time goes*).
     #[command(name = "__generate", hide = true)]
     Generate(GenerateArgs),
 }
