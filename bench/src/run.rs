@@ -906,14 +906,10 @@ impl Bench {
                 ),
             );
         }
-        let rates: Vec<String> = rates
-            .iter()
-            .map(|r| table::thousands(r.round() as u64))
-            .collect();
         self.notes.push(format!(
             "growth base: {} files, ev/s per file in order: {}; database after growth {}; peak RSS of the growth ingest {}",
             rates.len(),
-            rates.join(", "),
+            table::rates_list(&rates),
             table::mebibytes(db_bytes),
             table::mebibytes(grown.peak_rss_bytes)
         ));
@@ -1091,14 +1087,10 @@ impl Bench {
         let ratio = into_empty / grown;
         row.ratio = format!("{ratio:.2}× its empty db (not judged: the floor)");
         self.rows.push(row);
-        let rates: Vec<String> = rates
-            .iter()
-            .map(|r| table::thousands(r.round() as u64))
-            .collect();
         self.notes.push(format!(
             "the floor's growth base: {} files, ev/s per file in order (process time): {}",
             rates.len(),
-            rates.join(", ")
+            table::rates_list(&rates)
         ));
         let rows = base + n;
         let files = station::Files::write(&self.data, self.options.seed, rows)?;

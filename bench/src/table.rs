@@ -161,7 +161,6 @@ pub fn rate(events: u64, seconds: f64) -> String {
     )
 }
 
-/// A time and the events per second it makes: `12.3 s = 81,301 ev/s`.
 /// Each of `runs`, as `seconds` shows it, in order, comma-separated.
 pub fn seconds_list(runs: &[f64]) -> String {
     runs.iter()
@@ -170,6 +169,17 @@ pub fn seconds_list(runs: &[f64]) -> String {
         .join(", ")
 }
 
+/// Each of `rates` (events per second), rounded, in order, comma-separated:
+/// `81,301, 21,774`.
+pub fn rates_list(rates: &[f64]) -> String {
+    rates
+        .iter()
+        .map(|r| thousands(r.round() as u64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A time and the events per second it makes: `12.3 s = 81,301 ev/s`.
 pub fn timed(events: u64, seconds: f64) -> String {
     format!("{} = {}", self::seconds(seconds), rate(events, seconds))
 }
