@@ -442,6 +442,9 @@ fn stream(
     let finished = batch
         .finish(&header, options.stop)
         .map_err(|error| store_error(error, options.stop))?;
+    if !options.dry_run {
+        store.after_commit(&finished.counts);
+    }
     finished.case_variants.log(&names::escaped(name));
     let resent_batch_id = if finished.resent {
         header.batch_id

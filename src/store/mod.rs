@@ -267,6 +267,16 @@ impl Store {
         })
     }
 
+    /// What a backend does once a batch with `counts` has committed: PostgreSQL
+    /// analyses the tables after a large one (`PgStore::after_commit`); SQLite
+    /// nothing.
+    pub(crate) fn after_commit(&mut self, counts: &Counts) {
+        match self {
+            Store::Sqlite(_) => {}
+            Store::Postgres(store) => store.after_commit(counts.inserted + counts.updated),
+        }
+    }
+
     /// Starts a dry run of one batch file: the same fold, nothing written.
     pub fn begin_dry_run(&mut self, digest: &str) -> Result<Option<Batch<'_>>, StoreError> {
         Ok(match self {

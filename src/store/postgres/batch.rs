@@ -508,35 +508,6 @@ fn lock_flights(
     Ok(())
 }
 
-/// A batch that changed at least `ANALYZE_ROWS_MIN` rows, and at least
-/// `ANALYZE_SHARE_MIN` of the rows the event table held by its statistics (any
-/// number when it has none yet), analyses the tables it wrote before it commits
-/// (`ANALYZE_WRITTEN`). Their statistics are then stale, and autovacuum's next
-/// look may be a minute away: meanwhile the planner read the crew tables of a
-/// database just loaded with 1M events as if nearly empty, and each station's
-/// file after the load cost 7× what it cost into an empty database, against
-/// 1.5× once analysed. A smaller batch leaves the statistics to autovacuum.
-const ANALYZE_ROWS_MIN: u64 = 10_000;
-const ANALYZE_SHARE_MIN: f64 = 0.1;
-const ANALYZE_WRITTEN: &str = "ANALYZE spoolite_event, spoolite_flight, spoolite_flight_id,
-    spoolite_crew_flight, spoolite_crew_duty, spoolite_crew_fdp";
-
-/// Whether a batch that changed `changed` rows analyses the tables it wrote
-/// (`ANALYZE_ROWS_MIN`).
-fn analyse_written(tx: &mut Transaction<'_>, changed: u64) -> Result<bool, StoreError> {
-    if changed < ANALYZE_ROWS_MIN {
-        return Ok(false);
-    }
-    // -1 for a table never analysed (nor vacuumed).
-    let rows: f32 = tx
-        .query_one(
-            "SELECT reltuples FROM pg_class WHERE oid = 'spoolite_event'::regclass",
-            &[],
-        )?
-        .get(0);
-    Ok(rows < 0.0 || changed as f64 >= ANALYZE_SHARE_MIN * f64::from(rows))
-}
-
 /// Locks the `spoolite_change_seq` row until the commit and returns the next
 /// `change_seq`: the last lock a batch takes, held from just before its commit.
 fn lock_counter(
@@ -885,11 +856,6 @@ impl Effects for Write {
         // commit that ends it makes them visible before the next writer passes.
         let next = lock_counter(&mut tx, stop, &self.canceller)?;
         super::crew::keep_periods(&mut tx, super::crew::Scope::Written)?;
-        // Rare (a load of a tenth of the table or more), so it may take its
-        // seconds here, once the periods are written too.
-        if analyse_written(&mut tx, changed)? {
-            tx.batch_execute(ANALYZE_WRITTEN)?;
-        }
         // Every number of the batch is at least `first`, so none is to be given
         // again unless one below the counter's next may be among them.
         if changed > 0 && first < next {
