@@ -1007,33 +1007,28 @@ impl Bench {
     /// spoolite builds its own again when the file is large against the table,
     /// which a base of at least half the file is not.)
     fn floor_growth(&mut self, base: u64, ndjson: &BatchFile) -> BenchResult<()> {
+        // Section 5 runs after section 1 (it needs the first ingest), which
+        // reported a floor that could not be built already.
         let built = match self.fair_floor() {
             Ok(built) => built,
             Err(missing) => {
-                self.rows
-                    .push(Row::skipped("5", FLOOR_GROWTH, missing.why.clone()));
-                if missing.failed {
-                    self.problems
-                        .push(format!("5, {FLOOR_GROWTH}: {}", missing.why));
-                }
+                self.rows.push(Row::skipped("5", FLOOR_GROWTH, missing.why));
                 return Ok(());
             }
         };
-        let mut dbs = Vec::new();
-        for name in [
+        let dbs = [
             "floor-growth.db",
             "floor-empty.db",
             "floor-station-empty.db",
-        ] {
-            dbs.push(self.fresh_db(name)?);
-        }
-        let measured =
-            self.floor_growth_into(base, ndjson, &built.exe, [&dbs[0], &dbs[1], &dbs[2]]);
-        // The databases go whether every run went through or not (the first is
-        // as large as spoolite's growth database).
-        for db in &dbs {
-            remove_db(db)?;
-        }
+        ]
+        .map(|name| self.dbs.join(name));
+        // The databases go before (a run cut short may have left them) and after,
+        // whether every run went through or not (the first is as large as
+        // spoolite's growth database).
+        let remove = |dbs: &[PathBuf; 3]| dbs.iter().try_for_each(|db| remove_db(db));
+        remove(&dbs)?;
+        let measured = self.floor_growth_into(base, ndjson, &built.exe, &dbs);
+        remove(&dbs)?;
         measured
     }
 
@@ -1045,7 +1040,7 @@ impl Bench {
         base: u64,
         ndjson: &BatchFile,
         exe: &Path,
-        [grown_db, empty_db, small_db]: [&Path; 3],
+        [grown_db, empty_db, small_db]: &[PathBuf; 3],
     ) -> BenchResult<()> {
         let floor = |variant, db: &Path, file: &Path, rows| {
             fairfloor::run(exe, variant, db, file, rows).map(|run| run.wall_s)

@@ -247,29 +247,11 @@ impl PgStore {
     /// than `ANALYZE_LOCK_WAIT` (autovacuum's, say), or any other failure, is
     /// logged and left to autovacuum; the batch stands committed either way.
     pub fn after_commit(&mut self, changed: u64) {
+        // A station's file asks the server nothing.
         if changed < ANALYZE_ROWS_MIN {
             return;
         }
-        let analysed = (|| -> Result<bool, postgres::Error> {
-            let rows: f32 = self
-                .client
-                .query_one(
-                    "SELECT reltuples FROM pg_class WHERE oid = 'spoolite_event'::regclass",
-                    &[],
-                )?
-                .get(0);
-            if !worth_analysing(changed, rows) {
-                return Ok(false);
-            }
-            let mut tx = self.client.transaction()?;
-            tx.batch_execute(&format!(
-                "SET LOCAL lock_timeout = {}; {ANALYZE_WRITTEN}",
-                ANALYZE_LOCK_WAIT.as_millis()
-            ))?;
-            tx.commit()?;
-            Ok(true)
-        })();
-        match analysed {
+        match analyse_if_worth(&mut self.client, changed) {
             Ok(true) => log::info!(
                 "analysed the tables after a batch of {changed} changed rows: their \
                  statistics are the planner's for the files that follow"
@@ -325,6 +307,27 @@ const ANALYZE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1)
 /// look-ups by key however many rows they hold).
 const ANALYZE_WRITTEN: &str = "ANALYZE spoolite_event, spoolite_flight, spoolite_flight_id,
     spoolite_crew_flight, spoolite_crew_duty, spoolite_crew_fdp";
+
+/// Analyses the tables batches write when a batch that changed `changed` rows
+/// is `worth_analysing`; whether it did.
+fn analyse_if_worth(client: &mut Client, changed: u64) -> Result<bool, postgres::Error> {
+    let rows: f32 = client
+        .query_one(
+            "SELECT reltuples FROM pg_class WHERE oid = 'spoolite_event'::regclass",
+            &[],
+        )?
+        .get(0);
+    if !worth_analysing(changed, rows) {
+        return Ok(false);
+    }
+    let mut tx = client.transaction()?;
+    tx.batch_execute(&format!(
+        "SET LOCAL lock_timeout = {}; {ANALYZE_WRITTEN}",
+        ANALYZE_LOCK_WAIT.as_millis()
+    ))?;
+    tx.commit()?;
+    Ok(true)
+}
 
 /// Whether a batch that changed `changed` rows analyses the tables, the event
 /// table holding `rows` by its statistics: -1 for a table never analysed (nor

@@ -579,7 +579,7 @@ pub(super) fn recompute(
         ]),
         false => None,
     };
-    write_rows(tx, scope, all_periods || scope == Scope::All)?;
+    write_rows(tx, scope, all_periods)?;
     for indexes in dropped.into_iter().flatten() {
         indexes.rebuild(tx)?;
     }
